@@ -1,0 +1,105 @@
+// The engine's public face for the API layer: what a generation request is,
+// what comes back, and the Generator interface the HTTP server talks to.
+// No JSON and no HTTP here (DESIGN.md: JSON ends in api/).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/status.h"
+
+namespace larder {
+
+// Sampler chain settings (order: penalties -> temperature -> top-k -> top-p
+// -> min-p -> draw). temperature == 0 means greedy (argmax, ties to the
+// lowest id).
+struct SamplingParams {
+  float temperature = 0.8f;
+  int top_k = 40;              // <= 0: off
+  float top_p = 0.95f;         // >= 1: off
+  float min_p = 0.05f;         // <= 0: off
+  float repeat_penalty = 1.0f; // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
+  int repeat_last_n = 64;      // window of recent tokens the penalties look at (-1: all)
+  float presence_penalty = 0.0f;   // OpenAI semantics: logit -= presence * (count > 0)
+  float frequency_penalty = 0.0f;  // logit -= frequency * count
+  std::optional<uint64_t> seed;    // nullopt: a random seed per request
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_tokens;  // already tokenized (BOS included where the model wants it)
+  SamplingParams sampling;
+  int max_tokens = -1;                 // completion token cap; -1: until the context is full
+  std::vector<std::string> stop;       // stop strings (never reach the client)
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+// One event from the engine to a request's sink. A request gets zero or more
+// events with text, then exactly one with done = true.
+struct GenerationEvent {
+  std::string text;                    // UTF-8 text delta (never splits a character)
+  std::vector<int32_t> tokens;         // token ids this delta covers
+  bool done = false;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;                   // set when finish == kError
+  // Filled on the final event:
+  int prompt_tokens = 0;
+  int cached_tokens = 0;               // prompt tokens whose KV came from the cache (memory or disk)
+  int completion_tokens = 0;
+  double prefill_ms = 0;               // time from admission to the first token's logits
+  double decode_ms = 0;
+};
+
+// Receives a request's events. on_event is called on the engine thread and
+// must not block (push to a queue and wake the consumer).
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  virtual void on_event(GenerationEvent event) = 0;
+  // Set by the consumer when the client went away; the engine polls it and
+  // finishes the request with FinishReason::kCancelled (KV pages already made
+  // are kept).
+  void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> cancelled_{false};
+};
+
+struct ChatMessage {
+  std::string role;     // "system", "user", "assistant", "tool"
+  std::string content;
+};
+
+struct ModelInfo {
+  std::string id;       // model id shown by /v1/models (file stem unless configured)
+  int n_ctx = 0;        // context length served (tokens)
+  int n_vocab = 0;
+  int64_t created = 0;  // unix seconds
+};
+
+// What the API layer needs from the engine. Thread-safe: every method may be
+// called from the libuv loop thread while the engine runs.
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  virtual const ModelInfo& model_info() const = 0;
+  // Text -> token ids. add_bos follows the model's add_bos_token;
+  // parse_special: text like "<|im_start|>" becomes its control token.
+  virtual std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const = 0;
+  // Renders messages with the model's chat format, ending with the prompt for
+  // the assistant's turn. Errors: kInvalidArgument (e.g. unknown role).
+  virtual Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const = 0;
+  // Whether render_chat output contains control-token text to parse.
+  virtual bool chat_uses_special_tokens() const = 0;
+  // Queues a request; events arrive on `sink`. Never blocks on the engine.
+  virtual void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+};
+
+}  // namespace larder

@@ -1,0 +1,28 @@
+// Where tests find ../shared/models (stories260K GGUF files, reference.json).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace larder::testing {
+
+// The test model directory: $LARDER_TEST_MODELS if set, else the repository's
+// ../shared/models. Returns nullopt (and the caller should SKIP/WARN) when the
+// directory or the requested file does not exist.
+std::optional<std::string> test_model_path(const std::string& file_name);
+
+// Same directory, for reference.json etc.
+std::optional<std::string> test_models_dir();
+
+}  // namespace larder::testing
+
+// Use at the top of a TEST_CASE that needs a real model file:
+//   LARDER_REQUIRE_MODEL(path, "stories260K.gguf");
+// Declares `std::string path`, or WARNs and returns when it is absent.
+#define LARDER_REQUIRE_MODEL(var, file)                                           \
+  auto var##_opt = ::larder::testing::test_model_path(file);                      \
+  if (!var##_opt) {                                                               \
+    WARN("skipped: test model " file " not found (set LARDER_TEST_MODELS)");      \
+    return;                                                                       \
+  }                                                                               \
+  const std::string var = *var##_opt

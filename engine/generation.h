@@ -35,6 +35,9 @@ struct GenerationRequest {
   int max_tokens = -1;                 // completion token cap; -1: until the context is full
   std::vector<std::string> stop;       // stop strings (never reach the client)
   bool ignore_eos = false;
+  // Tests and diagnostics: put the logits at the last prompt position into the
+  // final event (GenerationEvent::prompt_logits, [n_vocab]).
+  bool return_prompt_logits = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -54,6 +57,8 @@ struct GenerationEvent {
   int completion_tokens = 0;
   double prefill_ms = 0;               // time from admission to the first token's logits
   double decode_ms = 0;
+  std::vector<float> prompt_logits;    // [n_vocab] when requested, else empty
+  std::vector<int32_t> output_tokens;  // final event: every generated token id, in order
 };
 
 // Receives a request's events. on_event is called on the engine thread and

@@ -1,0 +1,35 @@
+// ApiError: an OpenAI-shaped error and the HTTP status it goes out with.
+// Body shape (OpenAI API reference, "Error codes"):
+//   {"error": {"message": ..., "type": ..., "param": <string|null>, "code": <string|null>}}
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace larder {
+
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";  // "invalid_request_error", "not_found_error", "server_error"
+  std::optional<std::string> param;            // the offending request field, e.g. "temperature"
+  std::optional<std::string> code;             // e.g. "model_not_found", "context_length_exceeded"
+
+  // 400 invalid_request_error.
+  static ApiError invalid(std::string message, std::optional<std::string> param = std::nullopt,
+                          std::optional<std::string> code = std::nullopt) {
+    return {400, std::move(message), "invalid_request_error", std::move(param), std::move(code)};
+  }
+  // 404 not_found_error.
+  static ApiError not_found(std::string message, std::optional<std::string> param = std::nullopt,
+                            std::optional<std::string> code = std::nullopt) {
+    return {404, std::move(message), "not_found_error", std::move(param), std::move(code)};
+  }
+  // 500 server_error.
+  static ApiError server(std::string message) {
+    return {500, std::move(message), "server_error", std::nullopt, std::nullopt};
+  }
+};
+
+}  // namespace larder

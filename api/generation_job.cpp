@@ -1,0 +1,113 @@
+#include "api/generation_job.h"
+
+namespace larder {
+
+void LoopWaker::wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (async_) uv_async_send(async_);
+}
+
+void LoopWaker::detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  async_ = nullptr;
+}
+
+void QueueSink::on_event(GenerationEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (detached_) return;
+    queue_.push_back(std::move(event));
+  }
+  waker_->wake();
+}
+
+std::deque<GenerationEvent> QueueSink::take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::deque<GenerationEvent> out;
+  out.swap(queue_);
+  return out;
+}
+
+void QueueSink::detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  detached_ = true;
+  queue_.clear();
+}
+
+GenerationJob::GenerationJob(CompletionMeta meta, bool stream, bool include_usage,
+                             std::shared_ptr<QueueSink> sink)
+    : meta_(std::move(meta)), stream_(stream), include_usage_(include_usage), sink_(std::move(sink)) {}
+
+GenerationJob::~GenerationJob() {
+  if (!done_) sink_->cancel();
+  sink_->detach();
+}
+
+void GenerationJob::pump(ResponseWriter& writer) {
+  if (done_) return;
+  std::deque<GenerationEvent> events = sink_->take();
+  for (GenerationEvent& e : events) {
+    on_event(writer, e);
+    if (done_) break;
+  }
+}
+
+void GenerationJob::start_stream(ResponseWriter& writer) {
+  if (started_) return;
+  started_ = true;
+  writer.start_stream(200, "text/event-stream");
+  if (meta_.kind == CompletionKind::kChat) writer.write_stream(sse_event(dump_json(role_chunk_json(meta_))));
+}
+
+void GenerationJob::finish_with_error(ResponseWriter& writer, const ApiError& error) {
+  done_ = true;
+  if (!started_) {
+    writer.send(error_response(error));
+    return;
+  }
+  // Mid-stream: the status line is gone already; report in-band.
+  writer.write_stream(sse_event(dump_json(error_json(error))));
+  writer.write_stream(kSseDone);
+  writer.end_stream();
+}
+
+void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
+  if (!e.done) {
+    if (stream_) {
+      if (e.text.empty()) return;
+      start_stream(writer);
+      writer.write_stream(sse_event(dump_json(text_chunk_json(meta_, e.text))));
+    } else {
+      text_ += e.text;
+    }
+    return;
+  }
+  // The final event may carry a last piece of text.
+  if (!e.text.empty()) {
+    GenerationEvent piece;
+    piece.text = std::move(e.text);
+    on_event(writer, piece);
+  }
+  if (e.finish == FinishReason::kError) {
+    finish_with_error(writer, ApiError::server(e.error.empty() ? "generation failed" : e.error));
+    return;
+  }
+  if (e.finish == FinishReason::kCancelled) {
+    // The client is still here (else this job would be gone): the engine
+    // gave up on the request (shutting down).
+    finish_with_error(writer, ApiError::server("generation was cancelled"));
+    return;
+  }
+  done_ = true;
+  if (!stream_) {
+    writer.send(json_response(200, completion_json(meta_, text_, e)));
+    return;
+  }
+  start_stream(writer);
+  writer.write_stream(sse_event(dump_json(finish_chunk_json(meta_, e))));
+  if (include_usage_) writer.write_stream(sse_event(dump_json(usage_chunk_json(meta_, e))));
+  writer.write_stream(kSseDone);
+  writer.end_stream();
+}
+
+}  // namespace larder

@@ -1,0 +1,89 @@
+// The bridge between the engine thread and the libuv loop for one request.
+//
+//   engine thread: QueueSink::on_event() pushes the event under a mutex and
+//                  wakes the loop through the server's LoopWaker (uv_async).
+//   loop thread:   the connection calls GenerationJob::pump(), which takes
+//                  the queued events and writes them as one JSON body or as
+//                  SSE chunks.
+//
+// Destroying an unfinished job (client gone, shutdown) cancels its sink; the
+// engine then ends the request with FinishReason::kCancelled and the sink
+// drops whatever still arrives.
+#pragma once
+
+#include <uv.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "api/http_message.h"
+#include "api/openai_response.h"
+#include "engine/generation.h"
+
+namespace larder {
+
+// Wakes the loop from any thread. detach() (loop thread, before the async
+// handle closes) turns later wake() calls into no-ops, so sinks that outlive
+// the server stay harmless.
+class LoopWaker {
+ public:
+  explicit LoopWaker(uv_async_t* async) : async_(async) {}
+  void wake();
+  void detach();
+
+ private:
+  std::mutex mu_;
+  uv_async_t* async_;  // guarded by mu_
+};
+
+// The GenerationSink handed to the engine.
+class QueueSink : public GenerationSink {
+ public:
+  explicit QueueSink(std::shared_ptr<LoopWaker> waker) : waker_(std::move(waker)) {}
+  void on_event(GenerationEvent event) override;  // any thread
+  std::deque<GenerationEvent> take();             // loop thread: everything queued so far
+  void detach();                                  // drop all later events
+
+ private:
+  std::shared_ptr<LoopWaker> waker_;
+  std::mutex mu_;
+  std::deque<GenerationEvent> queue_;  // guarded by mu_
+  bool detached_ = false;              // guarded by mu_
+};
+
+// A response that completes later, driven by pump() on the loop thread.
+class ResponseJob {
+ public:
+  virtual ~ResponseJob() = default;
+  // Writes whatever is ready; may start/finish the response.
+  virtual void pump(ResponseWriter& writer) = 0;
+  // True once the response is complete (the connection may move on).
+  virtual bool done() const = 0;
+};
+
+class GenerationJob : public ResponseJob {
+ public:
+  // stream: SSE chunks; include_usage: a usage chunk before [DONE].
+  GenerationJob(CompletionMeta meta, bool stream, bool include_usage, std::shared_ptr<QueueSink> sink);
+  ~GenerationJob() override;  // unfinished: cancel + detach the sink
+
+  void pump(ResponseWriter& writer) override;
+  bool done() const override { return done_; }
+
+ private:
+  void on_event(ResponseWriter& writer, GenerationEvent& event);
+  void start_stream(ResponseWriter& writer);
+  void finish_with_error(ResponseWriter& writer, const ApiError& error);
+
+  CompletionMeta meta_;
+  bool stream_;
+  bool include_usage_;
+  std::shared_ptr<QueueSink> sink_;
+  std::string text_;        // non-streaming: the whole completion so far
+  bool started_ = false;    // streaming: head and role chunk sent
+  bool done_ = false;
+};
+
+}  // namespace larder

@@ -1,0 +1,375 @@
+#include "api/http_connection.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cctype>
+
+#include "api/openai_response.h"
+
+namespace larder {
+
+namespace {
+
+constexpr size_t kReadBufferBytes = 64 << 10;
+
+HttpConnection* self(llhttp_t* p) { return static_cast<HttpConnection*>(p->data); }
+
+struct WriteRequest {
+  uv_write_t req{};
+  std::string data;
+};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, ConnectionLimits limits)
+    : host_(host), limits_(limits), read_buf_(kReadBufferBytes) {
+  uv_tcp_init(loop, &tcp_);
+  uv_timer_init(loop, &linger_timer_);
+  tcp_.data = this;
+  linger_timer_.data = this;
+  open_handles_ = 2;
+  llhttp_init(&parser_, HTTP_REQUEST, &parser_settings());
+  parser_.data = this;
+}
+
+HttpConnection::~HttpConnection() { assert(open_handles_ == 0 && "HttpConnection destroyed with open handles"); }
+
+const llhttp_settings_t& HttpConnection::parser_settings() {
+  static const llhttp_settings_t kSettings = [] {
+    llhttp_settings_t s;
+    llhttp_settings_init(&s);
+    s.on_message_begin = &HttpConnection::on_message_begin;
+    s.on_url = &HttpConnection::on_url;
+    s.on_header_field = &HttpConnection::on_header_field;
+    s.on_header_value = &HttpConnection::on_header_value;
+    s.on_headers_complete = &HttpConnection::on_headers_complete;
+    s.on_body = &HttpConnection::on_body;
+    s.on_message_complete = &HttpConnection::on_message_complete;
+    return s;
+  }();
+  return kSettings;
+}
+
+int HttpConnection::accept(uv_stream_t* listener) {
+  int rc = uv_accept(listener, reinterpret_cast<uv_stream_t*>(&tcp_));
+  if (rc != 0) return rc;
+  uv_tcp_nodelay(&tcp_, 1);
+  return uv_read_start(
+      reinterpret_cast<uv_stream_t*>(&tcp_),
+      [](uv_handle_t* h, size_t, uv_buf_t* buf) {
+        auto* c = static_cast<HttpConnection*>(h->data);
+        *buf = uv_buf_init(c->read_buf_.data(), static_cast<unsigned>(c->read_buf_.size()));
+      },
+      [](uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
+        static_cast<HttpConnection*>(s->data)->on_read(nread, buf);
+      });
+}
+
+// ---- parser callbacks -------------------------------------------------------
+
+bool HttpConnection::count_head_bytes(size_t n) {
+  head_bytes_ += n;
+  if (head_bytes_ <= limits_.max_head_bytes) return true;
+  limit_status_ = 431;
+  return false;
+}
+
+int HttpConnection::on_message_begin(llhttp_t* p) {
+  HttpConnection* c = self(p);
+  c->request_ = HttpRequest();
+  c->header_field_.clear();
+  c->header_value_.clear();
+  c->last_was_value_ = false;
+  c->head_bytes_ = 0;
+  c->limit_status_ = 0;
+  return 0;
+}
+
+int HttpConnection::on_url(llhttp_t* p, const char* at, size_t n) {
+  HttpConnection* c = self(p);
+  if (!c->count_head_bytes(n)) return HPE_USER;
+  c->request_.target.append(at, n);
+  return 0;
+}
+
+int HttpConnection::on_header_field(llhttp_t* p, const char* at, size_t n) {
+  HttpConnection* c = self(p);
+  if (!c->count_head_bytes(n)) return HPE_USER;
+  if (c->last_was_value_) {
+    c->request_.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
+    c->header_field_.clear();
+    c->header_value_.clear();
+    c->last_was_value_ = false;
+  }
+  c->header_field_.append(at, n);
+  return 0;
+}
+
+int HttpConnection::on_header_value(llhttp_t* p, const char* at, size_t n) {
+  HttpConnection* c = self(p);
+  if (!c->count_head_bytes(n)) return HPE_USER;
+  c->header_value_.append(at, n);
+  c->last_was_value_ = true;
+  return 0;
+}
+
+int HttpConnection::on_headers_complete(llhttp_t* p) {
+  HttpConnection* c = self(p);
+  HttpRequest& r = c->request_;
+  if (!c->header_field_.empty()) {
+    r.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
+    c->header_field_.clear();
+    c->header_value_.clear();
+  }
+  r.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
+  r.http_major = p->http_major;
+  r.http_minor = p->http_minor;
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->limits_.max_body_bytes) {
+    c->limit_status_ = 413;
+    return -1;
+  }
+  const std::string* expect = r.header("expect");
+  if (expect && lower(*expect) == "100-continue" && r.http_minor >= 1) {
+    c->write("HTTP/1.1 100 Continue\r\n\r\n");
+  }
+  return 0;
+}
+
+int HttpConnection::on_body(llhttp_t* p, const char* at, size_t n) {
+  HttpConnection* c = self(p);
+  if (c->request_.body.size() + n > c->limits_.max_body_bytes) {
+    c->limit_status_ = 413;
+    return HPE_USER;
+  }
+  c->request_.body.append(at, n);
+  return 0;
+}
+
+int HttpConnection::on_message_complete(llhttp_t* p) {
+  HttpConnection* c = self(p);
+  c->keep_alive_ = llhttp_should_keep_alive(p) != 0;
+  // Stop the parser after each request: the next pipelined one waits until
+  // this one is answered.
+  return HPE_PAUSED;
+}
+
+// ---- input ------------------------------------------------------------------
+
+void HttpConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (closing_) return;
+  if (nread < 0) {
+    // EOF or error. A generation in flight has lost its client: close()
+    // cancels it. An answered exchange may still have bytes to flush.
+    peer_closed_ = true;
+    if (job_ || (pending_writes_ == 0 && !shutting_down_)) {
+      close();
+    } else if (!shutting_down_) {
+      close_after_flush();  // on_shutdown_done() closes: the peer is gone
+    } else if (shutdown_done_) {
+      close();  // was lingering for exactly this
+    }
+    return;
+  }
+  if (nread == 0) return;
+  if (draining_) return;  // discarded
+  input_.append(buf->base, static_cast<size_t>(nread));
+  if (exchange_active_ && input_.size() > limits_.max_head_bytes + limits_.max_body_bytes) {
+    close();  // a client pipelining far ahead of the answers
+    return;
+  }
+  process_input();
+}
+
+void HttpConnection::process_input() {
+  if (in_process_) return;  // re-entered from dispatch(): the loop below continues
+  in_process_ = true;
+  while (!closing_ && !draining_ && !exchange_active_ && !input_.empty()) {
+    std::string data;
+    data.swap(input_);
+    llhttp_errno_t err = llhttp_execute(&parser_, data.data(), data.size());
+    if (err == HPE_OK) continue;
+    if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
+      const char* pos = llhttp_get_error_pos(&parser_);
+      input_.assign(pos, static_cast<size_t>(data.data() + data.size() - pos));
+      if (err == HPE_PAUSED_UPGRADE) {
+        keep_alive_ = false;  // we never switch protocols
+      } else {
+        llhttp_resume(&parser_);
+      }
+      dispatch();
+      continue;
+    }
+    if (limit_status_ == 431) {
+      fail(431, "the request line and headers exceed " + std::to_string(limits_.max_head_bytes) + " bytes");
+    } else if (limit_status_ == 413) {
+      fail(413, "the request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes");
+    } else {
+      fail(400, std::string("malformed HTTP request: ") + llhttp_errno_name(err));
+    }
+  }
+  in_process_ = false;
+}
+
+void HttpConnection::dispatch() {
+  exchange_active_ = true;
+  http_minor_ = request_.http_minor;
+  if (host_.stopping()) keep_alive_ = false;
+  HandlerResult result = host_.handle_request(request_);
+  request_ = HttpRequest();  // free the body now
+  if (auto* response = std::get_if<HttpResponse>(&result)) {
+    send(std::move(*response));
+    complete_exchange();
+    return;
+  }
+  job_ = std::move(std::get<std::unique_ptr<ResponseJob>>(result));
+  pump();
+}
+
+void HttpConnection::pump() {
+  if (!job_ || closing_) return;
+  job_->pump(*this);
+  if (closing_) return;
+  if (job_->done()) {
+    job_.reset();
+    complete_exchange();
+  }
+}
+
+void HttpConnection::complete_exchange() {
+  exchange_active_ = false;
+  if (!keep_alive_ || host_.stopping()) {
+    close_after_flush();
+    return;
+  }
+  process_input();
+}
+
+void HttpConnection::fail(int status, std::string message) {
+  exchange_active_ = true;
+  keep_alive_ = false;
+  send(error_response(ApiError{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt}));
+  close_after_flush();
+}
+
+void HttpConnection::begin_shutdown() {
+  if (closing_) return;
+  if (shutting_down_) {
+    if (shutdown_done_) close();  // lingering: stop now (else on_shutdown_done closes)
+  } else if (exchange_active_) {
+    keep_alive_ = false;  // complete_exchange() closes after the response
+  } else if (pending_writes_ > 0) {
+    close_after_flush();
+  } else {
+    close();
+  }
+}
+
+// ---- closing ----------------------------------------------------------------
+
+void HttpConnection::close() {
+  if (closing_) return;
+  closing_ = true;
+  job_.reset();  // cancels an unfinished generation
+  auto on_closed = [](uv_handle_t* h) {
+    auto* c = static_cast<HttpConnection*>(h->data);
+    if (--c->open_handles_ == 0) c->host_.on_connection_closed(c);  // destroys c
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&linger_timer_), on_closed);
+}
+
+void HttpConnection::close_after_flush() {
+  if (closing_ || shutting_down_) return;
+  shutting_down_ = true;
+  draining_ = true;
+  job_.reset();
+  input_.clear();
+  auto req = std::make_unique<uv_shutdown_t>();
+  int rc = uv_shutdown(req.get(), reinterpret_cast<uv_stream_t*>(&tcp_), [](uv_shutdown_t* r, int status) {
+    std::unique_ptr<uv_shutdown_t> owned(r);
+    static_cast<HttpConnection*>(r->handle->data)->on_shutdown_done(status);
+  });
+  if (rc != 0) {
+    close();
+    return;
+  }
+  (void)req.release();  // freed by the callback
+}
+
+void HttpConnection::on_shutdown_done(int status) {
+  shutdown_done_ = true;
+  if (closing_) return;
+  if (status < 0 || peer_closed_ || host_.stopping() || limits_.linger_ms == 0) {
+    close();
+    return;
+  }
+  // Keep reading (and discarding) until the client closes or the linger
+  // time is over.
+  uv_timer_start(&linger_timer_, [](uv_timer_t* t) { static_cast<HttpConnection*>(t->data)->close(); },
+                 limits_.linger_ms, 0);
+}
+
+// ---- output -----------------------------------------------------------------
+
+void HttpConnection::write(std::string data) {
+  if (closing_ || data.empty()) return;
+  auto w = std::make_unique<WriteRequest>();
+  w->data = std::move(data);
+  uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+  int rc = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1, [](uv_write_t* r, int status) {
+    std::unique_ptr<WriteRequest> owned(reinterpret_cast<WriteRequest*>(r));
+    auto* c = static_cast<HttpConnection*>(r->handle->data);
+    --c->pending_writes_;
+    if (status < 0) c->close();  // the client is gone (UV_ECANCELED: already closing)
+  });
+  if (rc != 0) {
+    close();
+    return;
+  }
+  ++pending_writes_;
+  (void)w.release();  // freed by the callback
+}
+
+void HttpConnection::add_common_headers(HttpHeaders* headers) const {
+  headers->emplace_back("Connection", keep_alive_ && !host_.stopping() ? "keep-alive" : "close");
+  headers->emplace_back("Server", "larder");
+  for (const auto& h : cors_headers()) headers->push_back(h);
+}
+
+void HttpConnection::send(HttpResponse response) {
+  HttpHeaders headers;
+  if (!response.content_type.empty()) headers.emplace_back("Content-Type", response.content_type);
+  if (response.status != 204) headers.emplace_back("Content-Length", std::to_string(response.body.size()));
+  add_common_headers(&headers);
+  for (auto& h : response.headers) headers.push_back(std::move(h));
+  std::string out = encode_response_head(response.status, headers);
+  if (response.status != 204) out += response.body;
+  write(std::move(out));
+}
+
+void HttpConnection::start_stream(int status, std::string_view content_type) {
+  chunked_ = http_minor_ >= 1;
+  if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does
+  HttpHeaders headers;
+  headers.emplace_back("Content-Type", std::string(content_type));
+  headers.emplace_back("Cache-Control", "no-cache");
+  if (chunked_) headers.emplace_back("Transfer-Encoding", "chunked");
+  add_common_headers(&headers);
+  write(encode_response_head(status, headers));
+}
+
+void HttpConnection::write_stream(std::string_view data) {
+  if (data.empty()) return;
+  write(chunked_ ? encode_chunk(data) : std::string(data));
+}
+
+void HttpConnection::end_stream() {
+  if (chunked_) write(encode_chunk(""));
+}
+
+}  // namespace larder

@@ -1,0 +1,69 @@
+#include "api/http_message.h"
+
+#include <cstdio>
+
+namespace larder {
+
+std::string_view HttpRequest::path() const {
+  std::string_view t = target;
+  size_t q = t.find_first_of("?#");
+  return q == std::string_view::npos ? t : t.substr(0, q);
+}
+
+const std::string* HttpRequest::header(std::string_view lower_name) const {
+  for (const auto& [name, value] : headers) {
+    if (name == lower_name) return &value;
+  }
+  return nullptr;
+}
+
+const char* http_reason_phrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+  }
+}
+
+const HttpHeaders& cors_headers() {
+  static const HttpHeaders kCors = {
+      {"Access-Control-Allow-Origin", "*"},
+      {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+      {"Access-Control-Allow-Headers", "*"},
+      {"Access-Control-Max-Age", "86400"},
+  };
+  return kCors;
+}
+
+std::string encode_response_head(int status, const HttpHeaders& headers) {
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + http_reason_phrase(status) + "\r\n";
+  for (const auto& [name, value] : headers) {
+    out += name;
+    out += ": ";
+    out += value;
+    out += "\r\n";
+  }
+  out += "\r\n";
+  return out;
+}
+
+std::string encode_chunk(std::string_view data) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string out = size;
+  out += data;
+  out += "\r\n";
+  return out;
+}
+
+}  // namespace larder

@@ -1,0 +1,233 @@
+#include "api/http_server.h"
+
+#include <uv.h>
+
+#include <csignal>
+#include <mutex>
+#include <unordered_map>
+
+#include <spdlog/spdlog.h>
+
+#include "api/generation_job.h"
+#include "api/http_connection.h"
+#include "api/router.h"
+#include "api/uv_handle.h"
+
+namespace larder {
+
+struct HttpServer::Impl : public ConnectionHost {
+  Impl(const ServerOptions& o, Generator& g) : options(o), generator(g) {}
+  ~Impl() override;
+
+  Status init();
+  void on_new_connection(int status);
+  void on_wake();
+  void on_stop();
+  void on_grace_expired();
+  void maybe_finish();
+  void close_all_now();
+
+  // ConnectionHost
+  HandlerResult handle_request(const HttpRequest& request) override { return router->handle(request); }
+  void on_connection_closed(HttpConnection* c) override {
+    connections.erase(c);
+    maybe_finish();
+  }
+  bool stopping() const override { return stopping_; }
+
+  ServerOptions options;
+  Generator& generator;
+  uv_loop_t loop{};
+  bool loop_initialized = false;
+  UvHandle<uv_tcp_t> listener;
+  UvHandle<uv_async_t> wake_async;   // engine events are queued
+  UvHandle<uv_async_t> stop_async;   // request_stop()
+  UvHandle<uv_timer_t> grace_timer;
+  UvHandle<uv_signal_t> sigint;
+  UvHandle<uv_signal_t> sigterm;
+  std::shared_ptr<LoopWaker> waker;
+  std::unique_ptr<ApiRouter> router;
+  std::unordered_map<HttpConnection*, std::unique_ptr<HttpConnection>> connections;
+  int port = 0;
+  bool stopping_ = false;
+  bool finished = false;  // every server handle closed
+
+  std::mutex stop_mu;
+  bool stop_async_open = false;  // guarded by stop_mu
+};
+
+namespace {
+
+template <typename T>
+HttpServer::Impl* impl_of(T* handle) {
+  return static_cast<HttpServer::Impl*>(handle->data);
+}
+
+}  // namespace
+
+Status HttpServer::Impl::init() {
+  if (int rc = uv_loop_init(&loop); rc != 0) return Status::internal(std::string("uv_loop_init: ") + uv_strerror(rc));
+  loop_initialized = true;
+  const std::string where = options.host + ":" + std::to_string(options.port);
+  if (options.port < 0 || options.port > 65535) return Status::invalid_argument("bad port in " + where);
+
+  sockaddr_storage addr{};
+  if (uv_ip4_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
+      uv_ip6_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
+    return Status::invalid_argument("cannot listen on " + where + ": not an IP address");
+  }
+  uv_tcp_init(&loop, listener.get());
+  listener.mark_initialized();
+  listener.get()->data = this;
+  int rc = uv_tcp_bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), 0);
+  if (rc == 0) {
+    rc = uv_listen(reinterpret_cast<uv_stream_t*>(listener.get()), 511, [](uv_stream_t* s, int status) {
+      if (auto* self = impl_of(s)) self->on_new_connection(status);
+    });
+  }
+  if (rc != 0) {
+    std::string reason = rc == UV_EADDRINUSE ? "address already in use" : uv_strerror(rc);
+    return Status::io_error("cannot listen on " + where + ": " + reason);
+  }
+  sockaddr_storage bound{};
+  int len = sizeof bound;
+  uv_tcp_getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+
+  uv_async_init(&loop, wake_async.get(), [](uv_async_t* a) {
+    if (auto* self = impl_of(a)) self->on_wake();
+  });
+  wake_async.mark_initialized();
+  wake_async.get()->data = this;
+  waker = std::make_shared<LoopWaker>(wake_async.get());
+
+  uv_async_init(&loop, stop_async.get(), [](uv_async_t* a) {
+    if (auto* self = impl_of(a)) self->on_stop();
+  });
+  stop_async.mark_initialized();
+  stop_async.get()->data = this;
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop_async_open = true;
+  }
+
+  uv_timer_init(&loop, grace_timer.get());
+  grace_timer.mark_initialized();
+  grace_timer.get()->data = this;
+
+  if (options.handle_signals) {
+    for (auto [handle, signum] : {std::pair{&sigint, SIGINT}, std::pair{&sigterm, SIGTERM}}) {
+      uv_signal_init(&loop, handle->get());
+      handle->mark_initialized();
+      handle->get()->data = this;
+      uv_signal_start(handle->get(), [](uv_signal_t* s, int signum) {
+        if (auto* self = impl_of(s)) {
+          spdlog::info("api: signal {}, shutting down", signum);
+          self->on_stop();
+        }
+      }, signum);
+    }
+  }
+  router = std::make_unique<ApiRouter>(generator, options, waker);
+  return Status::ok();
+}
+
+void HttpServer::Impl::on_new_connection(int status) {
+  if (status < 0 || stopping_) return;
+  ConnectionLimits limits;
+  limits.max_body_bytes = options.max_body_bytes;
+  auto conn = std::make_unique<HttpConnection>(&loop, *this, limits);
+  HttpConnection* raw = conn.get();
+  connections.emplace(raw, std::move(conn));
+  if (raw->accept(reinterpret_cast<uv_stream_t*>(listener.get())) != 0) raw->close();
+}
+
+void HttpServer::Impl::on_wake() {
+  // Each connection with a job takes what its sink has queued. A closing
+  // connection may be erased by a close callback, but not during this loop.
+  for (auto& [raw, conn] : connections) conn->pump();
+}
+
+void HttpServer::Impl::on_stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  listener.close();
+  sigint.close();
+  sigterm.close();
+  for (auto& [raw, conn] : connections) conn->begin_shutdown();
+  if (!connections.empty()) {
+    auto grace_ms = static_cast<uint64_t>(std::max(0.0, options.shutdown_grace_s) * 1000);
+    uv_timer_start(grace_timer.get(), [](uv_timer_t* t) {
+      if (auto* self = impl_of(t)) self->on_grace_expired();
+    }, grace_ms, 0);
+  }
+  maybe_finish();
+}
+
+void HttpServer::Impl::on_grace_expired() {
+  if (!connections.empty()) {
+    spdlog::warn("api: shutdown grace over, cancelling {} connection(s)", connections.size());
+  }
+  for (auto& [raw, conn] : connections) conn->close();
+}
+
+void HttpServer::Impl::maybe_finish() {
+  if (!stopping_ || finished || !connections.empty()) return;
+  finished = true;
+  if (waker) waker->detach();
+  {
+    std::lock_guard<std::mutex> lock(stop_mu);
+    stop_async_open = false;
+    stop_async.close();
+  }
+  wake_async.close();
+  grace_timer.close();
+}
+
+void HttpServer::Impl::close_all_now() {
+  stopping_ = true;
+  listener.close();
+  sigint.close();
+  sigterm.close();
+  for (auto& [raw, conn] : connections) conn->close();
+  maybe_finish();
+}
+
+HttpServer::Impl::~Impl() {
+  if (!loop_initialized) return;
+  close_all_now();
+  // Run the close callbacks (connections, then the server's handles).
+  uv_run(&loop, UV_RUN_DEFAULT);
+  if (!finished) {
+    maybe_finish();
+    uv_run(&loop, UV_RUN_DEFAULT);
+  }
+  if (uv_loop_close(&loop) != 0) spdlog::error("api: libuv loop closed with handles still open");
+}
+
+// ---- HttpServer -------------------------------------------------------------
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() = default;
+
+Result<std::unique_ptr<HttpServer>> HttpServer::create(const ServerOptions& options, Generator& generator) {
+  std::signal(SIGPIPE, SIG_IGN);
+  auto impl = std::make_unique<Impl>(options, generator);
+  Status st = impl->init();
+  if (!st.is_ok()) return st;
+  return std::make_unique<HttpServer>(std::move(impl));
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::run() {
+  uv_run(&impl_->loop, UV_RUN_DEFAULT);
+}
+
+void HttpServer::request_stop() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->stop_async_open) uv_async_send(impl_->stop_async.get());
+}
+
+}  // namespace larder

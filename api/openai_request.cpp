@@ -1,0 +1,256 @@
+#include "api/openai_request.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+namespace larder {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxStopStrings = 4;  // OpenAI: "Up to 4 sequences"
+
+// The field `name` of `obj`, or nullptr when it is absent or null.
+const json* field(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string quoted(const std::string& name) { return "'" + name + "'"; }
+
+std::string show(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// A number field with a range. Bounds are inclusive unless the *_open flag
+// says otherwise. Leaves *out alone when the field is absent.
+std::optional<ApiError> read_float(const json& obj, const char* name, double lo, bool lo_open,
+                                   double hi, bool hi_open, float* out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return ApiError::invalid(quoted(name) + " must be a number", name);
+  double x = v->get<double>();
+  bool below = lo_open ? !(x > lo) : !(x >= lo);
+  bool above = hi_open ? !(x < hi) : !(x <= hi);
+  if (below || above) {
+    std::string range = std::string(lo_open ? "(" : "[") + show(json(lo)) + ", " +
+                        (hi == INFINITY ? std::string("inf") : show(json(hi))) + (hi_open ? ")" : "]");
+    return ApiError::invalid(quoted(name) + " must be in " + range + ", got " + show(*v), name);
+  }
+  *out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+// An integer field >= lo, clamped to INT_MAX.
+std::optional<ApiError> read_int(const json& obj, const char* name, int64_t lo,
+                                 std::optional<int>* out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) return ApiError::invalid(quoted(name) + " must be an integer", name);
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (lo > 0 && u < static_cast<uint64_t>(lo)) {
+      return ApiError::invalid(quoted(name) + " must be >= " + std::to_string(lo) + ", got " + show(*v), name);
+    }
+    *out = u > static_cast<uint64_t>(INT_MAX) ? INT_MAX : static_cast<int>(u);
+    return std::nullopt;
+  }
+  int64_t i = v->get<int64_t>();
+  if (i < lo) {
+    return ApiError::invalid(quoted(name) + " must be >= " + std::to_string(lo) + ", got " + show(*v), name);
+  }
+  *out = i > INT_MAX ? INT_MAX : static_cast<int>(i);
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_bool(const json& obj, const char* name, const char* param, bool* out) {
+  const json* v = field(obj, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return ApiError::invalid(quoted(param) + " must be a boolean", param);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// Body -> JSON object.
+std::optional<ApiError> parse_object(std::string_view body, json* out) {
+  *out = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (out->is_discarded()) return ApiError::invalid("the request body is not valid JSON");
+  if (!out->is_object()) return ApiError::invalid("the request body must be a JSON object");
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_options(const json& obj, const SamplingParams& defaults,
+                                      GenerationOptions* out) {
+  out->sampling = defaults;
+  if (const json* v = field(obj, "model")) {
+    if (!v->is_string()) return ApiError::invalid("'model' must be a string", "model");
+    out->model = v->get<std::string>();
+  }
+  // max_completion_tokens is the newer name; it wins when both are given.
+  if (auto e = read_int(obj, "max_tokens", 1, &out->max_tokens)) return e;
+  if (auto e = read_int(obj, "max_completion_tokens", 1, &out->max_tokens)) return e;
+
+  SamplingParams& s = out->sampling;
+  if (auto e = read_float(obj, "temperature", 0, false, 2, false, &s.temperature)) return e;
+  if (auto e = read_float(obj, "top_p", 0, true, 1, false, &s.top_p)) return e;
+  if (auto e = read_float(obj, "min_p", 0, false, 1, false, &s.min_p)) return e;
+  if (auto e = read_float(obj, "presence_penalty", -2, false, 2, false, &s.presence_penalty)) return e;
+  if (auto e = read_float(obj, "frequency_penalty", -2, false, 2, false, &s.frequency_penalty)) return e;
+  if (auto e = read_float(obj, "repeat_penalty", 0, true, INFINITY, true, &s.repeat_penalty)) return e;
+  std::optional<int> top_k;
+  if (auto e = read_int(obj, "top_k", 0, &top_k)) return e;
+  if (top_k) s.top_k = *top_k;
+
+  if (const json* v = field(obj, "seed")) {
+    if (!v->is_number_integer()) return ApiError::invalid("'seed' must be an integer", "seed");
+    if (v->is_number_unsigned()) {
+      s.seed = v->get<uint64_t>();
+    } else {
+      int64_t seed = v->get<int64_t>();
+      if (seed == -1) {
+        s.seed.reset();  // llama.cpp convention: -1 asks for a random seed
+      } else {
+        s.seed = static_cast<uint64_t>(seed);
+      }
+    }
+  }
+
+  if (const json* v = field(obj, "stop")) {
+    if (v->is_string()) {
+      if (!v->get_ref<const std::string&>().empty()) out->stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      if (v->size() > kMaxStopStrings) {
+        return ApiError::invalid("'stop' may hold at most 4 strings", "stop");
+      }
+      for (const json& s : *v) {
+        if (!s.is_string()) return ApiError::invalid("'stop' must be a string or an array of strings", "stop");
+        if (!s.get_ref<const std::string&>().empty()) out->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return ApiError::invalid("'stop' must be a string or an array of strings", "stop");
+    }
+  }
+
+  if (const json* v = field(obj, "n")) {
+    if (!v->is_number_integer()) return ApiError::invalid("'n' must be an integer", "n");
+    if (v->is_number_unsigned() ? v->get<uint64_t>() != 1 : v->get<int64_t>() != 1) {
+      return ApiError::invalid("only n = 1 is supported, got " + show(*v), "n");
+    }
+  }
+
+  if (const json* v = field(obj, "logprobs")) {
+    // Chat: a boolean; completions: an integer count. Both unsupported.
+    bool wants = v->is_boolean() ? v->get<bool>() : v->is_number() ? v->get<double>() > 0 : true;
+    if (wants) return ApiError::invalid("'logprobs' is not supported", "logprobs");
+  }
+
+  if (auto e = read_bool(obj, "stream", "stream", &out->stream)) return e;
+  if (const json* v = field(obj, "stream_options")) {
+    if (!v->is_object()) return ApiError::invalid("'stream_options' must be an object", "stream_options");
+    if (auto e = read_bool(*v, "include_usage", "stream_options.include_usage", &out->include_usage)) return e;
+  }
+  return std::nullopt;
+}
+
+// One message's content -> text.
+std::optional<ApiError> parse_content(const json& msg, const std::string& role, std::string* out) {
+  const json* c = field(msg, "content");
+  if (!c) {
+    // Assistant turns that only carried tool calls have no content.
+    if (role == "assistant") return std::nullopt;
+    return ApiError::invalid("each message needs 'content' (only assistant messages may omit it)", "messages");
+  }
+  if (c->is_string()) {
+    *out = c->get<std::string>();
+    return std::nullopt;
+  }
+  if (!c->is_array()) {
+    return ApiError::invalid("message 'content' must be a string or an array of content parts", "messages");
+  }
+  for (const json& part : *c) {
+    if (!part.is_object()) return ApiError::invalid("each content part must be an object", "messages");
+    const json* type = field(part, "type");
+    if (!type || !type->is_string()) {
+      return ApiError::invalid("each content part needs a string 'type'", "messages");
+    }
+    if (type->get_ref<const std::string&>() != "text") {
+      return ApiError::invalid("content part type " + show(*type) + " is not supported (only \"text\")",
+                               "messages");
+    }
+    const json* text = field(part, "text");
+    if (!text || !text->is_string()) {
+      return ApiError::invalid("a text content part needs a string 'text'", "messages");
+    }
+    *out += text->get_ref<const std::string&>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_chat_completion_request(std::string_view body,
+                                                      const SamplingParams& defaults,
+                                                      ChatCompletionRequest* out) {
+  json obj;
+  if (auto e = parse_object(body, &obj)) return e;
+  if (auto e = parse_options(obj, defaults, &out->options)) return e;
+
+  const json* msgs = field(obj, "messages");
+  if (!msgs) return ApiError::invalid("'messages' is required", "messages");
+  if (!msgs->is_array()) return ApiError::invalid("'messages' must be an array", "messages");
+  if (msgs->empty()) return ApiError::invalid("'messages' must not be empty", "messages");
+  out->messages.clear();
+  for (const json& m : *msgs) {
+    if (!m.is_object()) return ApiError::invalid("each message must be an object", "messages");
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) {
+      return ApiError::invalid("each message needs a string 'role'", "messages");
+    }
+    ChatMessage msg;
+    msg.role = role->get<std::string>();
+    if (auto e = parse_content(m, msg.role, &msg.content)) return e;
+    out->messages.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_completion_request(std::string_view body,
+                                                 const SamplingParams& defaults, int n_vocab,
+                                                 CompletionRequest* out) {
+  json obj;
+  if (auto e = parse_object(body, &obj)) return e;
+  if (auto e = parse_options(obj, defaults, &out->options)) return e;
+
+  const json* p = field(obj, "prompt");
+  if (!p) return ApiError::invalid("'prompt' is required", "prompt");
+  constexpr const char* kShape = "'prompt' must be a string, an array of one string, or an array of token ids";
+  if (p->is_string()) {
+    out->prompt_is_tokens = false;
+    out->prompt_text = p->get<std::string>();
+    return std::nullopt;
+  }
+  if (!p->is_array() || p->empty()) return ApiError::invalid(kShape, "prompt");
+  if ((*p)[0].is_string()) {
+    if (p->size() != 1) return ApiError::invalid("only one prompt per request is supported", "prompt");
+    out->prompt_is_tokens = false;
+    out->prompt_text = (*p)[0].get<std::string>();
+    return std::nullopt;
+  }
+  out->prompt_is_tokens = true;
+  out->prompt_tokens.clear();
+  for (const json& t : *p) {
+    if (!t.is_number_integer()) return ApiError::invalid(kShape, "prompt");
+    int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                        : t.get<int64_t>();
+    if (id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab)) {
+      return ApiError::invalid("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                               std::to_string(n_vocab) + ")", "prompt");
+    }
+    out->prompt_tokens.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+}  // namespace larder

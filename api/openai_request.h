@@ -1,0 +1,67 @@
+// Parsing and validation of OpenAI-style request bodies for
+// POST /v1/chat/completions and POST /v1/completions. Every check happens
+// here, before any response byte: the first problem found is returned as an
+// ApiError (400 invalid_request_error with `param` naming the field).
+//
+// Accepted fields (OpenAI API reference, plus llama.cpp extensions):
+//   model                 string (checked against the served id by the caller)
+//   messages (chat)       non-empty array of {role: string, content}; content is
+//                         a string, null (assistant only), or an array of
+//                         {"type": "text", "text": string} parts (concatenated)
+//   prompt (completions)  string | [string] | [token id, ...]
+//   max_tokens, max_completion_tokens  integer >= 1 (the latter wins)
+//   temperature [0, 2]; top_p (0, 1]; top_k integer >= 0; min_p [0, 1];
+//   presence_penalty, frequency_penalty [-2, 2]; repeat_penalty > 0;
+//   seed integer (-1: random); stop string | array of <= 4 strings;
+//   n == 1; stream bool; stream_options.include_usage bool;
+//   logprobs true / > 0 -> 400 "not supported".
+// null counts as "not given" for every optional field; unknown fields are
+// ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/api_error.h"
+#include "engine/generation.h"
+
+namespace larder {
+
+// Fields shared by both endpoints.
+struct GenerationOptions {
+  std::optional<std::string> model;  // nullopt: not given
+  std::optional<int> max_tokens;     // nullopt: not given
+  SamplingParams sampling;           // defaults overridden by the fields given
+  std::vector<std::string> stop;     // empty strings dropped
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage
+};
+
+struct ChatCompletionRequest {
+  GenerationOptions options;
+  std::vector<ChatMessage> messages;
+};
+
+struct CompletionRequest {
+  GenerationOptions options;
+  bool prompt_is_tokens = false;
+  std::string prompt_text;              // when !prompt_is_tokens
+  std::vector<int32_t> prompt_tokens;   // when prompt_is_tokens (passed to the engine as is)
+};
+
+// Parses a chat completion body. `defaults` fills every knob the body leaves
+// unset. Returns the first validation error, or nullopt with *out filled.
+std::optional<ApiError> parse_chat_completion_request(std::string_view body,
+                                                      const SamplingParams& defaults,
+                                                      ChatCompletionRequest* out);
+
+// Parses a completion body. Token ids must lie in [0, n_vocab) when
+// n_vocab > 0.
+std::optional<ApiError> parse_completion_request(std::string_view body,
+                                                 const SamplingParams& defaults, int n_vocab,
+                                                 CompletionRequest* out);
+
+}  // namespace larder

@@ -1,0 +1,137 @@
+#include "api/openai_response.h"
+
+namespace larder {
+
+using nlohmann::json;
+
+const char* openai_finish_reason(FinishReason r) {
+  return r == FinishReason::kLength ? "length" : "stop";
+}
+
+std::string make_completion_id(std::string_view prefix, std::mt19937_64& rng) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  std::uniform_int_distribution<int> pick(0, sizeof(kAlphabet) - 2);
+  std::string id(prefix);
+  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  return id;
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json error_json(const ApiError& error) {
+  return {{"error",
+           {{"message", error.message},
+            {"type", error.type},
+            {"param", error.param ? json(*error.param) : json(nullptr)},
+            {"code", error.code ? json(*error.code) : json(nullptr)}}}};
+}
+
+HttpResponse json_response(int status, const json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = dump_json(body);
+  return r;
+}
+
+HttpResponse error_response(const ApiError& error) { return json_response(error.http_status, error_json(error)); }
+
+json usage_json(const GenerationEvent& e) {
+  return {{"prompt_tokens", e.prompt_tokens},
+          {"completion_tokens", e.completion_tokens},
+          {"total_tokens", e.prompt_tokens + e.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}}};
+}
+
+json timings_json(const GenerationEvent& e) {
+  return {{"prompt_n", e.prompt_tokens - e.cached_tokens},
+          {"prompt_ms", e.prefill_ms},
+          {"predicted_n", e.completion_tokens},
+          {"predicted_ms", e.decode_ms}};
+}
+
+namespace {
+
+json envelope(const CompletionMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+const char* chunk_object(const CompletionMeta& meta) {
+  return meta.kind == CompletionKind::kChat ? "chat.completion.chunk" : "text_completion";
+}
+
+// One streamed choice: chat carries `delta`, text carries `text`.
+json stream_choice(const CompletionMeta& meta, json delta_or_text, json finish_reason) {
+  json c = {{"index", 0}};
+  c[meta.kind == CompletionKind::kChat ? "delta" : "text"] = std::move(delta_or_text);
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = std::move(finish_reason);
+  return c;
+}
+
+}  // namespace
+
+json completion_json(const CompletionMeta& meta, const std::string& text, const GenerationEvent& final_event) {
+  bool chat = meta.kind == CompletionKind::kChat;
+  json body = envelope(meta, chat ? "chat.completion" : "text_completion");
+  json choice = {{"index", 0}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = openai_finish_reason(final_event.finish);
+  body["choices"] = json::array({std::move(choice)});
+  body["usage"] = usage_json(final_event);
+  body["timings"] = timings_json(final_event);
+  return body;
+}
+
+json role_chunk_json(const CompletionMeta& meta) {
+  json body = envelope(meta, chunk_object(meta));
+  body["choices"] = json::array({stream_choice(meta, {{"role", "assistant"}, {"content", ""}}, nullptr)});
+  return body;
+}
+
+json text_chunk_json(const CompletionMeta& meta, const std::string& text) {
+  json body = envelope(meta, chunk_object(meta));
+  json payload = meta.kind == CompletionKind::kChat ? json{{"content", text}} : json(text);
+  body["choices"] = json::array({stream_choice(meta, std::move(payload), nullptr)});
+  return body;
+}
+
+json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event) {
+  json body = envelope(meta, chunk_object(meta));
+  json payload = meta.kind == CompletionKind::kChat ? json::object() : json("");
+  body["choices"] = json::array({stream_choice(meta, std::move(payload), openai_finish_reason(final_event.finish))});
+  body["timings"] = timings_json(final_event);
+  return body;
+}
+
+json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event) {
+  json body = envelope(meta, chunk_object(meta));
+  body["choices"] = json::array();
+  body["usage"] = usage_json(final_event);
+  return body;
+}
+
+std::string sse_event(std::string_view payload) {
+  std::string out = "data: ";
+  out += payload;
+  out += "\n\n";
+  return out;
+}
+
+json model_json(const ModelInfo& info) {
+  return {{"id", info.id},
+          {"object", "model"},
+          {"created", info.created},
+          {"owned_by", "larder"},
+          {"meta", {{"n_ctx", info.n_ctx}, {"n_vocab", info.n_vocab}}}};
+}
+
+json models_list_json(const ModelInfo& info) {
+  return {{"object", "list"}, {"data", json::array({model_json(info)})}};
+}
+
+}  // namespace larder

@@ -1,0 +1,71 @@
+// OpenAI-format response bodies (JSON) for the chat and text completion
+// endpoints, their streamed chunks, and error bodies. Shapes follow the
+// OpenAI API reference ("The chat completion object", "The chat completion
+// chunk object", "The completion object").
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "api/api_error.h"
+#include "api/http_message.h"
+#include "engine/generation.h"
+
+namespace larder {
+
+enum class CompletionKind { kChat, kText };
+
+// What every body/chunk of one response repeats.
+struct CompletionMeta {
+  CompletionKind kind = CompletionKind::kChat;
+  std::string id;       // "chatcmpl-..." / "cmpl-..."
+  std::string model;    // the served model id
+  int64_t created = 0;  // unix seconds
+};
+
+// "stop", "length" (OpenAI's finish_reason). kCancelled/kError map to "stop"
+// (callers send an error instead where that matters).
+const char* openai_finish_reason(FinishReason r);
+
+// prefix + 24 random [A-Za-z0-9] characters.
+std::string make_completion_id(std::string_view prefix, std::mt19937_64& rng);
+
+// Serializes JSON; invalid UTF-8 is replaced rather than throwing.
+std::string dump_json(const nlohmann::json& j);
+
+// {"error": {"message", "type", "param", "code"}}
+nlohmann::json error_json(const ApiError& error);
+HttpResponse error_response(const ApiError& error);
+HttpResponse json_response(int status, const nlohmann::json& body);
+
+// {"prompt_tokens", "completion_tokens", "total_tokens",
+//  "prompt_tokens_details": {"cached_tokens"}} from a final event.
+nlohmann::json usage_json(const GenerationEvent& final_event);
+// llama.cpp-style {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms"}.
+nlohmann::json timings_json(const GenerationEvent& final_event);
+
+// The whole non-streaming body: chat.completion or text_completion.
+nlohmann::json completion_json(const CompletionMeta& meta, const std::string& text,
+                               const GenerationEvent& final_event);
+
+// Streamed chunks. Chat: chat.completion.chunk with choices[0].delta; text:
+// text_completion with choices[0].text.
+nlohmann::json role_chunk_json(const CompletionMeta& meta);  // chat only: delta {"role":"assistant","content":""}
+nlohmann::json text_chunk_json(const CompletionMeta& meta, const std::string& text);
+nlohmann::json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event);
+nlohmann::json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event);  // "choices": []
+
+// Server-sent events framing: "data: <payload>\n\n".
+std::string sse_event(std::string_view payload);
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
+
+// GET /v1/models: {"object": "list", "data": [<model>]}; a model is
+// {"id", "object": "model", "created", "owned_by": "larder"} (+ "meta": {"n_ctx", "n_vocab"}).
+nlohmann::json model_json(const ModelInfo& info);
+nlohmann::json models_list_json(const ModelInfo& info);
+
+}  // namespace larder

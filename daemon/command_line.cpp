@@ -1,0 +1,105 @@
+#include "daemon/command_line.h"
+
+#include <cstdlib>
+#include <optional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "daemon/version.h"
+
+namespace larder {
+namespace {
+
+// A flag that sets one config key; the value is checked like the config
+// file's (same ranges, same units).
+struct KeyFlag {
+  const char* flag;
+  const char* key;       // dotted config key
+  const char* value_name;
+  const char* help;
+};
+
+constexpr KeyFlag kKeyFlags[] = {
+    {"--model", "model.path", "PATH", "GGUF model file to serve ([model] path)"},
+    {"--host", "server.host", "H", "address to listen on ([server] host; default 127.0.0.1)"},
+    {"--port", "server.port", "N", "TCP port to listen on ([server] port; default 8080)"},
+    {"--cache-dir", "cache.dir", "DIR",
+     "KV page store directory; \"\" disables the disk tier ([cache] dir; default "
+     "$XDG_CACHE_HOME/larder or ~/.cache/larder)"},
+    {"--threads", "engine.threads", "N", "CPU threads for the forward pass; 0: all cores ([engine] threads)"},
+    {"--ctx", "model.context_length", "N",
+     "context length served, in tokens; 0: the model's ([model] context_length)"},
+    {"--log-level", "log.level", "L", "trace, debug, info, warn, error, critical or off ([log] level)"},
+};
+
+constexpr const char* kFooter =
+    "Configuration: built-in defaults < config file < flags.\n"
+    "The config file is the one given with --config, else the one named by the\n"
+    "LARDER_CONFIG environment variable, else none: ./config/larder.toml is NOT\n"
+    "read implicitly. config/larder.toml in the source tree documents every key\n"
+    "and its default; copy it and pass --config to use it.";
+
+}  // namespace
+
+Result<CommandLine> parse_command_line(int argc, const char* const* argv,
+                                       const DaemonConfig& defaults) {
+  CLI::App app("larderd " + std::string(kLarderVersion) +
+                   ": a local OpenAI-compatible LLM server for GGUF models with a persistent KV cache",
+               "larderd");
+  app.footer(kFooter);
+  app.get_formatter()->column_width(28);
+
+  std::string config_path;
+  bool show_version = false;
+  bool print_config = false;
+  app.add_option("--config", config_path, "TOML config file (see config/larder.toml)")->type_name("FILE");
+  // Flag values are taken as text and checked by set_config_value, so they
+  // get the same ranges and messages as the config file.
+  std::vector<std::string> values(std::size(kKeyFlags));
+  std::vector<CLI::Option*> options;
+  for (size_t i = 0; i < std::size(kKeyFlags); ++i) {
+    options.push_back(app.add_option(kKeyFlags[i].flag, values[i], kKeyFlags[i].help)
+                          ->type_name(kKeyFlags[i].value_name));
+  }
+  app.add_flag("--print-config", print_config, "print the effective configuration as TOML and exit");
+  app.add_flag("--version", show_version, "print the version and exit");
+
+  CommandLine out;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out.exit_now = true;
+    out.output = app.help();
+    return out;
+  } catch (const CLI::ParseError& e) {
+    return Status::invalid_argument(std::string(e.what()) + "; see larderd --help");
+  }
+  if (show_version) {
+    out.exit_now = true;
+    out.output = std::string("larderd ") + kLarderVersion + "\n";
+    return out;
+  }
+
+  out.config = defaults;
+  if (app.count("--config") == 0) {
+    const char* env = std::getenv("LARDER_CONFIG");
+    if (env != nullptr && *env != '\0') config_path = env;
+  }
+  if (!config_path.empty()) {
+    config_path = expand_home(config_path);
+    LARDER_ASSIGN_OR_RETURN(out.config, load_config_file(config_path, out.config));
+    out.config_path = config_path;
+  }
+  for (size_t i = 0; i < std::size(kKeyFlags); ++i) {
+    if (options[i]->count() == 0) continue;
+    LARDER_RETURN_IF_ERROR(set_config_value(kKeyFlags[i].key, values[i], out.config, kKeyFlags[i].flag));
+  }
+  if (print_config) {
+    out.exit_now = true;
+    out.output = dump_config(out.config);
+  }
+  return out;
+}
+
+}  // namespace larder

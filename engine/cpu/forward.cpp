@@ -1,0 +1,273 @@
+#include "engine/cpu/forward.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/cpu/attention.h"
+#include "engine/cpu/kernels.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace larder {
+
+namespace {
+
+// Below this many multiply-adds a matmul (or the attention of a batch) runs
+// on the calling thread: waking workers costs more than the work. stories260K
+// decode (at most 512 x 64 per matmul) never leaves the calling thread.
+constexpr int64_t kParallelMinMacs = int64_t(1) << 18;
+
+bool embd_type_supported(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 ||
+         t == GgmlType::kQ8_0;
+}
+
+template <typename T>
+void grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+struct CpuForward::Impl {
+  Impl(const Model& m, PagePool& p, int n_threads)
+      : model(m), pool(p), hp(m.hparams()), threads(n_threads) {}
+
+  const Model& model;
+  PagePool& pool;
+  const LlamaHparams& hp;
+  ThreadPool threads;
+  Q8Path q8_path = default_q8_path();
+
+  // Scratch, grown on demand to the largest batch seen (n = tokens in batch).
+  std::vector<float> x;          // (n, n_embd) residual stream
+  std::vector<float> xb;         // (n, n_embd) rmsnorm output, matmul input
+  std::vector<float> xb2;        // (n, n_embd) matmul output before the residual add
+  std::vector<float> q;          // (n, q_dim)
+  std::vector<float> k;          // (n, kv_dim)
+  std::vector<float> v;          // (n, kv_dim)
+  std::vector<float> att;        // (n, q_dim) attention output
+  std::vector<float> hb;         // (n, n_ff) gate, then silu(gate) * up
+  std::vector<float> hb2;        // (n, n_ff) up
+  std::vector<float> rope_cos;   // (n, n_rot / 2)
+  std::vector<float> rope_sin;   // (n, n_rot / 2)
+  std::vector<BlockQ8_0> xq;     // (n, max(n_embd, q_dim, n_ff) / 32) Q8_0 activations
+  std::vector<float> scores;     // (n_threads, max pos + 1 rounded up to page_size)
+  size_t scores_stride = 0;
+  std::vector<int> want;         // batch indices of the tokens with want_logits
+
+  // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
+  void matmul(const WeightView& w, const float* in, int n, float* y);
+  void attention(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
+                 int layer);
+  Status validate(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs) const;
+};
+
+void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
+  const int64_t rows = w.ne[1];
+  const int K = int(w.ne[0]);
+  const BlockQ8_0* xin = nullptr;
+  if (w.type == GgmlType::kQ8_0 && q8_path == Q8Path::kVnni) {
+    grow(xq, size_t(n) * (K / kQ8_0BlockSize));
+    quantize_rows_q8_0(in, n, K, xq.data());
+    xin = xq.data();
+  }
+  const int64_t macs = int64_t(n) * rows * K;
+  if (macs < kParallelMinMacs || threads.n_threads() == 1) {
+    matmul_rows(w, in, xin, n, y, int(rows), 0, rows, q8_path);
+    return;
+  }
+  // Rows split in multiples of 4 (the kernel's row tile); each output
+  // element is computed the same way whichever thread owns it.
+  threads.parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
+    matmul_rows(w, in, xin, n, y, int(rows), b, e, q8_path);
+  });
+}
+
+void CpuForward::Impl::attention(std::span<const BatchToken> batch,
+                                 std::span<const SeqBlockTable> seqs, int layer) {
+  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
+  const int n = int(batch.size());
+  int64_t macs = 0;
+  for (const BatchToken& t : batch) macs += int64_t(t.pos + 1) * 2 * hp.q_dim();
+  auto run = [&](int64_t b, int64_t e, int thread) {
+    float* sc = scores.data() + size_t(thread) * scores_stride;
+    // Items are (token, head) pairs, token-major.
+    for (int64_t it = b; it < e;) {
+      const int ti = int(it / hp.n_head);
+      const int h0 = int(it % hp.n_head);
+      const int h1 = int(std::min<int64_t>(hp.n_head, h0 + (e - it)));
+      const BatchToken& t = batch[ti];
+      attend_token(pool, layer, seqs[t.seq].pages, t.pos, shape, q.data() + size_t(ti) * hp.q_dim(),
+                   att.data() + size_t(ti) * hp.q_dim(), sc, h0, h1);
+      it += h1 - h0;
+    }
+  };
+  const int64_t items = int64_t(n) * hp.n_head;
+  if (macs < kParallelMinMacs || threads.n_threads() == 1) {
+    run(0, items, 0);
+  } else {
+    threads.parallel_for(items, 1, run);
+  }
+}
+
+Status CpuForward::Impl::validate(std::span<const BatchToken> batch,
+                                  std::span<const SeqBlockTable> seqs) const {
+  const int page_size = pool.layout().page_size;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const BatchToken& t = batch[i];
+    if (t.token < 0 || t.token >= hp.n_vocab)
+      return Status::invalid_argument("batch[" + std::to_string(i) + "]: token id " +
+                                      std::to_string(t.token) + " outside [0, " +
+                                      std::to_string(hp.n_vocab) + ")");
+    if (t.seq < 0 || size_t(t.seq) >= seqs.size())
+      return Status::invalid_argument("batch[" + std::to_string(i) + "]: seq index " +
+                                      std::to_string(t.seq) + " outside [0, " +
+                                      std::to_string(seqs.size()) + ")");
+    if (t.pos < 0 || size_t(t.pos / page_size) >= seqs[t.seq].pages.size())
+      return Status::invalid_argument(
+          "batch[" + std::to_string(i) + "]: pos " + std::to_string(t.pos) +
+          " not covered by the block table of seq " + std::to_string(t.seq) + " (" +
+          std::to_string(seqs[t.seq].pages.size()) + " pages of " + std::to_string(page_size) +
+          ")");
+  }
+  for (size_t s = 0; s < seqs.size(); ++s)
+    for (int32_t p : seqs[s].pages)
+      if (p < 0 || p >= pool.n_pages())
+        return Status::invalid_argument("seq " + std::to_string(s) + ": page id " +
+                                        std::to_string(p) + " outside the pool");
+  return Status::ok();
+}
+
+Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PagePool& pool,
+                                                       const CpuForwardOptions& options) {
+  const LlamaHparams& hp = model.hparams();
+  const KvLayout& lay = pool.layout();
+  if (lay.n_layer != hp.n_layer || lay.kv_dim != hp.kv_dim())
+    return Status::invalid_argument(
+        "page pool layout (n_layer " + std::to_string(lay.n_layer) + ", kv_dim " +
+        std::to_string(lay.kv_dim) + ") does not match the model (n_layer " +
+        std::to_string(hp.n_layer) + ", kv_dim " + std::to_string(hp.kv_dim()) + ")");
+  if (hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0 ||
+      hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim)
+    return Status::unsupported("head layout n_head " + std::to_string(hp.n_head) + ", n_head_kv " +
+                               std::to_string(hp.n_head_kv) + ", n_rot " +
+                               std::to_string(hp.n_rot));
+  if (!embd_type_supported(model.token_embd().type))
+    return Status::unsupported("token_embd type not supported by the CPU backend");
+  auto check = [](const WeightView& w, const char* name) -> Status {
+    if (!matmul_type_supported(w.type))
+      return Status::unsupported(std::string(name) + ": weight type not supported by the CPU backend");
+    return Status::ok();
+  };
+  LARDER_RETURN_IF_ERROR(check(model.output(), "output"));
+  for (const LayerWeights& l : model.layers()) {
+    for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+      LARDER_RETURN_IF_ERROR(check(*w, "layer matrix"));
+  }
+
+  int n_threads = options.n_threads > 0 ? options.n_threads
+                                        : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<CpuForward> f(new CpuForward());
+  f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
+  spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,
+                f->impl_->q8_path == Q8Path::kVnni ? "vnni" : "dequant-fma");
+  return f;
+}
+
+CpuForward::~CpuForward() = default;
+
+int CpuForward::n_threads() const { return impl_->threads.n_threads(); }
+
+Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
+                           bool prefill, float* logits_out) {
+  (void)prefill;  // both paths share the tile kernels (see matmul.h: bit-identical rows)
+  Impl& m = *impl_;
+  const LlamaHparams& hp = m.hp;
+  LARDER_RETURN_IF_ERROR(m.validate(batch, seqs));
+  const int n = int(batch.size());
+  if (n == 0) return Status::ok();
+  const int d = hp.n_embd, qd = hp.q_dim(), kvd = hp.kv_dim(), ff = hp.n_ff;
+  const int half_rot = hp.n_rot / 2;
+
+  int max_pos = 0;
+  m.want.clear();
+  for (int i = 0; i < n; ++i) {
+    max_pos = std::max(max_pos, batch[i].pos);
+    if (batch[i].want_logits) m.want.push_back(i);
+  }
+  if (!m.want.empty() && logits_out == nullptr)
+    return Status::invalid_argument("logits_out is null but the batch wants logits");
+
+  grow(m.x, size_t(n) * d);
+  grow(m.xb, size_t(n) * std::max(d, qd));
+  grow(m.xb2, size_t(n) * d);
+  grow(m.q, size_t(n) * qd);
+  grow(m.k, size_t(n) * kvd);
+  grow(m.v, size_t(n) * kvd);
+  grow(m.att, size_t(n) * qd);
+  grow(m.hb, size_t(n) * ff);
+  grow(m.hb2, size_t(n) * ff);
+  grow(m.rope_cos, size_t(n) * half_rot);
+  grow(m.rope_sin, size_t(n) * half_rot);
+  const int ps = m.pool.layout().page_size;
+  const size_t need_scores = size_t((max_pos / ps + 1) * ps);
+  if (need_scores > m.scores_stride) {
+    m.scores_stride = need_scores;
+    m.scores.assign(m.scores_stride * m.threads.n_threads(), 0.0f);
+  }
+
+  // Embedding rows and RoPE tables (shared by all layers and heads).
+  const WeightView& emb = m.model.token_embd();
+  for (int i = 0; i < n; ++i) {
+    dequantize_row(emb.type, emb.row(batch[i].token), m.x.data() + size_t(i) * d, d);
+    rope_tables(batch[i].pos, hp.n_rot, hp.rope_freq_base, m.rope_cos.data() + size_t(i) * half_rot,
+                m.rope_sin.data() + size_t(i) * half_rot);
+  }
+
+  for (int l = 0; l < hp.n_layer; ++l) {
+    const LayerWeights& lw = m.model.layers()[l];
+    const float* attn_norm = reinterpret_cast<const float*>(lw.attn_norm.data);
+    for (int i = 0; i < n; ++i)
+      rmsnorm(m.xb.data() + size_t(i) * d, m.x.data() + size_t(i) * d, attn_norm, d, hp.rms_eps);
+    m.matmul(lw.wq, m.xb.data(), n, m.q.data());
+    m.matmul(lw.wk, m.xb.data(), n, m.k.data());
+    m.matmul(lw.wv, m.xb.data(), n, m.v.data());
+    for (int i = 0; i < n; ++i) {
+      const float* c = m.rope_cos.data() + size_t(i) * half_rot;
+      const float* s = m.rope_sin.data() + size_t(i) * half_rot;
+      rope_apply(m.q.data() + size_t(i) * qd, hp.n_head, hp.head_dim, hp.n_rot, hp.rope_neox, c, s);
+      rope_apply(m.k.data() + size_t(i) * kvd, hp.n_head_kv, hp.head_dim, hp.n_rot, hp.rope_neox, c, s);
+      // K/V go into the pages first; attention reads them back in the page dtype.
+      kv_write(m.pool, l, seqs[batch[i].seq].pages, batch[i].pos, m.k.data() + size_t(i) * kvd,
+               m.v.data() + size_t(i) * kvd);
+    }
+    m.attention(batch, seqs, l);
+    m.matmul(lw.wo, m.att.data(), n, m.xb2.data());
+    add_inplace(m.x.data(), m.xb2.data(), n * d);
+
+    const float* ffn_norm = reinterpret_cast<const float*>(lw.ffn_norm.data);
+    for (int i = 0; i < n; ++i)
+      rmsnorm(m.xb.data() + size_t(i) * d, m.x.data() + size_t(i) * d, ffn_norm, d, hp.rms_eps);
+    m.matmul(lw.ffn_gate, m.xb.data(), n, m.hb.data());
+    m.matmul(lw.ffn_up, m.xb.data(), n, m.hb2.data());
+    swiglu(m.hb.data(), m.hb2.data(), n * ff);
+    m.matmul(lw.ffn_down, m.hb.data(), n, m.xb2.data());
+    add_inplace(m.x.data(), m.xb2.data(), n * d);
+  }
+
+  // Output head, only for the rows that want logits: (n_want, n_vocab).
+  const int n_want = int(m.want.size());
+  if (n_want == 0) return Status::ok();
+  const float* out_norm = reinterpret_cast<const float*>(m.model.output_norm().data);
+  for (int j = 0; j < n_want; ++j)
+    rmsnorm(m.xb.data() + size_t(j) * d, m.x.data() + size_t(m.want[j]) * d, out_norm, d,
+            hp.rms_eps);
+  m.matmul(m.model.output(), m.xb.data(), n_want, logits_out);
+  return Status::ok();
+}
+
+}  // namespace larder

@@ -1,0 +1,60 @@
+#include "engine/cpu/kernels.h"
+
+#include <cmath>
+
+namespace larder {
+
+void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) {
+  double ss = 0.0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * double(x[i]);
+  const float scale = float(1.0 / std::sqrt(ss / n + double(eps)));
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void rope_tables(int pos, int n_rot, float freq_base, float* cos_out, float* sin_out) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double theta = double(pos) * std::pow(double(freq_base), -2.0 * i / double(n_rot));
+    cos_out[i] = float(std::cos(theta));
+    sin_out[i] = float(std::sin(theta));
+  }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, int n_rot, bool neox, const float* cos_t,
+                const float* sin_t) {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + size_t(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const int ia = neox ? i : 2 * i;
+      const int ib = neox ? i + half : 2 * i + 1;
+      const float a = v[ia], b = v[ib];
+      v[ia] = a * cos_t[i] - b * sin_t[i];
+      v[ib] = a * sin_t[i] + b * cos_t[i];
+    }
+  }
+}
+
+void swiglu(float* gate, const float* up, int n) {
+  for (int i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, int n) {
+  for (int i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void softmax(float* x, int n) {
+  float mx = x[0];
+  for (int i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace larder

@@ -1,0 +1,340 @@
+#include "engine/cpu/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define LARDER_MATMUL_AVX512 1
+#include <immintrin.h>
+// GCC 12's AVX-512 headers initialise their "undefined" vectors from
+// themselves (`__m512 __Y = __Y;`), which -Wuninitialized reports at every
+// inlined intrinsic; the values are never read.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
+
+namespace larder {
+
+// Q8_0 path choice, measured on the 2-core AVX-512 (VNNI) build machine with
+// `test_cpu "[.bench]"` (4096 x 4096 Q8_0 matrix, one thread, best of 5):
+//   1 token:   vnni  90 GFLOP/s, dequant-fma 47 GFLOP/s
+//   4 tokens:  vnni 174 GFLOP/s, dequant-fma 157 GFLOP/s
+//   64 tokens: vnni 169 GFLOP/s, dequant-fma 151 GFLOP/s
+// so VNNI is the default where the CPU has it.
+Q8Path default_q8_path() {
+#if defined(LARDER_MATMUL_AVX512) && defined(__AVX512VNNI__)
+  return Q8Path::kVnni;
+#else
+  return Q8Path::kDequantFma;
+#endif
+}
+
+bool matmul_type_supported(GgmlType t) {
+  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 ||
+         t == GgmlType::kQ8_0;
+}
+
+void quantize_rows_q8_0(const float* x, int n_rows, int k, BlockQ8_0* out) {
+  const int nb = k / kQ8_0BlockSize;
+  for (int r = 0; r < n_rows; ++r) {
+    for (int b = 0; b < nb; ++b) {
+      const float* v = x + size_t(r) * k + size_t(b) * kQ8_0BlockSize;
+      float amax = 0.0f;
+      for (int i = 0; i < kQ8_0BlockSize; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      BlockQ8_0& blk = out[size_t(r) * nb + b];
+      blk.d = fp32_to_fp16(d);
+      for (int i = 0; i < kQ8_0BlockSize; ++i) blk.qs[i] = int8_t(std::lround(v[i] * id));
+    }
+  }
+}
+
+#ifdef LARDER_MATMUL_AVX512
+namespace {
+
+// Horizontal sum of 16 lanes in a fixed order: halves, quarters, pairs.
+// (GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its own header.)
+inline float hsum(__m512 v) {
+  const __m512 hi8 = _mm512_shuffle_f32x4(v, v, 0xEE);  // lanes 8..15 to 0..7
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_castps512_ps256(hi8));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 0x55));
+  return _mm_cvtss_f32(s1);
+}
+
+// ---- F32 / F16 / BF16: 16 weights per chunk --------------------------------
+struct LoadF32 {
+  static __m512 load(const uint8_t* row, int k) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
+  }
+  static __m512 load_tail(const uint8_t* row, int k, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + k);
+  }
+};
+struct LoadF16 {
+  static __m512 load(const uint8_t* row, int k) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+  }
+  static __m512 load_tail(const uint8_t* row, int k, __mmask16 m) {
+    return _mm512_cvtph_ps(
+        _mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+  }
+};
+struct LoadBF16 {
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 load(const uint8_t* row, int k) {
+    return widen(_mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
+  }
+  static __m512 load_tail(const uint8_t* row, int k, __mmask16 m) {
+    return widen(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + k));
+  }
+};
+
+// T tokens x R rows. rows: R row pointers; x: [T][K]; y: [T][y_stride].
+template <class L, int T, int R>
+void tile_dense(const uint8_t* w, size_t row_bytes, const float* x, int K, float* y,
+                int y_stride) {
+  __m512 acc[T][R];
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  int k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = L::load(w + r * row_bytes, k);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_loadu_ps(x + size_t(t) * K + k);
+      for (int r = 0; r < R; ++r) acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
+    }
+  }
+  if (k < K) {
+    const __mmask16 m = __mmask16((1u << (K - k)) - 1);
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = L::load_tail(w + r * row_bytes, k, m);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x + size_t(t) * K + k);
+      for (int r = 0; r < R; ++r) acc[t][r] = _mm512_fmadd_ps(wv[r], xv, acc[t][r]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) y[size_t(t) * y_stride + r] = hsum(acc[t][r]);
+}
+
+// f16 scale -> f32 with the F16C instruction (inline; exact).
+inline float scale_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+// ---- Q8_0, dequantize on the fly ---------------------------------------------
+inline __m512 q8_chunk(const int8_t* q, __m512 d) {
+  return _mm512_mul_ps(
+      _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)))), d);
+}
+
+template <int T, int R>
+void tile_q8_fma(const uint8_t* w, size_t row_bytes, const float* x, int K, float* y,
+                 int y_stride) {
+  __m512 acc[T][R];
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  const int nb = K / kQ8_0BlockSize;
+  for (int b = 0; b < nb; ++b) {
+    __m512 lo[R], hi[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w + r * row_bytes) + b;
+      const __m512 d = _mm512_set1_ps(scale_f32(blk->d));
+      lo[r] = q8_chunk(blk->qs, d);   // d * q is exact in f32 (11 x 8 bits)
+      hi[r] = q8_chunk(blk->qs + 16, d);
+    }
+    for (int t = 0; t < T; ++t) {
+      const float* xb = x + size_t(t) * K + size_t(b) * kQ8_0BlockSize;
+      const __m512 xlo = _mm512_loadu_ps(xb), xhi = _mm512_loadu_ps(xb + 16);
+      for (int r = 0; r < R; ++r) {
+        acc[t][r] = _mm512_fmadd_ps(lo[r], xlo, acc[t][r]);
+        acc[t][r] = _mm512_fmadd_ps(hi[r], xhi, acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) y[size_t(t) * y_stride + r] = hsum(acc[t][r]);
+}
+
+// ---- Q8_0 x Q8_0 with VNNI ----------------------------------------------------
+#ifdef __AVX512VNNI__
+// The quants of blocks b and b+1 (or b and zeros when b+1 == nb) in one zmm.
+inline __m512i q8_pair(const BlockQ8_0* blk, int b, int nb) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[b].qs));
+  const __m256i c = b + 1 < nb ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[b + 1].qs))
+                               : _mm256_setzero_si256();
+  return _mm512_inserti64x4(_mm512_castsi256_si512(a), c, 1);
+}
+// [d_b x 8 | d_{b+1} x 8] (0 for a missing b+1).
+inline __m512 d_pair(const BlockQ8_0* blk, int b, int nb) {
+  const float d0 = scale_f32(blk[b].d);
+  const float d1 = b + 1 < nb ? scale_f32(blk[b + 1].d) : 0.0f;
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
+}
+
+template <int T, int R>
+void tile_q8_vnni(const uint8_t* w, size_t row_bytes, const BlockQ8_0* xq, int K, float* y,
+                  int y_stride) {
+  __m512 acc[T][R];
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
+  const int nb = K / kQ8_0BlockSize;
+  for (int b = 0; b < nb; b += 2) {
+    __m512i aw[R];
+    __mmask64 neg[R];
+    __m512 dw[R];
+    for (int r = 0; r < R; ++r) {
+      const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(w + r * row_bytes);
+      const __m512i q = q8_pair(blk, b, nb);
+      aw[r] = _mm512_abs_epi8(q);           // |w| as u8
+      neg[r] = _mm512_movepi8_mask(q);      // w < 0
+      dw[r] = d_pair(blk, b, nb);
+    }
+    for (int t = 0; t < T; ++t) {
+      const BlockQ8_0* xb = xq + size_t(t) * nb;
+      const __m512i qx = q8_pair(xb, b, nb);
+      const __m512 dx = d_pair(xb, b, nb);
+      for (int r = 0; r < R; ++r) {
+        // x * sign(w), so that |w| * (x * sign(w)) = w * x.
+        const __m512i sx = _mm512_mask_sub_epi8(qx, neg[r], _mm512_setzero_si512(), qx);
+        const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw[r], sx);
+        acc[t][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[r], dx), acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) y[size_t(t) * y_stride + r] = hsum(acc[t][r]);
+}
+#endif
+
+// ---- tiling ---------------------------------------------------------------------
+constexpr int kTileT = 4;
+constexpr int kTileR = 4;
+
+// Kernel signature shared by all tiles: (w rows, row_bytes, activations, K, y, y_stride);
+// the activations pointer is f32 [T][K] or Q8_0 blocks [T][K/32].
+using TileFn = void (*)(const uint8_t*, size_t, const void*, int, float*, int);
+
+template <class L, int T, int R>
+void dense_entry(const uint8_t* w, size_t rb, const void* x, int K, float* y, int ys) {
+  tile_dense<L, T, R>(w, rb, static_cast<const float*>(x), K, y, ys);
+}
+template <int T, int R>
+void q8fma_entry(const uint8_t* w, size_t rb, const void* x, int K, float* y, int ys) {
+  tile_q8_fma<T, R>(w, rb, static_cast<const float*>(x), K, y, ys);
+}
+#ifdef __AVX512VNNI__
+template <int T, int R>
+void q8vnni_entry(const uint8_t* w, size_t rb, const void* x, int K, float* y, int ys) {
+  tile_q8_vnni<T, R>(w, rb, static_cast<const BlockQ8_0*>(x), K, y, ys);
+}
+#endif
+
+// Tables [T-1][R-1] of the tile kernels for T, R in 1..4.
+#define LARDER_TILE_ROW(E, T) {&E<T, 1>, &E<T, 2>, &E<T, 3>, &E<T, 4>}
+#define LARDER_TILE_TABLE(E) \
+  {LARDER_TILE_ROW(E, 1), LARDER_TILE_ROW(E, 2), LARDER_TILE_ROW(E, 3), LARDER_TILE_ROW(E, 4)}
+template <int T, int R> void f32_entry(const uint8_t* w, size_t rb, const void* x, int K, float* y, int ys) { dense_entry<LoadF32, T, R>(w, rb, x, K, y, ys); }
+template <int T, int R> void f16_entry(const uint8_t* w, size_t rb, const void* x, int K, float* y, int ys) { dense_entry<LoadF16, T, R>(w, rb, x, K, y, ys); }
+template <int T, int R> void bf16_entry(const uint8_t* w, size_t rb, const void* x, int K, float* y, int ys) { dense_entry<LoadBF16, T, R>(w, rb, x, K, y, ys); }
+
+constexpr TileFn kF32Tiles[kTileT][kTileR] = LARDER_TILE_TABLE(f32_entry);
+constexpr TileFn kF16Tiles[kTileT][kTileR] = LARDER_TILE_TABLE(f16_entry);
+constexpr TileFn kBF16Tiles[kTileT][kTileR] = LARDER_TILE_TABLE(bf16_entry);
+constexpr TileFn kQ8FmaTiles[kTileT][kTileR] = LARDER_TILE_TABLE(q8fma_entry);
+#ifdef __AVX512VNNI__
+constexpr TileFn kQ8VnniTiles[kTileT][kTileR] = LARDER_TILE_TABLE(q8vnni_entry);
+#endif
+#undef LARDER_TILE_TABLE
+#undef LARDER_TILE_ROW
+
+// Activations of one token block stay in L2 while the rows stream past:
+// tokens per block such that block * K * 4 bytes <= kTokenBlockBytes.
+constexpr size_t kTokenBlockBytes = 512 * 1024;
+
+// x: n_tokens activation rows of x_row_bytes each.
+void run_tiles(const TileFn (&tab)[kTileT][kTileR], const WeightView& w, const uint8_t* x,
+               size_t x_row_bytes, int n_tokens, float* y, int y_stride, int64_t row_begin,
+               int64_t row_end) {
+  const int K = int(w.ne[0]);
+  int block = int(kTokenBlockBytes / (size_t(K) * sizeof(float)));
+  block = std::max(kTileT, block / kTileT * kTileT);
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileR) {
+      const int R = int(std::min<int64_t>(kTileR, row_end - r0));
+      for (int t0 = tb; t0 < te; t0 += kTileT) {
+        const int T = std::min(kTileT, te - t0);
+        tab[T - 1][R - 1](w.row(r0), w.row_bytes, x + size_t(t0) * x_row_bytes, K,
+                          y + size_t(t0) * y_stride + r0, y_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif  // LARDER_MATMUL_AVX512
+
+#ifndef LARDER_MATMUL_AVX512
+namespace {
+// Portable path: one float accumulator per output, k in increasing order.
+float row_weight(const WeightView& w, int64_t r, int k) {
+  const uint8_t* row = w.row(r);
+  switch (w.type) {
+    case GgmlType::kF32: return reinterpret_cast<const float*>(row)[k];
+    case GgmlType::kF16: return fp16_to_fp32(reinterpret_cast<const uint16_t*>(row)[k]);
+    case GgmlType::kBF16: return bf16_to_fp32(reinterpret_cast<const uint16_t*>(row)[k]);
+    case GgmlType::kQ8_0: {
+      const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[k / kQ8_0BlockSize];
+      return fp16_to_fp32(b.d) * float(b.qs[k % kQ8_0BlockSize]);
+    }
+    default: return 0.0f;
+  }
+}
+}  // namespace
+#endif
+
+void matmul_rows(const WeightView& w, const float* x, const BlockQ8_0* xq, int n_tokens,
+                 float* y, int y_stride, int64_t row_begin, int64_t row_end, Q8Path q8_path) {
+  if (n_tokens <= 0 || row_begin >= row_end) return;
+  const int K = int(w.ne[0]);
+#ifdef LARDER_MATMUL_AVX512
+  const auto* xb = reinterpret_cast<const uint8_t*>(x);
+  const size_t x_row = size_t(K) * sizeof(float);
+  switch (w.type) {
+    case GgmlType::kF32: run_tiles(kF32Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kF16: run_tiles(kF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kBF16: run_tiles(kBF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kQ8_0:
+#ifdef __AVX512VNNI__
+      if (q8_path == Q8Path::kVnni) {
+        run_tiles(kQ8VnniTiles, w, reinterpret_cast<const uint8_t*>(xq),
+                  size_t(K / kQ8_0BlockSize) * sizeof(BlockQ8_0), n_tokens, y, y_stride,
+                  row_begin, row_end);
+        return;
+      }
+#endif
+      run_tiles(kQ8FmaTiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end);
+      return;
+    default: return;  // callers check matmul_type_supported
+  }
+#else
+  for (int t = 0; t < n_tokens; ++t)
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      float acc = 0.0f;
+      for (int k = 0; k < K; ++k) acc += row_weight(w, r, k) * x[size_t(t) * K + k];
+      y[size_t(t) * y_stride + r] = acc;
+    }
+#endif
+}
+
+}  // namespace larder

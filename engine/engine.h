@@ -1,0 +1,64 @@
+// Engine: loads a model, owns the engine thread (scheduler, KV page pool,
+// prefix cache, forward pass) and implements Generator for the API layer.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/generation.h"
+#include "storage/status.h"
+
+namespace larder {
+
+struct EngineOptions {
+  std::string model_path;            // GGUF file (required)
+  std::string model_id;              // shown by /v1/models; empty: the file's stem
+  std::string cache_dir;             // RocksDB directory; empty: no disk tier
+  int page_size = 16;                // tokens per KV page (power of two)
+  int64_t memory_capacity_bytes = int64_t(1) << 30;  // KV page pool size
+  int64_t disk_capacity_bytes = int64_t(20) << 30;   // RocksDB tier size
+  int n_threads = 0;                 // 0: all cores
+  int n_ctx = 0;                     // context length served; 0: the model's
+  int max_running = 8;               // sequences decoded together (continuous batching)
+  bool write_through = true;         // sealed pages go to disk at once
+  int n_storage_threads = 2;
+  std::string kv_dtype = "f32";      // "f32" | "f16"
+  std::string cache_salt;            // mixed into the root prefix hash
+};
+
+class Engine : public Generator {
+ public:
+  // Loads the model, allocates the page pool, opens the disk tier and starts
+  // the engine thread. Errors name the file or the option that failed.
+  static Result<std::unique_ptr<Engine>> create(const EngineOptions& options);
+  ~Engine() override;  // stop() if still running
+
+  // Finishes every in-flight request (kCancelled), stops the engine thread
+  // and flushes pending page writes to disk. Idempotent.
+  void stop();
+
+  const ModelInfo& model_info() const override;
+  std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const override;
+  Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const override;
+  bool chat_uses_special_tokens() const override;
+  void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
+
+  // Blocks until every queued page write has reached the store (tests, SIGTERM).
+  void flush_storage();
+
+  struct Stats {
+    int64_t pages_resident = 0, pages_free = 0;
+    int64_t pages_written = 0, pages_restored_disk = 0, pages_reused_memory = 0;
+    int64_t records_rejected = 0;   // failed verification, dropped
+    int64_t requests_total = 0;
+  };
+  Stats stats() const;
+
+ private:
+  Engine();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace larder

@@ -1,0 +1,60 @@
+#include "engine/kv/page_pool.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <string>
+
+namespace larder {
+
+const char* kv_dtype_name(KvDtype t) {
+  switch (t) {
+    case KvDtype::kF32: return "f32";
+    case KvDtype::kF16: return "f16";
+  }
+  return "?";
+}
+
+size_t kv_dtype_bytes(KvDtype t) { return t == KvDtype::kF16 ? 2 : 4; }
+
+void PagePool::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
+
+Result<std::unique_ptr<PagePool>> PagePool::create(const KvLayout& layout, int n_pages) {
+  if (layout.n_layer <= 0 || layout.kv_dim <= 0 || layout.page_size <= 0 ||
+      (layout.page_size & (layout.page_size - 1)) != 0) {
+    return Status::invalid_argument("KV layout: n_layer, kv_dim must be > 0 and page_size a power of two");
+  }
+  if (n_pages <= 0) return Status::invalid_argument("KV page pool needs at least one page");
+  size_t total = layout.page_bytes() * size_t(n_pages);
+  size_t rounded = (total + 63) / 64 * 64;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  if (p == nullptr) {
+    return Status::resource_exhausted("cannot allocate KV page pool: " + std::to_string(n_pages) +
+                                      " pages x " + std::to_string(layout.page_bytes()) + " bytes = " +
+                                      std::to_string(total) + " bytes");
+  }
+  std::unique_ptr<PagePool> pool(new PagePool());
+  pool->layout_ = layout;
+  pool->n_pages_ = n_pages;
+  pool->mem_.reset(p);
+  pool->base_ = p;
+  pool->free_.reserve(size_t(n_pages));
+  for (int i = n_pages - 1; i >= 0; --i) pool->free_.push_back(i);
+  pool->in_use_.assign(size_t(n_pages), 0);
+  return pool;
+}
+
+std::optional<int> PagePool::allocate() {
+  if (free_.empty()) return std::nullopt;
+  int page = free_.back();
+  free_.pop_back();
+  in_use_[size_t(page)] = 1;
+  return page;
+}
+
+void PagePool::release(int page) {
+  assert(page >= 0 && page < n_pages_ && in_use_[size_t(page)]);
+  in_use_[size_t(page)] = 0;
+  free_.push_back(page);
+}
+
+}  // namespace larder

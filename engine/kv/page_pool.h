@@ -1,0 +1,75 @@
+// KV page pool: one allocation, made at start, of fixed-size pages that hold
+// the keys and values of `page_size` consecutive positions of one sequence
+// for every layer (DESIGN.md "Page key and record").
+//
+// Page layout (the bytes a page record stores, whatever backend wrote them):
+//   for layer l in [0, n_layer):
+//     K block: [page_size][kv_dim] values of `dtype`
+//     V block: [page_size][kv_dim] values of `dtype`
+// so page_bytes = n_layer * 2 * page_size * kv_dim * dtype_bytes.
+//
+// The pool only hands out and takes back pages; reference counts, the prefix
+// index and eviction live in PrefixCache (engine/kv/prefix_cache.h).
+// Not thread-safe: owned by the engine thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "storage/status.h"
+
+namespace larder {
+
+enum class KvDtype : uint32_t { kF32 = 0, kF16 = 1 };
+const char* kv_dtype_name(KvDtype t);
+size_t kv_dtype_bytes(KvDtype t);
+
+struct KvLayout {
+  int n_layer = 0;
+  int kv_dim = 0;       // n_head_kv * head_dim
+  int page_size = 16;   // tokens per page, a power of two
+  KvDtype dtype = KvDtype::kF32;
+
+  size_t block_bytes() const { return size_t(page_size) * kv_dim * kv_dtype_bytes(dtype); }
+  size_t page_bytes() const { return size_t(n_layer) * 2 * block_bytes(); }
+  bool operator==(const KvLayout&) const = default;
+};
+
+class PagePool {
+ public:
+  // Allocates n_pages pages (64-byte aligned). kResourceExhausted with the
+  // sizes involved when the allocation fails.
+  static Result<std::unique_ptr<PagePool>> create(const KvLayout& layout, int n_pages);
+
+  const KvLayout& layout() const { return layout_; }
+  int n_pages() const { return n_pages_; }
+  int n_free() const { return int(free_.size()); }
+
+  // Takes a page from the free list; nullopt when none is free.
+  std::optional<int> allocate();
+  // Returns a page to the free list (page must be allocated).
+  void release(int page);
+
+  uint8_t* page_data(int page) { return base_ + size_t(page) * layout_.page_bytes(); }
+  const uint8_t* page_data(int page) const { return base_ + size_t(page) * layout_.page_bytes(); }
+  // Start of the K (or V) block of `layer` in `page`: [page_size][kv_dim].
+  void* k_block(int page, int layer) { return page_data(page) + size_t(2 * layer) * layout_.block_bytes(); }
+  void* v_block(int page, int layer) { return page_data(page) + size_t(2 * layer + 1) * layout_.block_bytes(); }
+  const void* k_block(int page, int layer) const { return page_data(page) + size_t(2 * layer) * layout_.block_bytes(); }
+  const void* v_block(int page, int layer) const { return page_data(page) + size_t(2 * layer + 1) * layout_.block_bytes(); }
+
+ private:
+  PagePool() = default;
+  struct FreeDeleter { void operator()(uint8_t* p) const; };
+  KvLayout layout_;
+  int n_pages_ = 0;
+  std::unique_ptr<uint8_t, FreeDeleter> mem_;
+  uint8_t* base_ = nullptr;
+  std::vector<int> free_;       // stack of free page ids
+  std::vector<uint8_t> in_use_; // per page, for release() checks
+};
+
+}  // namespace larder

@@ -1,0 +1,31 @@
+// Chained prefix hash of KV pages (DESIGN.md "Page key and record"):
+//   h_0 = XXH3-128(fingerprint || KV layout || cache_salt)
+//   h_i = XXH3-128(h_{i-1} || token ids of page i)      (ids as int32 LE)
+// A page's key therefore names the whole prefix up to and including it, under
+// one model and KV layout: equal keys mean equal K/V (up to hash collisions,
+// which the stored token ids and fingerprint in each record rule out).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "engine/kv/page_pool.h"
+#include "storage/page_store.h"
+
+namespace larder {
+
+// Root of every chain for this model, layout and salt.
+PageKey prefix_root(const std::array<uint8_t, 16>& fingerprint, const KvLayout& layout,
+                    std::string_view cache_salt);
+
+// Key of the page holding `page_tokens` (exactly page_size ids) after `parent`.
+PageKey prefix_next(const PageKey& parent, std::span<const int32_t> page_tokens);
+
+// Keys of the first n_pages full pages of `tokens` (n_pages <= tokens.size() / page_size).
+std::vector<PageKey> prefix_chain(const PageKey& root, std::span<const int32_t> tokens,
+                                  int page_size, int n_pages);
+
+}  // namespace larder

@@ -1,0 +1,272 @@
+// Tokenizer construction (from plain vectors or GGUF metadata), lookups and
+// decoding. The SentencePiece merge itself is in spm_encode.cpp.
+#include "engine/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include "engine/gguf/gguf.h"
+
+namespace larder {
+namespace {
+
+constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 "▁"
+constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // U+2585 "▅" (llama.cpp)
+
+// Texts of turn-ending control tokens (llama.cpp's end-of-generation list).
+constexpr std::string_view kEndOfTurnTexts[] = {
+    "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<|endoftext|>", "<|end|>",
+};
+
+// "<0xXX>" -> XX (either hex case), or -1.
+int parse_byte_token(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    int digit;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    else if (c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    else return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+std::string unescape_spaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, kSpaceMarker.size(), kSpaceMarker) == 0) {
+      out.push_back(' ');
+      i += kSpaceMarker.size();
+    } else {
+      out.push_back(text[i++]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(VocabData vocab) {
+  auto tok = std::make_unique<Tokenizer>(PrivateKey());
+  LARDER_RETURN_IF_ERROR(tok->init(std::move(vocab)));
+  return tok;
+}
+
+Status Tokenizer::init(VocabData vocab) {
+  const size_t n = vocab.tokens.size();
+  if (n == 0) return Status::invalid_argument("tokenizer: the vocabulary has no tokens");
+  if (n > static_cast<size_t>(INT32_MAX)) {
+    return Status::invalid_argument("tokenizer: " + std::to_string(n) + " tokens exceed INT32_MAX");
+  }
+  if (!vocab.scores.empty() && vocab.scores.size() != n) {
+    return Status::invalid_argument("tokenizer: " + std::to_string(vocab.scores.size()) + " scores for " +
+                                    std::to_string(n) + " tokens");
+  }
+  if (!vocab.types.empty() && vocab.types.size() != n) {
+    return Status::invalid_argument("tokenizer: " + std::to_string(vocab.types.size()) + " token types for " +
+                                    std::to_string(n) + " tokens");
+  }
+  if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
+  if (vocab.types.empty()) vocab.types.assign(n, TokenType::kNormal);
+  const std::pair<const char*, int32_t> ids[] = {
+      {"bos", vocab.bos_id}, {"eos", vocab.eos_id}, {"unk", vocab.unk_id}, {"eot", vocab.eot_id}};
+  for (const auto& [name, id] : ids) {
+    if (id < -1 || id >= static_cast<int64_t>(n)) {
+      return Status::invalid_argument(std::string("tokenizer: ") + name + " id " + std::to_string(id) +
+                                      " outside the vocabulary of " + std::to_string(n));
+    }
+  }
+  if (vocab.add_bos && vocab.bos_id < 0) return Status::invalid_argument("tokenizer: add_bos without a bos id");
+  if (vocab.add_eos && vocab.eos_id < 0) return Status::invalid_argument("tokenizer: add_eos without an eos id");
+
+  vocab_ = std::move(vocab);
+  byte_to_id_.fill(-1);
+  pieces_.resize(n);
+  end_of_generation_.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const auto id = static_cast<int32_t>(i);
+    const std::string& text = vocab_.tokens[i];
+    const TokenType type = vocab_.types[i];
+    text_to_id_.insert_or_assign(std::string_view(text), id);  // last wins, as in llama.cpp
+    switch (type) {
+      case TokenType::kNormal:
+        pieces_[i] = unescape_spaces(text);
+        if (!text.empty()) piece_to_id_.insert_or_assign(std::string_view(text), id);
+        break;
+      case TokenType::kUserDefined:
+        pieces_[i] = text;
+        if (!text.empty()) {
+          piece_to_id_.insert_or_assign(std::string_view(text), id);
+          special_ids_.push_back(id);
+        }
+        break;
+      case TokenType::kByte: {
+        const int byte = parse_byte_token(text);
+        if (byte < 0) {
+          return Status::invalid_argument("tokenizer: byte token " + std::to_string(id) + " has text '" + text +
+                                          "', expected <0xXX>");
+        }
+        if (byte_to_id_[byte] < 0) byte_to_id_[byte] = id;
+        pieces_[i] = std::string(1, static_cast<char>(byte));
+        break;
+      }
+      case TokenType::kUnknown:
+        pieces_[i] = std::string(kUnknownPiece);
+        if (!text.empty()) special_ids_.push_back(id);
+        break;
+      case TokenType::kControl:
+        if (!text.empty()) special_ids_.push_back(id);
+        break;
+      case TokenType::kUnused:
+        break;
+      default:
+        return Status::invalid_argument("tokenizer: token " + std::to_string(id) + " has unknown type " +
+                                        std::to_string(static_cast<int32_t>(type)));
+    }
+    if (type == TokenType::kControl || type == TokenType::kUserDefined) {
+      for (std::string_view end_text : kEndOfTurnTexts) {
+        if (text == end_text) end_of_generation_[i] = true;
+      }
+    }
+  }
+  if (vocab_.eos_id >= 0) end_of_generation_[vocab_.eos_id] = true;
+  if (vocab_.eot_id >= 0) end_of_generation_[vocab_.eot_id] = true;
+  // Longest special text first (tokenizer_st_partition order); ids break ties
+  // so the order is deterministic.
+  std::sort(special_ids_.begin(), special_ids_.end(), [this](int32_t a, int32_t b) {
+    const size_t la = vocab_.tokens[a].size(), lb = vocab_.tokens[b].size();
+    return la != lb ? la > lb : a < b;
+  });
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
+  const std::string where = gguf.path() + ": ";
+  const GgufValue* model = gguf.find("tokenizer.ggml.model");
+  if (model == nullptr) return Status::not_found(where + "no tokenizer.ggml.model in the metadata");
+  auto model_name = model->as_string();
+  if (!model_name) return Status::corruption(where + "tokenizer.ggml.model is not a string");
+  if (*model_name != "llama") {
+    return Status::unsupported(where + "tokenizer model '" + *model_name +
+                               "' is not supported (only 'llama' = SentencePiece BPE)");
+  }
+
+  VocabData vocab;
+  const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
+  const std::vector<GgufValue>* token_array = tokens ? tokens->as_array() : nullptr;
+  if (token_array == nullptr) return Status::corruption(where + "tokenizer.ggml.tokens missing or not an array");
+  vocab.tokens.reserve(token_array->size());
+  for (const GgufValue& v : *token_array) {
+    auto s = v.as_string();
+    if (!s) return Status::corruption(where + "tokenizer.ggml.tokens holds a non-string");
+    vocab.tokens.push_back(std::move(*s));
+  }
+  const size_t n = vocab.tokens.size();
+
+  if (const GgufValue* scores = gguf.find("tokenizer.ggml.scores")) {
+    const auto* arr = scores->as_array();
+    if (arr == nullptr || arr->size() != n) {
+      return Status::corruption(where + "tokenizer.ggml.scores is not an array of " + std::to_string(n));
+    }
+    vocab.scores.reserve(n);
+    for (const GgufValue& v : *arr) {
+      auto f = v.as_float();
+      if (!f) return Status::corruption(where + "tokenizer.ggml.scores holds a non-number");
+      vocab.scores.push_back(static_cast<float>(*f));
+    }
+  }
+  if (const GgufValue* types = gguf.find("tokenizer.ggml.token_type")) {
+    const auto* arr = types->as_array();
+    if (arr == nullptr || arr->size() != n) {
+      return Status::corruption(where + "tokenizer.ggml.token_type is not an array of " + std::to_string(n));
+    }
+    vocab.types.reserve(n);
+    for (const GgufValue& v : *arr) {
+      auto t = v.as_int();
+      if (!t || *t < 0 || *t > 6) return Status::corruption(where + "tokenizer.ggml.token_type holds a bad type");
+      vocab.types.push_back(*t == 0 ? TokenType::kNormal : static_cast<TokenType>(*t));
+    }
+  }
+
+  // Optional ids (llama.cpp SPM defaults) and flags.
+  auto read_id = [&](const char* key, int32_t fallback, int32_t& out) -> Status {
+    out = fallback;
+    if (const GgufValue* v = gguf.find(key)) {
+      auto id = v->as_int();
+      if (!id || *id < 0 || *id >= static_cast<int64_t>(n)) {
+        return Status::corruption(where + key + " is not a token id below " + std::to_string(n));
+      }
+      out = static_cast<int32_t>(*id);
+    }
+    return Status::ok();
+  };
+  auto read_flag = [&](const char* key, bool fallback, bool& out) -> Status {
+    out = fallback;
+    if (const GgufValue* v = gguf.find(key)) {
+      auto b = v->as_bool();
+      if (!b) return Status::corruption(where + key + " is not a bool");
+      out = *b;
+    }
+    return Status::ok();
+  };
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.bos_token_id", n > 1 ? 1 : -1, vocab.bos_id));
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.eos_token_id", n > 2 ? 2 : -1, vocab.eos_id));
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.unknown_token_id", 0, vocab.unk_id));
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.eot_token_id", -1, vocab.eot_id));
+  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_bos_token", true, vocab.add_bos));
+  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_eos_token", false, vocab.add_eos));
+  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_space_prefix", true, vocab.add_space_prefix));
+
+  auto tok = from_vocab(std::move(vocab));
+  if (!tok) return Status::corruption(where + tok.status().message());
+  return tok;
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  static const std::string kEmpty;
+  return id >= 0 && id < n_vocab() ? vocab_.tokens[id] : kEmpty;
+}
+
+TokenType Tokenizer::token_type(int32_t id) const {
+  return id >= 0 && id < n_vocab() ? vocab_.types[id] : TokenType::kUnused;
+}
+
+int32_t Tokenizer::find_token(std::string_view text) const {
+  auto it = text_to_id_.find(text);
+  return it == text_to_id_.end() ? -1 : it->second;
+}
+
+bool Tokenizer::is_end_of_generation(int32_t id) const {
+  return id >= 0 && id < n_vocab() && end_of_generation_[id];
+}
+
+std::string Tokenizer::token_to_piece(int32_t id) const {
+  return id >= 0 && id < n_vocab() ? pieces_[id] : std::string();
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id >= 0 && id < n_vocab()) out += pieces_[id];
+  }
+  return out;
+}
+
+std::string Tokenizer::decode_text(std::span<const int32_t> ids, int32_t prev_id) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id >= 0 && id < n_vocab()) {
+      std::string_view piece = pieces_[id];
+      if (prev_id >= 0 && prev_id == vocab_.bos_id && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+      out += piece;
+    }
+    prev_id = id;
+  }
+  return out;
+}
+
+}  // namespace larder

@@ -1,0 +1,148 @@
+// FakeGenerator: a scripted Generator for the API tests.
+//   tokenize:     a BOS (id 256) then one token per byte
+//   render_chat:  "role: content\n" per message (roles system/user/assistant/tool)
+//   submit:       answers on its own thread with the scripted text pieces, then
+//                 a final event with usage numbers; honours cancel().
+// It records every request it got.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/generation.h"
+
+namespace larder::testing {
+
+struct FakeScript {
+  std::vector<std::string> pieces = {"Hel", "lo", " world"};
+  int delay_ms = 0;                      // before each piece
+  FinishReason finish = FinishReason::kStop;
+  std::string error;                     // with finish == kError
+  int cached_tokens = 0;
+  double prefill_ms = 12.5;
+  double decode_ms = 30.25;
+};
+
+class FakeGenerator : public Generator {
+ public:
+  static constexpr int32_t kBos = 256;
+
+  FakeGenerator() {
+    info_.id = "fake-model";
+    info_.n_ctx = 64;
+    info_.n_vocab = 257;
+    info_.created = 1700000000;
+  }
+  ~FakeGenerator() override {
+    for (auto& t : threads_) t.join();
+  }
+
+  void set_script(FakeScript script) {
+    std::lock_guard<std::mutex> lock(mu_);
+    script_ = std::move(script);
+  }
+
+  const ModelInfo& model_info() const override { return info_; }
+
+  std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      parse_special_seen_.push_back(parse_special);
+    }
+    std::vector<int32_t> out = {kBos};
+    for (unsigned char c : text) out.push_back(c);
+    return out;
+  }
+
+  Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const override {
+    std::string out;
+    for (const auto& m : messages) {
+      if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool") {
+        return Status::invalid_argument("unknown role '" + m.role + "'");
+      }
+      out += m.role + ": " + m.content + "\n";
+    }
+    return out;
+  }
+
+  bool chat_uses_special_tokens() const override { return true; }
+
+  void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back(request);
+    threads_.emplace_back([this, script = script_, n_prompt = static_cast<int>(request.prompt_tokens.size()),
+                           sink = std::move(sink)] { answer(script, n_prompt, sink); });
+  }
+
+  std::vector<GenerationRequest> requests() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+  std::vector<bool> parse_special_seen() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return parse_special_seen_;
+  }
+  // True when a generation saw cancel() within `timeout`.
+  bool wait_cancelled(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return n_cancelled_ > 0; });
+  }
+  // True when every submitted generation sent its final event within `timeout`.
+  bool wait_all_finished(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return n_finished_ == requests_.size(); });
+  }
+
+ private:
+  void answer(FakeScript script, int n_prompt, std::shared_ptr<GenerationSink> sink) {
+    GenerationEvent final_event;
+    final_event.done = true;
+    int n_sent = 0;
+    for (const std::string& piece : script.pieces) {
+      // Sleep in small steps so that cancel() is seen quickly.
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(script.delay_ms);
+      while (!sink->cancelled() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      if (sink->cancelled()) break;
+      GenerationEvent e;
+      e.text = piece;
+      for (unsigned char c : piece) e.tokens.push_back(c);
+      sink->on_event(std::move(e));
+      ++n_sent;
+    }
+    if (sink->cancelled()) {
+      final_event.finish = FinishReason::kCancelled;
+    } else {
+      final_event.finish = script.finish;
+      final_event.error = script.error;
+    }
+    final_event.prompt_tokens = n_prompt;
+    final_event.cached_tokens = script.cached_tokens;
+    final_event.completion_tokens = n_sent;
+    final_event.prefill_ms = script.prefill_ms;
+    final_event.decode_ms = script.decode_ms;
+    bool cancelled = final_event.finish == FinishReason::kCancelled;
+    sink->on_event(std::move(final_event));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled) ++n_cancelled_;
+    ++n_finished_;
+    cv_.notify_all();
+  }
+
+  ModelInfo info_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  FakeScript script_;
+  std::vector<GenerationRequest> requests_;
+  mutable std::vector<bool> parse_special_seen_;
+  std::vector<std::thread> threads_;
+  int n_cancelled_ = 0;
+  size_t n_finished_ = 0;
+};
+
+}  // namespace larder::testing

@@ -1,0 +1,195 @@
+// Bad input: each case gets the right status and OpenAI error fields
+// (type/param/code, per the OpenAI API reference), nothing reaches the
+// engine, and the server goes on serving.
+#include <catch2/catch.hpp>
+
+#include "tests/api/test_client.h"
+
+using nlohmann::json;
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+struct BadCase {
+  const char* name;
+  const char* path;
+  std::string body;
+  int status;
+  const char* type;
+  json param;  // string or null
+  json code;   // string or null
+};
+
+bool server_answers_health(int port) {
+  auto r = http(port, "GET", "/health");
+  return r && r->status == 200 && r->body == R"({"status":"ok"})";
+}
+
+}  // namespace
+
+TEST_CASE("invalid requests: status, type, param, code", "[api]") {
+  const std::string chat = "/v1/chat/completions";
+  const std::string user = R"("messages":[{"role":"user","content":"Hi"}])";
+  // 70 bytes of content: BOS + "user: " + 70 + "\n" = 78 tokens >= n_ctx 64.
+  const std::string long_content(70, 'x');
+  const std::vector<BadCase> cases = {
+      {"malformed JSON", "/v1/chat/completions", R"({"messages": [)", 400, "invalid_request_error", nullptr, nullptr},
+      {"non-object body", "/v1/chat/completions", "[1,2]", 400, "invalid_request_error", nullptr, nullptr},
+      {"empty body", "/v1/chat/completions", "", 400, "invalid_request_error", nullptr, nullptr},
+      {"temperature wrong type", "/v1/chat/completions", "{" + user + R"(,"temperature":"hot"})", 400,
+       "invalid_request_error", "temperature", nullptr},
+      {"temperature out of range", "/v1/chat/completions", "{" + user + R"(,"temperature":3})", 400,
+       "invalid_request_error", "temperature", nullptr},
+      {"n = 2", "/v1/chat/completions", "{" + user + R"(,"n":2})", 400, "invalid_request_error", "n", nullptr},
+      {"top_p = 0", "/v1/chat/completions", "{" + user + R"(,"top_p":0})", 400, "invalid_request_error", "top_p",
+       nullptr},
+      {"top_k negative", "/v1/chat/completions", "{" + user + R"(,"top_k":-1})", 400, "invalid_request_error",
+       "top_k", nullptr},
+      {"min_p above 1", "/v1/chat/completions", "{" + user + R"(,"min_p":1.5})", 400, "invalid_request_error",
+       "min_p", nullptr},
+      {"presence_penalty below -2", "/v1/chat/completions", "{" + user + R"(,"presence_penalty":-2.5})", 400,
+       "invalid_request_error", "presence_penalty", nullptr},
+      {"repeat_penalty 0", "/v1/chat/completions", "{" + user + R"(,"repeat_penalty":0})", 400,
+       "invalid_request_error", "repeat_penalty", nullptr},
+      {"max_tokens 0", "/v1/chat/completions", "{" + user + R"(,"max_tokens":0})", 400, "invalid_request_error",
+       "max_tokens", nullptr},
+      {"max_tokens float", "/v1/chat/completions", "{" + user + R"(,"max_tokens":2.5})", 400,
+       "invalid_request_error", "max_tokens", nullptr},
+      {"seed string", "/v1/chat/completions", "{" + user + R"(,"seed":"x"})", 400, "invalid_request_error", "seed",
+       nullptr},
+      {"stop of 5 strings", "/v1/chat/completions", "{" + user + R"(,"stop":["a","b","c","d","e"]})", 400,
+       "invalid_request_error", "stop", nullptr},
+      {"stop number", "/v1/chat/completions", "{" + user + R"(,"stop":3})", 400, "invalid_request_error", "stop",
+       nullptr},
+      {"stream not bool", "/v1/chat/completions", "{" + user + R"(,"stream":"yes"})", 400, "invalid_request_error",
+       "stream", nullptr},
+      {"include_usage not bool", "/v1/chat/completions",
+       "{" + user + R"(,"stream":true,"stream_options":{"include_usage":1}})", 400, "invalid_request_error",
+       "stream_options.include_usage", nullptr},
+      {"logprobs", "/v1/chat/completions", "{" + user + R"(,"logprobs":true})", 400, "invalid_request_error",
+       "logprobs", nullptr},
+      {"model not a string", "/v1/chat/completions", "{" + user + R"(,"model":7})", 400, "invalid_request_error",
+       "model", nullptr},
+      {"unknown model", "/v1/chat/completions", "{" + user + R"(,"model":"gpt-4o"})", 404, "not_found_error",
+       "model", "model_not_found"},
+      {"missing messages", "/v1/chat/completions", R"({"model":"fake-model"})", 400, "invalid_request_error",
+       "messages", nullptr},
+      {"empty messages", "/v1/chat/completions", R"({"messages":[]})", 400, "invalid_request_error", "messages",
+       nullptr},
+      {"message not an object", "/v1/chat/completions", R"({"messages":["hi"]})", 400, "invalid_request_error",
+       "messages", nullptr},
+      {"user content null", "/v1/chat/completions", R"({"messages":[{"role":"user","content":null}]})", 400,
+       "invalid_request_error", "messages", nullptr},
+      {"image content part", "/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x/y.png"}}]}]})",
+       400, "invalid_request_error", "messages", nullptr},
+      {"unknown role (render_chat fails)", "/v1/chat/completions",
+       R"({"messages":[{"role":"wizard","content":"Hi"}]})", 400, "invalid_request_error", "messages", nullptr},
+      {"prompt over the context", "/v1/chat/completions",
+       R"({"messages":[{"role":"user","content":")" + long_content + R"("}]})", 400, "invalid_request_error",
+       "messages", "context_length_exceeded"},
+      {"completion prompt missing", "/v1/completions", R"({"max_tokens":3})", 400, "invalid_request_error",
+       "prompt", nullptr},
+      {"completion prompt of two strings", "/v1/completions", R"({"prompt":["a","b"]})", 400,
+       "invalid_request_error", "prompt", nullptr},
+      {"completion token id outside the vocabulary", "/v1/completions", R"({"prompt":[1,257]})", 400,
+       "invalid_request_error", "prompt", nullptr},
+      {"completion prompt over the context", "/v1/completions", R"({"prompt":")" + std::string(63, 'y') + R"("})",
+       400, "invalid_request_error", "prompt", "context_length_exceeded"},
+  };
+  TestServer ts;
+  for (const BadCase& c : cases) {
+    CAPTURE(c.name);
+    auto r = http(ts.port(), "POST", c.path, c.body);
+    REQUIRE(r);
+    CHECK(r->status == c.status);
+    json body = json::parse(r->body, nullptr, false);
+    REQUIRE(body.is_object());
+    const json& err = body["error"];
+    CHECK(err["type"] == c.type);
+    CHECK(err["param"] == c.param);
+    CHECK(err["code"] == c.code);
+    CHECK(err["message"].is_string());
+    CHECK(!err["message"].get<std::string>().empty());
+    CHECK(server_answers_health(ts.port()));
+  }
+  // None of them reached the engine.
+  CHECK(ts.fake().requests().empty());
+}
+
+TEST_CASE("the context-length error names the token counts", "[api]") {
+  TestServer ts;
+  // 63 bytes -> BOS + 63 = 64 tokens: exactly n_ctx, which leaves no room.
+  auto r = http(ts.port(), "POST", "/v1/completions", R"({"prompt":")" + std::string(63, 'y') + R"("})");
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  std::string message = r->json()["error"]["message"];
+  CHECK(message.find("64") != std::string::npos);
+  // One byte less fits (63 < 64) and max_tokens is clamped to the 1 token left.
+  auto ok = http(ts.port(), "POST", "/v1/completions",
+                 R"({"prompt":")" + std::string(62, 'y') + R"(","max_tokens":100})");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+  auto reqs = ts.fake().requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].max_tokens == 1);
+}
+
+TEST_CASE("HTTP-level garbage and limits", "[api]") {
+  ServerOptions options;
+  options.max_body_bytes = 8 << 20;
+  TestServer ts(options);
+  SECTION("garbage bytes -> 400 and close") {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw("\x01\x02 this is not HTTP\r\n\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->header("connection") == "close");
+    CHECK(r->json()["error"]["type"] == "invalid_request_error");
+    CHECK(c.wait_closed(std::chrono::milliseconds(3000)));
+  }
+  SECTION("a 9 MiB body -> 413") {
+    TestClient c(ts.port());
+    std::string body(9 << 20, 'a');
+    // The server answers after the headers and discards the rest; the
+    // send may or may not complete before it closes.
+    std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n";
+    REQUIRE(c.send_raw(head));
+    (void)c.send_raw(body);
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 413);
+    CHECK(r->json()["error"]["type"] == "invalid_request_error");
+  }
+  SECTION("a chunked body over the limit -> 413") {
+    ServerOptions small;
+    small.max_body_bytes = 1000;
+    TestServer ts2(small);
+    TestClient c(ts2.port());
+    std::string chunk(600, 'a');
+    REQUIRE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "258\r\n" + chunk + "\r\n258\r\n" + chunk + "\r\n0\r\n\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 413);
+  }
+  SECTION("headers over 64 KiB -> 431") {
+    TestClient c(ts.port());
+    std::string big(70 << 10, 'h');
+    REQUIRE(c.send_raw("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + big + "\r\n\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 431);
+  }
+  SECTION("a bad Content-Length -> 400") {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 400);
+  }
+  CHECK(server_answers_health(ts.port()));
+}

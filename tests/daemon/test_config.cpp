@@ -1,0 +1,354 @@
+// Config file loading: defaults, every key overridden, bad values, and the
+// shipped config/larder.toml. Expected values come from the brief and the
+// documentation (the numbers an admin reads), not from the code.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/config.h"
+#include "tests/daemon/config_test_util.h"
+
+using namespace larder;
+using larder::testing::check_same_config;
+using larder::testing::ScopedEnv;
+using larder::testing::TempFile;
+
+namespace {
+
+// The repository's config/larder.toml, found from this source file's path
+// (CMake compiles it with an absolute path), or $LARDER_SOURCE_DIR.
+std::filesystem::path shipped_config_path() {
+  if (const char* dir = std::getenv("LARDER_SOURCE_DIR")) {
+    return std::filesystem::path(dir) / "config" / "larder.toml";
+  }
+  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "config" /
+         "larder.toml";
+}
+
+std::string error_of(std::string_view toml) {
+  auto r = load_config_string(toml, DaemonConfig{});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  return r.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
+  ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+  ScopedEnv home("HOME", "/home/alice");
+  const DaemonConfig c = default_config();
+  CHECK(c.engine.model_path.empty());
+  CHECK(c.engine.model_id.empty());
+  CHECK(c.engine.n_ctx == 0);
+  CHECK(c.server.host == "127.0.0.1");
+  CHECK(c.server.port == 8080);
+  CHECK(c.server.max_body_bytes == 8u * 1024 * 1024);
+  CHECK(c.server.shutdown_grace_s == 10.0);
+  CHECK(c.engine.cache_dir == "/home/alice/.cache/larder");
+  CHECK(c.engine.page_size == 16);
+  CHECK(c.engine.memory_capacity_bytes == 1073741824);   // 1 GiB
+  CHECK(c.engine.disk_capacity_bytes == 21474836480);    // 20 GiB
+  CHECK(c.engine.write_through);
+  CHECK(c.engine.kv_dtype == "f32");
+  CHECK(c.engine.cache_salt.empty());
+  CHECK(c.engine.n_storage_threads == 2);
+  CHECK(c.engine.n_threads == 0);
+  CHECK(c.engine.max_running == 8);
+  CHECK(c.server.default_sampling.temperature == 0.8f);
+  CHECK(c.server.default_sampling.top_k == 40);
+  CHECK(c.server.default_sampling.top_p == 0.95f);
+  CHECK(c.server.default_sampling.min_p == 0.05f);
+  CHECK(c.server.default_sampling.repeat_penalty == 1.0f);
+  CHECK(c.server.default_sampling.repeat_last_n == 64);
+  CHECK(c.server.default_sampling.presence_penalty == 0.0f);
+  CHECK(c.server.default_sampling.frequency_penalty == 0.0f);
+  CHECK(c.server.default_max_tokens == -1);
+  CHECK(c.log_level == "info");
+}
+
+TEST_CASE("default cache dir follows XDG_CACHE_HOME, then HOME", "[daemon][config]") {
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", "/var/cache/someone");
+    CHECK(default_cache_dir() == "/var/cache/someone/larder");
+  }
+  {
+    // A relative XDG_CACHE_HOME is invalid per the XDG spec and ignored.
+    ScopedEnv xdg("XDG_CACHE_HOME", "relative/dir");
+    ScopedEnv home("HOME", "/home/bob");
+    CHECK(default_cache_dir() == "/home/bob/.cache/larder");
+  }
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", nullptr);
+    ScopedEnv home("HOME", nullptr);
+    CHECK(default_cache_dir().empty());  // no home: no disk tier
+  }
+}
+
+TEST_CASE("a file overriding every key", "[daemon][config]") {
+  ScopedEnv home("HOME", "/home/carol");
+  const char* kToml = R"(
+[model]
+path = "~/models/tiny.gguf"
+id = "tiny"
+context_length = 2048
+
+[server]
+host = "0.0.0.0"
+port = 9090
+max_body = "16MiB"
+shutdown_grace_s = 2.5
+
+[cache]
+dir = "/srv/larder"
+page_size = 32
+memory_capacity = "512MiB"
+disk_capacity = "1.5GB"
+write_policy = "write_back"
+kv_dtype = "f16"
+salt = "tenant-a"
+storage_threads = 4
+
+[engine]
+threads = 6
+max_running = 3
+
+[sampling]
+temperature = 0      # an integer is accepted for a float key
+top_k = 0
+top_p = 0.5
+min_p = 0.0
+repeat_penalty = 1.1
+repeat_last_n = -1
+presence_penalty = 0.25
+frequency_penalty = -0.5
+max_tokens = 256
+
+[log]
+level = "debug"
+)";
+  auto r = load_config_string(kToml, default_config());
+  INFO(r.status().message());
+  REQUIRE(r.is_ok());
+  const DaemonConfig& c = *r;
+  CHECK(c.engine.model_path == "/home/carol/models/tiny.gguf");  // "~/" expanded
+  CHECK(c.engine.model_id == "tiny");
+  CHECK(c.engine.n_ctx == 2048);
+  CHECK(c.server.host == "0.0.0.0");
+  CHECK(c.server.port == 9090);
+  CHECK(c.server.max_body_bytes == 16777216u);  // 16 * 2^20
+  CHECK(c.server.shutdown_grace_s == 2.5);
+  CHECK(c.engine.cache_dir == "/srv/larder");
+  CHECK(c.engine.page_size == 32);
+  CHECK(c.engine.memory_capacity_bytes == 536870912);  // 512 * 2^20
+  CHECK(c.engine.disk_capacity_bytes == 1500000000);   // 1.5 * 10^9
+  CHECK_FALSE(c.engine.write_through);
+  CHECK(c.engine.kv_dtype == "f16");
+  CHECK(c.engine.cache_salt == "tenant-a");
+  CHECK(c.engine.n_storage_threads == 4);
+  CHECK(c.engine.n_threads == 6);
+  CHECK(c.engine.max_running == 3);
+  const SamplingParams& s = c.server.default_sampling;
+  CHECK(s.temperature == 0.0f);
+  CHECK(s.top_k == 0);
+  CHECK(s.top_p == 0.5f);
+  CHECK(s.min_p == 0.0f);
+  CHECK(s.repeat_penalty == 1.1f);
+  CHECK(s.repeat_last_n == -1);
+  CHECK(s.presence_penalty == 0.25f);
+  CHECK(s.frequency_penalty == -0.5f);
+  CHECK(c.server.default_max_tokens == 256);
+  CHECK(c.log_level == "debug");
+
+  // dump_config writes every key back; loading the dump over the defaults
+  // gives the same config.
+  auto again = load_config_string(dump_config(c), default_config());
+  INFO(dump_config(c));
+  REQUIRE(again.is_ok());
+  check_same_config(*again, c);
+}
+
+TEST_CASE("keys a file leaves out keep the base values", "[daemon][config]") {
+  DaemonConfig base;
+  base.server.port = 1234;
+  base.engine.page_size = 64;
+  auto r = load_config_string("[cache]\npage_size = 8\n", base);
+  REQUIRE(r.is_ok());
+  CHECK(r->engine.page_size == 8);
+  CHECK(r->server.port == 1234);
+  // An empty file changes nothing.
+  auto empty = load_config_string("", base);
+  REQUIRE(empty.is_ok());
+  check_same_config(*empty, base);
+}
+
+TEST_CASE("bad values give an error naming the key and the allowed range", "[daemon][config]") {
+  struct Row {
+    const char* toml;
+    const char* expected;  // a substring of the message
+  };
+  const Row rows[] = {
+      {"[cache]\npage_size = 12",
+       "config error: cache.page_size = 12: must be a power of two between 1 and 1024 (line 2)"},
+      {"[cache]\npage_size = 2048", "cache.page_size = 2048: must be a power of two between 1 and 1024"},
+      {"[cache]\npage_size = 0", "cache.page_size = 0: must be a power of two"},
+      {"[server]\nport = 70000", "server.port = 70000: must be an integer between 0 and 65535"},
+      {"[server]\nport = -1", "server.port = -1: must be an integer between 0 and 65535"},
+      {"[sampling]\ntemperature = -1", "sampling.temperature = -1: must be a number between 0 and 100"},
+      {"[sampling]\ntemperature = nan", "sampling.temperature = nan: must be a number"},
+      {"[sampling]\ntop_p = 1.5", "sampling.top_p = 1.5: must be a number between 0 and 1"},
+      {"[sampling]\nrepeat_penalty = 0", "sampling.repeat_penalty = 0: must be a number above 0"},
+      {"[sampling]\nmax_tokens = 0", "sampling.max_tokens = 0: must be -1"},
+      {"[cache]\nwrite_policy = \"sometimes\"",
+       "cache.write_policy = \"sometimes\": must be \"write_through\" or \"write_back\""},
+      {"[cache]\nkv_dtype = \"q8\"", "cache.kv_dtype = \"q8\": must be \"f32\" or \"f16\""},
+      {"[log]\nlevel = \"verbose\"", "log.level = \"verbose\": must be one of trace, debug"},
+      {"[engine]\nmax_running = 0", "engine.max_running = 0: must be an integer between 1 and 1024"},
+      {"[cache]\nstorage_threads = 0", "cache.storage_threads = 0: must be an integer between 1 and 64"},
+      {"[server]\nhost = \"\"", "server.host = \"\": must be a non-empty host name"},
+      // Wrong types.
+      {"[server]\nport = \"8080\"", "server.port = \"8080\": must be an integer between 0 and 65535 (0: any free port) (got a string)"},
+      {"[server]\nport = 80.5", "server.port = 80.5: must be an integer between 0 and 65535 (0: any free port) (got a float)"},
+      {"[model]\npath = 3", "model.path = 3: must be a path to a GGUF file (got an integer)"},
+      {"[sampling]\ntop_k = true", "sampling.top_k = true: must be an integer"},
+      {"[cache]\nmemory_capacity = 1.5", "cache.memory_capacity = 1.5: must be a size of at least 1MiB (got a float)"},
+      // Sizes.
+      {"[cache]\nmemory_capacity = \"12XB\"",
+       "cache.memory_capacity = \"12XB\": must be a size of at least 1MiB (unknown unit \"XB\""},
+      {"[cache]\ndisk_capacity = -5", "cache.disk_capacity = -5: must be a size of at least 1MiB (negative)"},
+      {"[cache]\nmemory_capacity = \"512KiB\"", "cache.memory_capacity = \"512KiB\": must be a size of at least 1MiB"},
+      {"[server]\nmax_body = \"2GiB\"", "server.max_body = \"2GiB\": must be a size between 1KiB and 1GiB"},
+      // Unknown keys and sections (typos).
+      {"[cache]\npagesize = 16", "config error: unknown key cache.pagesize (did you mean page_size?)"},
+      {"[cache]\ncolour = 1", "unknown key cache.colour (known keys in [cache]: dir, page_size,"},
+      {"[caches]\npage_size = 16", "config error: unknown section [caches]"},
+      {"port = 8080", "config error: unknown key port (keys belong in a section: [model], [server],"},
+      {"model = \"x.gguf\"", "config error: model = \"x.gguf\": must be a table (a [model] section)"},
+      {"[cache.tiers]\nx = 1", "unknown key cache.tiers"},
+      // Malformed TOML.
+      {"[server]\nport = ", "config error: line 2"},
+      {"[server\nport = 1", "malformed TOML"},
+      {"[server]\nport = 1\nport = 2", "config error: line 3"},  // duplicate key
+  };
+  for (const Row& row : rows) {
+    INFO(row.toml);
+    CHECK_THAT(error_of(row.toml), Catch::Contains(row.expected));
+  }
+}
+
+TEST_CASE("the first bad key stops loading; nothing is applied silently", "[daemon][config]") {
+  auto r = load_config_string("[server]\nport = 9000\n[cache]\npage_size = 3\n", DaemonConfig{});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("cache.page_size = 3"));
+}
+
+TEST_CASE("load_config_file names the file in errors", "[daemon][config]") {
+  TempFile bad("bad.toml", "[cache]\n\n\npage_size = 12\n");
+  auto r = load_config_file(bad.path(), DaemonConfig{});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(),
+             Catch::Contains("cache.page_size = 12: must be a power of two between 1 and 1024 (" + bad.path() +
+                             " line 4)"));
+
+  TempFile malformed("malformed.toml", "[server]\nport = = 3\n");
+  r = load_config_file(malformed.path(), DaemonConfig{});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains(malformed.path() + " line 2"));
+
+  const std::string missing = (std::filesystem::temp_directory_path() / "larder-no-such-config.toml").string();
+  r = load_config_file(missing, DaemonConfig{});
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kNotFound);
+  CHECK_THAT(r.status().message(), Catch::Contains("cannot read config file " + missing));
+
+  TempFile good("good.toml", "[server]\nport = 1\n");
+  r = load_config_file(good.path(), DaemonConfig{});
+  REQUIRE(r.is_ok());
+  CHECK(r->server.port == 1);
+}
+
+TEST_CASE("config/larder.toml parses and yields exactly the built-in defaults", "[daemon][config]") {
+  const auto path = shipped_config_path();
+  INFO(path.string());
+  REQUIRE(std::filesystem::exists(path));
+  const DaemonConfig defaults = default_config();
+  auto r = load_config_file(path.string(), defaults);
+  INFO(r.status().message());
+  REQUIRE(r.is_ok());
+  check_same_config(*r, defaults);
+
+  // Also over a base where every key differs from the defaults: every
+  // uncommented key must then reset it to the documented default. Only the
+  // three keys with computed defaults (model.path, model.id, cache.dir) are
+  // commented out in the file and keep the base's value.
+  const char* kAllDifferent = R"(
+[model]
+path = "m.gguf"
+id = "m"
+context_length = 7
+[server]
+host = "::1"
+port = 1
+max_body = "1KiB"
+shutdown_grace_s = 1
+[cache]
+dir = "d"
+page_size = 1
+memory_capacity = "2MiB"
+disk_capacity = "2MiB"
+write_policy = "write_back"
+kv_dtype = "f16"
+salt = "s"
+storage_threads = 1
+[engine]
+threads = 1
+max_running = 1
+[sampling]
+temperature = 1
+top_k = 1
+top_p = 0.1
+min_p = 0.1
+repeat_penalty = 2
+repeat_last_n = 1
+presence_penalty = 1
+frequency_penalty = 1
+max_tokens = 1
+[log]
+level = "off"
+)";
+  auto different = load_config_string(kAllDifferent, defaults);
+  REQUIRE(different.is_ok());
+  auto reset = load_config_file(path.string(), *different);
+  REQUIRE(reset.is_ok());
+  DaemonConfig expected = defaults;
+  expected.engine.model_path = "m.gguf";
+  expected.engine.model_id = "m";
+  expected.engine.cache_dir = "d";
+  check_same_config(*reset, expected);
+
+  // And every key of the schema is documented in the file (as a line
+  // "key = ..." or "# key = ..."), section by section.
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  std::string section;
+  std::istringstream dump(dump_config(defaults));
+  for (std::string line; std::getline(dump, line);) {
+    if (line.empty()) continue;
+    if (line[0] == '[') {
+      section = line;
+      CHECK_THAT(doc, Catch::Contains("\n" + section + "\n"));
+      continue;
+    }
+    const std::string key = line.substr(0, line.find(' '));
+    const size_t at = doc.find("\n" + section + "\n");
+    const size_t next = doc.find("\n[", at + 1);
+    const std::string body = doc.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    INFO(section << " " << key);
+    CHECK((body.find("\n" + key + " = ") != std::string::npos ||
+           body.find("\n# " + key + " = ") != std::string::npos));
+  }
+}

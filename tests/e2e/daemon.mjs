@@ -1,0 +1,76 @@
+// Starts and stops a real larderd for end-to-end tests.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, existsSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export function modelPath(file = 'stories260K.gguf') {
+  const dir = process.env.LARDER_TEST_MODELS;
+  if (!dir) return null;
+  const p = join(dir, file);
+  return existsSync(p) ? p : null;
+}
+
+export function tempDir() {
+  return mkdtempSync(join(tmpdir(), 'larder-e2e-'));
+}
+
+export function removeDir(dir) {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+export class Daemon {
+  constructor(proc, port, logs) {
+    this.proc = proc;
+    this.port = port;
+    this.logs = logs;
+    this.baseURL = `http://127.0.0.1:${port}/v1`;
+  }
+
+  static async start({ model, cacheDir, extraArgs = [] }) {
+    const bin = process.env.LARDER_BIN;
+    if (!bin || !existsSync(bin)) throw new Error(`LARDER_BIN not found: ${bin}`);
+    const port = await freePort();
+    const args = ['--model', model, '--port', String(port), '--threads', '1', ...extraArgs];
+    if (cacheDir !== undefined) args.push('--cache-dir', cacheDir);
+    const logs = [];
+    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    proc.stdout.on('data', (d) => logs.push(d.toString()));
+    proc.stderr.on('data', (d) => logs.push(d.toString()));
+    const d = new Daemon(proc, port, logs);
+    const deadline = Date.now() + 30000;
+    while (Date.now() < deadline) {
+      if (proc.exitCode !== null) throw new Error(`larderd exited ${proc.exitCode}: ${logs.join('')}`);
+      try {
+        const r = await fetch(`http://127.0.0.1:${port}/health`);
+        if (r.ok) return d;
+      } catch {}
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    proc.kill('SIGKILL');
+    throw new Error(`larderd did not become healthy: ${logs.join('')}`);
+  }
+
+  // SIGTERM and wait; resolves to the exit code.
+  async stop() {
+    if (this.proc.exitCode !== null) return this.proc.exitCode;
+    const done = new Promise((resolve) => this.proc.on('exit', (code) => resolve(code)));
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.proc.kill('SIGKILL'), 20000);
+    const code = await done;
+    clearTimeout(timer);
+    return code;
+  }
+}

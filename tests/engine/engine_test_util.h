@@ -1,0 +1,116 @@
+// Helpers for engine tests: a sink that collects a request's events, and a
+// blocking "generate" on top of Engine::submit.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "tests/support/test_models.h"
+
+namespace larder::testing {
+
+class CollectSink : public GenerationSink {
+ public:
+  void on_event(GenerationEvent ev) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!ev.done) {
+      text_ += ev.text;
+      tokens_.insert(tokens_.end(), ev.tokens.begin(), ev.tokens.end());
+      ++n_text_events_;
+      if (cancel_after_ > 0 && n_text_events_ >= cancel_after_) cancel();
+    } else {
+      text_ += ev.text;
+      final_ = std::move(ev);
+      done_ = true;
+      cv_.notify_all();
+    }
+  }
+  // Waits for the final event (fails the test after 60 s).
+  bool wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, std::chrono::seconds(60), [&] { return done_; });
+  }
+  void cancel_after(int n_events) { cancel_after_ = n_events; }
+  std::string text_;
+  std::vector<int32_t> tokens_;
+  GenerationEvent final_;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int n_text_events_ = 0;
+  int cancel_after_ = 0;
+};
+
+struct Generated {
+  std::string text;
+  std::vector<int32_t> tokens;   // every generated id (from the final event)
+  GenerationEvent final;
+};
+
+inline GenerationRequest greedy_request(std::vector<int32_t> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt_tokens = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.sampling.top_k = 0;
+  r.sampling.top_p = 1;
+  r.sampling.min_p = 0;
+  r.ignore_eos = true;
+  r.return_prompt_logits = true;
+  return r;
+}
+
+inline Generated generate(Engine& engine, GenerationRequest req) {
+  auto sink = std::make_shared<CollectSink>();
+  engine.submit(std::move(req), sink);
+  bool ok = sink->wait();
+  Generated g;
+  if (!ok) {
+    g.final.finish = FinishReason::kError;
+    g.final.error = "timed out";
+    return g;
+  }
+  g.text = sink->text_;
+  g.tokens = sink->final_.output_tokens;
+  g.final = std::move(sink->final_);
+  return g;
+}
+
+// A fresh, empty directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("larder-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string str() const { return path_.string(); }
+  std::filesystem::path path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline nlohmann::json load_reference() {
+  auto dir = test_models_dir();
+  std::ifstream f(*dir + "/reference.json");
+  return nlohmann::json::parse(f);
+}
+
+}  // namespace larder::testing

@@ -1,0 +1,290 @@
+// Engine end to end without HTTP: greedy output against reference.json, the
+// prefix cache in memory and on disk (restored logits bit-identical to a cold
+// prefill), restart, corrupt records, a deleted cache directory, bad GGUF.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/kv/prefix_hash.h"
+#include "engine/model/model.h"
+#include "storage/rocksdb_store.h"
+#include "tests/engine/engine_test_util.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+EngineOptions options_for(const std::string& model, const std::string& cache_dir) {
+  EngineOptions o;
+  o.model_path = model;
+  o.cache_dir = cache_dir;
+  o.page_size = 16;
+  o.memory_capacity_bytes = 64 << 20;
+  o.n_threads = 1;
+  return o;
+}
+
+std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
+  auto e = Engine::create(o);
+  INFO(e.status().to_string());
+  REQUIRE(e.is_ok());
+  return std::move(e).value();
+}
+
+std::vector<int32_t> json_ids(const nlohmann::json& a) { return a.get<std::vector<int32_t>>(); }
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Keys of the full pages of `tokens`, as the engine computes them.
+std::vector<PageKey> page_keys(const std::string& model_path, std::span<const int32_t> tokens, int n_pages) {
+  auto model = Model::load(model_path).value();
+  const auto& hp = model->hparams();
+  KvLayout layout{hp.n_layer, hp.kv_dim(), 16, KvDtype::kF32};
+  return prefix_chain(prefix_root(model->fingerprint(), layout, ""), tokens, 16, n_pages);
+}
+
+}  // namespace
+
+TEST_CASE("engine reproduces reference.json greedy tokens and top-5 logits (F32)", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  auto ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    INFO("case " << c["name"].get<std::string>());
+    Generated g = generate(*engine, greedy_request(json_ids(c["prompt_tokens"]), 48));
+    REQUIRE(g.final.finish == FinishReason::kLength);
+    CHECK(g.tokens == json_ids(c["greedy_tokens"]));
+    REQUIRE(g.final.prompt_logits.size() == 512);
+    for (const auto& pair : c["top5_last_prompt_position"]) {
+      int id = pair[0].get<int>();
+      double want = pair[1].get<double>();
+      CHECK(std::abs(g.final.prompt_logits[size_t(id)] - want) <= 1e-4 * std::abs(want));
+    }
+  }
+}
+
+TEST_CASE("a prompt restored from memory or RocksDB gives bit-identical logits", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto ref = load_reference();
+  std::vector<int32_t> prompt;
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
+  }
+  REQUIRE(prompt.size() == 299);
+  // (299 - 1) / 16 = 18 full pages may come from the cache: 288 tokens.
+  const int want_cached = 288;
+  TempDir dir;
+  Generated cold, warm_memory;
+  {
+    auto engine = make_engine(options_for(model, dir.str()));
+    cold = generate(*engine, greedy_request(prompt, 8));
+    CHECK(cold.final.cached_tokens == 0);
+    warm_memory = generate(*engine, greedy_request(prompt, 8));
+    CHECK(warm_memory.final.cached_tokens == want_cached);
+    CHECK(engine->stats().pages_reused_memory == 18);
+  }  // destructor: stop() flushes the page writes
+  auto engine = make_engine(options_for(model, dir.str()));
+  Generated warm_disk = generate(*engine, greedy_request(prompt, 8));
+  CHECK(warm_disk.final.cached_tokens == want_cached);
+  CHECK(engine->stats().pages_restored_disk == 18);
+  CHECK(same_bits(cold.final.prompt_logits, warm_memory.final.prompt_logits));
+  CHECK(same_bits(cold.final.prompt_logits, warm_disk.final.prompt_logits));
+  CHECK(cold.tokens == warm_disk.tokens);
+  CHECK(cold.text == warm_disk.text);
+}
+
+TEST_CASE("restart: a returning chat restores every full page of its earlier turns", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  std::vector<ChatMessage> chat = {{"user", "Once upon a time there was a cat named Tom. Tell me what he did."}};
+  std::vector<int32_t> turn1_prompt, turn1_seq;
+  std::string answer;
+  {
+    auto engine = make_engine(options_for(model, dir.str()));
+    turn1_prompt = engine->tokenize(engine->render_chat(chat).value(), engine->chat_uses_special_tokens());
+    Generated g = generate(*engine, greedy_request(turn1_prompt, 40));
+    answer = g.text;
+    turn1_seq = turn1_prompt;
+    turn1_seq.insert(turn1_seq.end(), g.tokens.begin(), g.tokens.end());
+  }
+  chat.push_back({"assistant", answer});
+  chat.push_back({"user", "What happened next?"});
+
+  auto engine = make_engine(options_for(model, dir.str()));
+  std::vector<int32_t> turn2_prompt =
+      engine->tokenize(engine->render_chat(chat).value(), engine->chat_uses_special_tokens());
+  Generated warm = generate(*engine, greedy_request(turn2_prompt, 24));
+
+  // Pages sealed in turn 1 cover the positions whose K/V was computed: the
+  // prompt and every generated token but the last (sampled, never fed back).
+  const size_t n_computed1 = turn1_seq.size() - 1;
+  size_t common = 0;
+  while (common < n_computed1 && common < turn2_prompt.size() && turn1_seq[common] == turn2_prompt[common]) ++common;
+  const int want = int(std::min(common / 16, (turn2_prompt.size() - 1) / 16) * 16);
+  CHECK(warm.final.cached_tokens == want);
+  CHECK(warm.final.cached_tokens >= int(turn1_prompt.size() / 16 * 16));
+  CHECK(warm.final.cached_tokens > 0);
+
+  auto cold_engine = make_engine(options_for(model, ""));
+  Generated cold = generate(*cold_engine, greedy_request(turn2_prompt, 24));
+  CHECK(cold.final.cached_tokens == 0);
+  CHECK(cold.tokens == warm.tokens);
+  CHECK(cold.text == warm.text);
+  CHECK(same_bits(cold.final.prompt_logits, warm.final.prompt_logits));
+}
+
+TEST_CASE("corrupt and truncated records in RocksDB are dropped and recomputed", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto ref = load_reference();
+  std::vector<int32_t> prompt;
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
+  }
+  auto keys = page_keys(model, prompt, 18);
+  for (int damage = 0; damage < 3; ++damage) {
+    INFO("damage kind " << damage);
+    TempDir dir;
+    Generated cold;
+    {
+      auto engine = make_engine(options_for(model, dir.str()));
+      cold = generate(*engine, greedy_request(prompt, 4));
+    }
+    {
+      auto store = RocksDbPageStore::open(RocksDbStoreOptions{dir.str()}).value();
+      auto rec = store->get(keys[2]).value();
+      REQUIRE(rec.has_value());
+      std::string bad = *rec;
+      if (damage == 0) bad[bad.size() / 2] ^= 0x40;            // one payload bit flipped
+      if (damage == 1) bad.resize(bad.size() / 3);             // torn write
+      if (damage == 2) bad = "not a page record at all";       // garbage
+      REQUIRE(store->put(keys[2], bad).is_ok());
+      REQUIRE(store->flush().is_ok());
+    }
+    auto engine = make_engine(options_for(model, dir.str()));
+    Generated again = generate(*engine, greedy_request(prompt, 4));
+    CHECK(again.final.finish == FinishReason::kLength);
+    CHECK(again.final.cached_tokens == 2 * 16);   // pages 0 and 1 verified, page 2 dropped
+    CHECK(engine->stats().records_rejected == 1);
+    CHECK(same_bits(cold.final.prompt_logits, again.final.prompt_logits));
+    CHECK(cold.tokens == again.tokens);
+    engine->flush_storage();
+    engine.reset();
+    // The recomputed page was written again, so the record is whole once more.
+    auto store = RocksDbPageStore::open(RocksDbStoreOptions{dir.str()}).value();
+    auto fixed = store->get(keys[2]).value();
+    REQUIRE(fixed.has_value());
+    CHECK(fixed->size() > 1000);
+  }
+}
+
+TEST_CASE("deleting the cache directory while running loses cache hits, not requests", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto ref = load_reference();
+  std::vector<int32_t> prompt;
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
+  }
+  TempDir dir;
+  auto engine = make_engine(options_for(model, dir.str()));
+  Generated first = generate(*engine, greedy_request(prompt, 4));
+  engine->flush_storage();
+  std::filesystem::remove_all(dir.path());
+  std::vector<int32_t> other(prompt.begin(), prompt.begin() + 100);
+  for (int i = 0; i < 3; ++i) {
+    Generated g = generate(*engine, greedy_request(other, 4));
+    CHECK(g.final.finish == FinishReason::kLength);
+    CHECK(g.tokens.size() == 4);
+  }
+  Generated again = generate(*engine, greedy_request(prompt, 4));
+  CHECK(again.tokens == first.tokens);
+  engine->flush_storage();
+  engine.reset();
+  // A restart on the same (re-created) directory works.
+  auto engine2 = make_engine(options_for(model, dir.str()));
+  Generated after = generate(*engine2, greedy_request(prompt, 4));
+  CHECK(after.tokens == first.tokens);
+}
+
+TEST_CASE("stop strings, max_tokens, context length and cancellation", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto opts = options_for(model, "");
+  opts.n_ctx = 64;
+  auto engine = make_engine(opts);
+  auto ref = load_reference();
+  const auto& once = ref["cases"][0];
+  REQUIRE(once["name"] == "once_upon");
+  std::vector<int32_t> prompt = json_ids(once["prompt_tokens"]);
+  std::string ref_text = once["greedy_text"].get<std::string>();  // ", there was a little girl named Lily. ..."
+
+  SECTION("stop string: none of its text is sent") {
+    auto req = greedy_request(prompt, 48);
+    req.stop = {"Lily"};
+    Generated g = generate(*engine, req);
+    CHECK(g.final.finish == FinishReason::kStop);
+    CHECK(g.text == ", there was a little girl named ");
+  }
+  SECTION("max_tokens") {
+    Generated g = generate(*engine, greedy_request(prompt, 3));
+    CHECK(g.final.finish == FinishReason::kLength);
+    CHECK(g.final.completion_tokens == 3);
+    CHECK(g.tokens == std::vector<int32_t>{432, 383, 286});  // reference.json greedy_tokens[0:3]
+  }
+  SECTION("context length ends generation with finish length") {
+    Generated g = generate(*engine, greedy_request(prompt, -1));
+    CHECK(g.final.finish == FinishReason::kLength);
+    CHECK(g.final.prompt_tokens + g.final.completion_tokens == 64);
+  }
+  SECTION("a prompt as long as the context is refused") {
+    std::vector<int32_t> longp(64, 300);
+    longp[0] = 1;
+    Generated g = generate(*engine, greedy_request(longp, 4));
+    CHECK(g.final.finish == FinishReason::kError);
+  }
+}
+
+TEST_CASE("a cancelled request keeps the pages it made", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  auto ref = load_reference();
+  std::vector<int32_t> prompt = json_ids(ref["cases"][0]["prompt_tokens"]);
+  auto sink = std::make_shared<CollectSink>();
+  sink->cancel_after(40);
+  auto req = greedy_request(prompt, 200);
+  engine->submit(req, sink);
+  REQUIRE(sink->wait());
+  CHECK(sink->final_.finish == FinishReason::kCancelled);
+  const auto& gen = sink->final_.output_tokens;
+  REQUIRE(gen.size() >= 40);
+  // The prompt plus what was generated, resent: every full page computed is reused.
+  std::vector<int32_t> resend = prompt;
+  resend.insert(resend.end(), gen.begin(), gen.end());
+  Generated g = generate(*engine, greedy_request(resend, 2));
+  const int n_computed = int(resend.size()) - 1;  // the last token was never fed
+  CHECK(g.final.cached_tokens == std::min(n_computed / 16, (int(resend.size()) - 1) / 16) * 16);
+  CHECK(g.final.cached_tokens > 0);
+}
+
+TEST_CASE("a malformed GGUF is refused with the file named", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  std::string bad = dir.str() + "/truncated.gguf";
+  {
+    std::ifstream in(model, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream out(bad, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size() / 2));
+  }
+  auto e = Engine::create(options_for(bad, ""));
+  REQUIRE(!e.is_ok());
+  CHECK(e.status().message().find("truncated.gguf") != std::string::npos);
+  auto missing = Engine::create(options_for(dir.str() + "/nope.gguf", ""));
+  REQUIRE(!missing.is_ok());
+  CHECK(missing.status().message().find("nope.gguf") != std::string::npos);
+}

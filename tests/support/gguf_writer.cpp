@@ -1,0 +1,471 @@
+// GGUF v3 writer for tests and benchmarks (see gguf_writer.h).
+#include "tests/support/gguf_writer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace larder::testing {
+
+// ---- value builders ----------------------------------------------------------
+
+namespace {
+GgufValue make(GgufValueType t, decltype(GgufValue::v) v) {
+  GgufValue g;
+  g.type = t;
+  g.v = std::move(v);
+  return g;
+}
+}  // namespace
+
+GgufValue gguf_u8(uint8_t x) { return make(GgufValueType::kUint8, uint64_t(x)); }
+GgufValue gguf_i8(int8_t x) { return make(GgufValueType::kInt8, int64_t(x)); }
+GgufValue gguf_u16(uint16_t x) { return make(GgufValueType::kUint16, uint64_t(x)); }
+GgufValue gguf_i16(int16_t x) { return make(GgufValueType::kInt16, int64_t(x)); }
+GgufValue gguf_u32(uint32_t x) { return make(GgufValueType::kUint32, uint64_t(x)); }
+GgufValue gguf_i32(int32_t x) { return make(GgufValueType::kInt32, int64_t(x)); }
+GgufValue gguf_u64(uint64_t x) { return make(GgufValueType::kUint64, x); }
+GgufValue gguf_i64(int64_t x) { return make(GgufValueType::kInt64, x); }
+GgufValue gguf_f32(float x) { return make(GgufValueType::kFloat32, double(x)); }
+GgufValue gguf_f64(double x) { return make(GgufValueType::kFloat64, x); }
+GgufValue gguf_bool(bool x) { return make(GgufValueType::kBool, x); }
+GgufValue gguf_str(std::string s) { return make(GgufValueType::kString, std::move(s)); }
+GgufValue gguf_array(GgufValueType elem_type, std::vector<GgufValue> items) {
+  GgufValue g = make(GgufValueType::kArray, std::move(items));
+  g.array_type = elem_type;
+  return g;
+}
+GgufValue gguf_str_array(const std::vector<std::string>& items) {
+  std::vector<GgufValue> v;
+  v.reserve(items.size());
+  for (const auto& s : items) v.push_back(gguf_str(s));
+  return gguf_array(GgufValueType::kString, std::move(v));
+}
+GgufValue gguf_f32_array(const std::vector<float>& items) {
+  std::vector<GgufValue> v;
+  v.reserve(items.size());
+  for (float x : items) v.push_back(gguf_f32(x));
+  return gguf_array(GgufValueType::kFloat32, std::move(v));
+}
+GgufValue gguf_i32_array(const std::vector<int32_t>& items) {
+  std::vector<GgufValue> v;
+  v.reserve(items.size());
+  for (int32_t x : items) v.push_back(gguf_i32(x));
+  return gguf_array(GgufValueType::kInt32, std::move(v));
+}
+
+// ---- row encoding ------------------------------------------------------------
+
+Status encode_row(GgmlType type, const float* x, int64_t n, uint8_t* dst) {
+  switch (type) {
+    case GgmlType::kF32:
+      std::memcpy(dst, x, size_t(n) * 4);
+      return Status::ok();
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = fp32_to_fp16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return Status::ok();
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = fp32_to_bf16(x[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+      return Status::ok();
+    case GgmlType::kQ8_0: {
+      if (n % kQ8_0BlockSize != 0) {
+        return Status::invalid_argument("Q8_0 row of " + std::to_string(n) + " values is not a multiple of 32");
+      }
+      for (int64_t b = 0; b < n / kQ8_0BlockSize; ++b) {
+        const float* xb = x + b * kQ8_0BlockSize;
+        float amax = 0.0f;
+        for (int j = 0; j < kQ8_0BlockSize; ++j) amax = std::max(amax, std::fabs(xb[j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t* blk = dst + b * int64_t(sizeof(BlockQ8_0));
+        const uint16_t dh = fp32_to_fp16(d);
+        std::memcpy(blk, &dh, 2);
+        for (int j = 0; j < kQ8_0BlockSize; ++j) {
+          blk[2 + j] = uint8_t(int8_t(std::lround(xb[j] * id)));
+        }
+      }
+      return Status::ok();
+    }
+    default:
+      return Status::invalid_argument(std::string("cannot encode type ") +
+                                      (ggml_type_name(type) ? ggml_type_name(type) : "?"));
+  }
+}
+
+// ---- writer ----------------------------------------------------------------
+
+class GgufSink {
+ public:
+  virtual ~GgufSink() = default;
+  virtual void put(const void* p, size_t n) = 0;
+  uint64_t pos() const { return pos_; }
+  template <typename T>
+  void pod(T v) { put(&v, sizeof(T)); }  // little-endian host, as GGUF
+  void str(const std::string& s) {
+    pod<uint64_t>(s.size());
+    put(s.data(), s.size());
+  }
+  void pad_to(uint64_t align) {
+    static const uint8_t kZeros[256] = {};
+    while (pos_ % align != 0) {
+      const uint64_t n = std::min<uint64_t>(sizeof(kZeros), align - pos_ % align);
+      put(kZeros, size_t(n));
+    }
+  }
+
+ protected:
+  uint64_t pos_ = 0;
+};
+
+namespace {
+
+class VectorSink : public GgufSink {
+ public:
+  explicit VectorSink(std::vector<uint8_t>* out) : out_(out) {}
+  void put(const void* p, size_t n) override {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out_->insert(out_->end(), b, b + n);
+    pos_ += n;
+  }
+
+ private:
+  std::vector<uint8_t>* out_;
+};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+class FileSink : public GgufSink {
+ public:
+  explicit FileSink(std::FILE* f) : f_(f) {}
+  void put(const void* p, size_t n) override {
+    if (n != 0 && std::fwrite(p, 1, n, f_) != n) failed_ = true;
+    pos_ += n;
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  std::FILE* f_;
+  bool failed_ = false;
+};
+
+void put_value(GgufSink& out, const GgufValue& v) {
+  switch (v.type) {
+    case GgufValueType::kUint8: out.pod<uint8_t>(uint8_t(std::get<uint64_t>(v.v))); return;
+    case GgufValueType::kUint16: out.pod<uint16_t>(uint16_t(std::get<uint64_t>(v.v))); return;
+    case GgufValueType::kUint32: out.pod<uint32_t>(uint32_t(std::get<uint64_t>(v.v))); return;
+    case GgufValueType::kUint64: out.pod<uint64_t>(std::get<uint64_t>(v.v)); return;
+    case GgufValueType::kInt8: out.pod<int8_t>(int8_t(std::get<int64_t>(v.v))); return;
+    case GgufValueType::kInt16: out.pod<int16_t>(int16_t(std::get<int64_t>(v.v))); return;
+    case GgufValueType::kInt32: out.pod<int32_t>(int32_t(std::get<int64_t>(v.v))); return;
+    case GgufValueType::kInt64: out.pod<int64_t>(std::get<int64_t>(v.v)); return;
+    case GgufValueType::kFloat32: out.pod<float>(float(std::get<double>(v.v))); return;
+    case GgufValueType::kFloat64: out.pod<double>(std::get<double>(v.v)); return;
+    case GgufValueType::kBool: out.pod<uint8_t>(std::get<bool>(v.v) ? 1 : 0); return;
+    case GgufValueType::kString: out.str(std::get<std::string>(v.v)); return;
+    case GgufValueType::kArray: {
+      const auto& items = std::get<std::vector<GgufValue>>(v.v);
+      out.pod<uint32_t>(uint32_t(v.array_type));
+      out.pod<uint64_t>(items.size());
+      for (const GgufValue& item : items) put_value(out, item);
+      return;
+    }
+  }
+}
+
+Status check_shape(const std::string& name, const std::vector<int64_t>& ne, GgmlType type, int64_t* n_rows) {
+  if (ne.empty() || ne.size() > 4) return Status::invalid_argument(name + ": 1..4 dims");
+  int64_t rows = 1;
+  for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+  if (type != GgmlType::kF32 && type != GgmlType::kF16 && type != GgmlType::kBF16 &&
+      type != GgmlType::kQ8_0) {
+    return Status::invalid_argument(name + ": the writer stores F32, F16, BF16 or Q8_0 only");
+  }
+  if (ne[0] % ggml_block_size(type) != 0) {
+    return Status::invalid_argument(name + ": ne[0] is not a multiple of the block size");
+  }
+  *n_rows = rows;
+  return Status::ok();
+}
+
+}  // namespace
+
+void GgufWriter::set_alignment(uint32_t alignment, bool write_key) {
+  alignment_ = alignment;
+  if (write_key) add("general.alignment", gguf_u32(alignment));
+}
+
+void GgufWriter::add(std::string key, GgufValue value) {
+  kv_.emplace_back(std::move(key), std::move(value));
+}
+
+Status GgufWriter::add_tensor(std::string name, std::vector<int64_t> ne, GgmlType type,
+                              std::vector<float> data) {
+  int64_t rows = 0;
+  LARDER_RETURN_IF_ERROR(check_shape(name, ne, type, &rows));
+  if (int64_t(data.size()) != rows * ne[0]) {
+    return Status::invalid_argument(name + ": " + std::to_string(data.size()) +
+                                    " values for a shape of " + std::to_string(rows * ne[0]));
+  }
+  const int64_t ne0 = ne[0];
+  auto shared = std::make_shared<std::vector<float>>(std::move(data));
+  return add_tensor_rows(std::move(name), std::move(ne), type,
+                         [shared, ne0](int64_t row, float* out) {
+                           std::memcpy(out, shared->data() + row * ne0, size_t(ne0) * 4);
+                         });
+}
+
+Status GgufWriter::add_tensor_rows(std::string name, std::vector<int64_t> ne, GgmlType type, GgufRowFn fn) {
+  int64_t rows = 0;
+  LARDER_RETURN_IF_ERROR(check_shape(name, ne, type, &rows));
+  Tensor t;
+  t.name = std::move(name);
+  t.type_id = uint32_t(type);
+  t.n_bytes = uint64_t(ggml_row_size(type, ne[0])) * uint64_t(rows);
+  t.ne = std::move(ne);
+  t.fn = std::move(fn);
+  tensors_.push_back(std::move(t));
+  return Status::ok();
+}
+
+void GgufWriter::add_tensor_raw(std::string name, std::vector<int64_t> ne, uint32_t type_id,
+                                std::vector<uint8_t> bytes, std::optional<uint64_t> offset) {
+  Tensor t;
+  t.name = std::move(name);
+  t.ne = std::move(ne);
+  t.type_id = type_id;
+  t.n_bytes = bytes.size();
+  t.raw = std::move(bytes);
+  t.offset_override = offset;
+  tensors_.push_back(std::move(t));
+}
+
+void GgufWriter::serialize(GgufSink& out) const {
+  const uint64_t align = alignment_ == 0 ? 1 : alignment_;
+  out.put("GGUF", 4);
+  out.pod<uint32_t>(version_);
+  out.pod<uint64_t>(tensor_count_override_.value_or(tensors_.size()));
+  out.pod<uint64_t>(kv_count_override_.value_or(kv_.size()));
+  for (const auto& [key, value] : kv_) {
+    out.str(key);
+    out.pod<uint32_t>(uint32_t(value.type));
+    put_value(out, value);
+  }
+  uint64_t offset = 0;
+  for (const Tensor& t : tensors_) {
+    out.str(t.name);
+    out.pod<uint32_t>(uint32_t(t.ne.size()));
+    for (int64_t n : t.ne) out.pod<uint64_t>(uint64_t(n));
+    out.pod<uint32_t>(t.type_id);
+    out.pod<uint64_t>(t.offset_override.value_or(offset));
+    offset = (offset + t.n_bytes + align - 1) / align * align;
+  }
+  out.pad_to(align);
+  std::vector<float> row;
+  std::vector<uint8_t> enc;
+  for (const Tensor& t : tensors_) {
+    out.pad_to(align);
+    if (!t.fn) {
+      out.put(t.raw.data(), t.raw.size());
+      continue;
+    }
+    const GgmlType type = GgmlType(t.type_id);
+    const int64_t ne0 = t.ne[0];
+    const size_t row_bytes = ggml_row_size(type, ne0);
+    const int64_t rows = ne0 == 0 ? 0 : int64_t(t.n_bytes / (row_bytes ? row_bytes : 1));
+    row.resize(size_t(ne0));
+    enc.resize(row_bytes);
+    for (int64_t r = 0; r < rows; ++r) {
+      t.fn(r, row.data());
+      (void)encode_row(type, row.data(), ne0, enc.data());  // type checked when added
+      out.put(enc.data(), enc.size());
+    }
+  }
+}
+
+Status GgufWriter::write(const std::string& path) const {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+  if (!f) return Status::io_error(path + ": cannot open for writing");
+  std::vector<char> buf(size_t(4) << 20);
+  std::setvbuf(f.get(), buf.data(), _IOFBF, buf.size());
+  FileSink sink(f.get());
+  serialize(sink);
+  const bool close_failed = std::fclose(f.release()) != 0;
+  if (sink.failed() || close_failed) return Status::io_error(path + ": write failed");
+  return Status::ok();
+}
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  std::vector<uint8_t> out;
+  VectorSink sink(&out);
+  serialize(sink);
+  return out;
+}
+
+Status write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+  if (!f) return Status::io_error(path + ": cannot open for writing");
+  const bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size();
+  const bool close_failed = std::fclose(f.release()) != 0;
+  if (!ok || close_failed) return Status::io_error(path + ": write failed");
+  return Status::ok();
+}
+
+// ---- random llama -------------------------------------------------------------
+
+namespace {
+
+// splitmix64 (Steele, Lea, Flood 2014): a fast, well-mixed 64-bit generator.
+inline uint64_t splitmix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Row generator: ~N(0, stddev^2) from the sum of four 16-bit uniforms
+// (Irwin-Hall, variance 4/12), seeded per (seed, tensor, row).
+GgufRowFn normal_rows(uint64_t seed, uint64_t tensor_index, int64_t ne0, float stddev) {
+  return [=](int64_t row, float* out) {
+    uint64_t st = seed * 0x2545F4914F6CDD1Dull ^ (tensor_index << 40) ^ uint64_t(row);
+    splitmix64(&st);
+    // (sum - 2*65535) / 65536 has variance ~1/3; multiply by sqrt(3).
+    const float scale = stddev * 1.7320508f / 65536.0f;
+    for (int64_t i = 0; i < ne0; ++i) {
+      const uint64_t r = splitmix64(&st);
+      const int64_t sum = int64_t(r & 0xFFFF) + int64_t((r >> 16) & 0xFFFF) +
+                          int64_t((r >> 32) & 0xFFFF) + int64_t(r >> 48) - 2 * 65535;
+      out[i] = float(sum) * scale;
+    }
+  };
+}
+
+GgufRowFn ones_rows(int64_t ne0) {
+  return [ne0](int64_t, float* out) { std::fill(out, out + ne0, 1.0f); };
+}
+
+void add_vocab(GgufWriter& w, int n_vocab) {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  tokens.reserve(size_t(n_vocab));
+  auto push = [&](std::string piece, int32_t type) {
+    if (int(tokens.size()) >= n_vocab) return;
+    const int id = int(tokens.size());
+    scores.push_back(id < 259 ? 0.0f : -float(id - 259));
+    types.push_back(type);
+    tokens.push_back(std::move(piece));
+  };
+  push("<unk>", 2);
+  push("<s>", 3);
+  push("</s>", 3);
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+    push(buf, 6);
+  }
+  const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+  push(kSpace, 1);
+  for (char c = 0x21; c <= 0x7E; ++c) push(std::string(1, c), 1);
+  // Lowercase words by length; shorter ones come first so that every piece
+  // can be reached by merging two earlier pieces.
+  for (int len = 1; int(tokens.size()) < n_vocab; ++len) {
+    std::string s(size_t(len), 'a');
+    while (int(tokens.size()) < n_vocab) {
+      push(kSpace + s, 1);
+      if (len >= 2) push(s, 1);  // single letters are already ASCII pieces
+      int i = len - 1;           // next string in lexicographic order
+      while (i >= 0 && s[size_t(i)] == 'z') s[size_t(i--)] = 'a';
+      if (i < 0) break;
+      ++s[size_t(i)];
+    }
+  }
+  w.add("tokenizer.ggml.model", gguf_str("llama"));
+  w.add("tokenizer.ggml.tokens", gguf_str_array(tokens));
+  w.add("tokenizer.ggml.scores", gguf_f32_array(scores));
+  w.add("tokenizer.ggml.token_type", gguf_i32_array(types));
+  w.add("tokenizer.ggml.unknown_token_id", gguf_u32(0));
+  w.add("tokenizer.ggml.bos_token_id", gguf_u32(1));
+  w.add("tokenizer.ggml.eos_token_id", gguf_u32(2));
+  w.add("tokenizer.ggml.add_bos_token", gguf_bool(true));
+  w.add("tokenizer.ggml.add_eos_token", gguf_bool(false));
+  w.add("tokenizer.ggml.add_space_prefix", gguf_bool(true));
+}
+
+}  // namespace
+
+Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& spec) {
+  const RandomLlamaSpec& s = spec;
+  if (s.n_vocab < 259 || s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 ||
+      s.n_ff <= 0 || s.n_ctx <= 0) {
+    return Status::invalid_argument("RandomLlamaSpec: sizes must be positive and n_vocab >= 259");
+  }
+  if (s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+    return Status::invalid_argument(
+        "RandomLlamaSpec: n_embd must be a multiple of n_head with an even head dim, and n_head a "
+        "multiple of n_head_kv");
+  }
+  const GgmlType wt = s.weight_type;
+  if (wt != GgmlType::kF32 && wt != GgmlType::kF16 && wt != GgmlType::kBF16 && wt != GgmlType::kQ8_0) {
+    return Status::invalid_argument("RandomLlamaSpec: weight_type must be F32, F16, BF16 or Q8_0");
+  }
+  const int head_dim = s.n_embd / s.n_head;
+  const int kv_dim = head_dim * s.n_head_kv;
+  // general.file_type as llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1,
+  // MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+  const uint32_t file_type = wt == GgmlType::kF32 ? 0 : wt == GgmlType::kF16 ? 1 : wt == GgmlType::kQ8_0 ? 7 : 32;
+
+  GgufWriter w;
+  w.add("general.architecture", gguf_str("llama"));
+  w.add("general.name", gguf_str("random-llama"));
+  w.add("general.file_type", gguf_u32(file_type));
+  w.set_alignment(32);
+  w.add("llama.vocab_size", gguf_u32(uint32_t(s.n_vocab)));
+  w.add("llama.context_length", gguf_u32(uint32_t(s.n_ctx)));
+  w.add("llama.embedding_length", gguf_u32(uint32_t(s.n_embd)));
+  w.add("llama.block_count", gguf_u32(uint32_t(s.n_layer)));
+  w.add("llama.feed_forward_length", gguf_u32(uint32_t(s.n_ff)));
+  w.add("llama.attention.head_count", gguf_u32(uint32_t(s.n_head)));
+  w.add("llama.attention.head_count_kv", gguf_u32(uint32_t(s.n_head_kv)));
+  w.add("llama.rope.dimension_count", gguf_u32(uint32_t(head_dim)));
+  w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(1e-5f));
+  w.add("llama.rope.freq_base", gguf_f32(10000.0f));
+  add_vocab(w, s.n_vocab);
+
+  uint64_t index = 0;
+  auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
+    GgmlType t = wt;
+    if (t == GgmlType::kQ8_0 && ne0 % kQ8_0BlockSize != 0) t = GgmlType::kF16;
+    return w.add_tensor_rows(name, {ne0, ne1}, t, normal_rows(s.seed, index++, ne0, 0.02f));
+  };
+  auto norm = [&](const std::string& name) {
+    ++index;
+    return w.add_tensor_rows(name, {s.n_embd}, GgmlType::kF32, ones_rows(s.n_embd));
+  };
+  LARDER_RETURN_IF_ERROR(matrix("token_embd.weight", s.n_embd, s.n_vocab));
+  LARDER_RETURN_IF_ERROR(norm("output_norm.weight"));
+  if (!s.tied_output) LARDER_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));
+  for (int i = 0; i < s.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LARDER_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
+    LARDER_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, s.n_embd));
+    LARDER_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv_dim));
+    LARDER_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
+    LARDER_RETURN_IF_ERROR(matrix(p + "attn_output.weight", s.n_embd, s.n_embd));
+    LARDER_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
+    LARDER_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
+    LARDER_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+    LARDER_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+  }
+  return w.write(path);
+}
+
+}  // namespace larder::testing

@@ -218,6 +218,7 @@ void HttpConnection::process_input() {
 void HttpConnection::dispatch() {
   exchange_active_ = true;
   http_minor_ = request_.http_minor;
+  head_only_ = request_.method == "HEAD";
   if (host_.stopping()) keep_alive_ = false;
   HandlerResult result = host_.handle_request(request_);
   request_ = HttpRequest();  // free the body now
@@ -232,8 +233,13 @@ void HttpConnection::dispatch() {
 
 void HttpConnection::pump() {
   if (!job_ || closing_) return;
+  in_pump_ = true;
   job_->pump(*this);
-  if (closing_) return;
+  in_pump_ = false;
+  if (closing_) {
+    job_.reset();  // close() ran inside pump (a failed write) and left the job alive until now
+    return;
+  }
   if (job_->done()) {
     job_.reset();
     complete_exchange();
@@ -274,7 +280,7 @@ void HttpConnection::begin_shutdown() {
 void HttpConnection::close() {
   if (closing_) return;
   closing_ = true;
-  job_.reset();  // cancels an unfinished generation
+  if (!in_pump_) job_.reset();  // cancels an unfinished generation (inside pump(): pump() does it)
   auto on_closed = [](uv_handle_t* h) {
     auto* c = static_cast<HttpConnection*>(h->data);
     if (--c->open_handles_ == 0) c->host_.on_connection_closed(c);  // destroys c
@@ -348,7 +354,7 @@ void HttpConnection::send(HttpResponse response) {
   add_common_headers(&headers);
   for (auto& h : response.headers) headers.push_back(std::move(h));
   std::string out = encode_response_head(response.status, headers);
-  if (response.status != 204) out += response.body;
+  if (response.status != 204 && !head_only_) out += response.body;
   write(std::move(out));
 }
 

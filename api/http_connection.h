@@ -115,6 +115,8 @@ class HttpConnection : public ResponseWriter {
   std::unique_ptr<ResponseJob> job_;
   int pending_writes_ = 0;
   bool in_process_ = false;
+  bool in_pump_ = false;          // job_->pump() is on the stack: close() must not destroy job_
+  bool head_only_ = false;        // answering a HEAD request: no body bytes
   bool draining_ = false;         // no more requests; incoming bytes are discarded
   bool shutting_down_ = false;    // uv_shutdown requested
   bool shutdown_done_ = false;    // its callback ran

@@ -88,6 +88,7 @@ struct Engine::Impl {
   std::atomic<uint64_t> next_id{1};
 
   // Engine thread only.
+  std::deque<std::unique_ptr<Sequence>> waiting;  // submitted, not admitted (max_running)
   std::vector<std::unique_ptr<Sequence>> seqs;
   std::vector<float> logits;      // (n_rows, n_vocab)
   bool runnable = false;          // a sequence can make progress without new input
@@ -139,8 +140,13 @@ void Engine::Impl::run() {
       new_seqs.swap(inbox);
       results.swap(disk_results);
     }
-    for (auto& s : new_seqs) admit(std::move(s));
+    for (auto& s : new_seqs) waiting.push_back(std::move(s));
     for (auto& r : results) apply_disk(r);
+    while (!waiting.empty() && int(seqs.size()) < opt.max_running) {
+      std::unique_ptr<Sequence> s = std::move(waiting.front());
+      waiting.pop_front();
+      admit(std::move(s));
+    }
     for (auto& s : seqs) {
       if (s->state != SeqState::kFinished && s->state != SeqState::kWaitingDisk &&
           s->sink->cancelled()) {
@@ -152,7 +158,7 @@ void Engine::Impl::run() {
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
     runnable = std::any_of(seqs.begin(), seqs.end(), [](const auto& s) {
       return s->state == SeqState::kPrefill || s->state == SeqState::kDecode;
-    });
+    }) || (!waiting.empty() && int(seqs.size()) < opt.max_running);
     stats.pages_free = pool->n_free();
     stats.pages_resident = cache->n_sealed();
   }
@@ -162,9 +168,11 @@ void Engine::Impl::run() {
   }
   seqs.clear();
   std::deque<std::unique_ptr<Sequence>> left;
+  left.swap(waiting);
   {
     std::lock_guard<std::mutex> lk(mu);
-    left.swap(inbox);
+    for (auto& s : inbox) left.push_back(std::move(s));
+    inbox.clear();
   }
   for (auto& s : left) finish(*s, FinishReason::kCancelled);
   // write_back: what is still only in memory goes to disk now.
@@ -418,7 +426,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   ev.done = true;
   ev.finish = reason;
   ev.error = std::move(error);
-  ev.prompt_tokens = s.n_prompt;
+  ev.prompt_tokens = int(s.request.prompt_tokens.size());
   ev.cached_tokens = s.n_cached;
   ev.completion_tokens = s.n_generated;
   if (s.have_first_token) {
@@ -456,6 +464,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
                               std::to_string(hp.n_vocab));
   }
   m.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx_train;
+  if (options.max_running < 1) return Status::invalid_argument("engine.max_running must be >= 1");
   if (m.n_ctx <= 1) return Status::invalid_argument("context length must be > 1");
 
   const int ps = options.page_size;

@@ -129,7 +129,7 @@ class GgufParser {
   }
   Status read_string(std::string* out, const char* what);
   Status read_value(uint32_t type, int depth, GgufValue* out);
-  Status read_tensor_info(GgufTensorInfo* ti, uint64_t index);
+  Status read_tensor_info(GgufTensorInfo* ti);
 
   GgufFile* f_;
   const uint8_t* p_;
@@ -202,7 +202,7 @@ Status GgufParser::read_value(uint32_t type, int depth, GgufValue* out) {
   return corrupt("unknown metadata value type " + std::to_string(type));
 }
 
-Status GgufParser::read_tensor_info(GgufTensorInfo* ti, uint64_t index) {
+Status GgufParser::read_tensor_info(GgufTensorInfo* ti) {
   LARDER_RETURN_IF_ERROR(read_string(&ti->name, "tensor name"));
   uint32_t n_dims = 0;
   LARDER_RETURN_IF_ERROR(read_pod(&n_dims, "tensor n_dims"));
@@ -254,7 +254,6 @@ Status GgufParser::read_tensor_info(GgufTensorInfo* ti, uint64_t index) {
     n_bytes *= ne;
   }
   ti->n_bytes = size_t(n_bytes);
-  (void)index;
   return Status::ok();
 }
 
@@ -307,7 +306,7 @@ Status GgufParser::parse() {
   std::set<std::string_view> names;
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo& ti = f_->tensors_[size_t(i)];
-    LARDER_RETURN_IF_ERROR(read_tensor_info(&ti, i));
+    LARDER_RETURN_IF_ERROR(read_tensor_info(&ti));
     if (!names.insert(ti.name).second) return corrupt("duplicate tensor name '" + ti.name + "'");
   }
   if (n_tensors == 0) return Status::ok();

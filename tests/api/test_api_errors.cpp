@@ -1,6 +1,8 @@
 // Bad input: each case gets the right status and OpenAI error fields
 // (type/param/code, per the OpenAI API reference), nothing reaches the
 // engine, and the server goes on serving.
+#include <random>
+
 #include <catch2/catch.hpp>
 
 #include "tests/api/test_client.h"
@@ -36,6 +38,10 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
   const std::vector<BadCase> cases = {
       {"malformed JSON", "/v1/chat/completions", R"({"messages": [)", 400, "invalid_request_error", nullptr, nullptr},
       {"non-object body", "/v1/chat/completions", "[1,2]", 400, "invalid_request_error", nullptr, nullptr},
+      {"invalid UTF-8 in a string", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}",
+       400, "invalid_request_error", nullptr, nullptr},
+      {"deeply nested JSON", "/v1/chat/completions", std::string(100000, '[') + std::string(100000, ']'), 400,
+       "invalid_request_error", nullptr, nullptr},
       {"empty body", "/v1/chat/completions", "", 400, "invalid_request_error", nullptr, nullptr},
       {"temperature wrong type", "/v1/chat/completions", "{" + user + R"(,"temperature":"hot"})", 400,
        "invalid_request_error", "temperature", nullptr},
@@ -116,6 +122,21 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
   }
   // None of them reached the engine.
   CHECK(ts.fake().requests().empty());
+}
+
+TEST_CASE("random bytes never take the server down", "[api]") {
+  TestServer ts;
+  std::mt19937 rng(1234);  // fixed seed: the same inputs every run
+  for (int i = 0; i < 200; ++i) {
+    std::string junk(1 + rng() % 2000, '\0');
+    for (char& ch : junk) ch = static_cast<char>(rng());
+    // Half of them start like a real request so the parser gets further in.
+    if (i % 2) junk = "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 40\r\n" + junk;
+    TestClient c(ts.port());
+    (void)c.send_raw(junk);
+    c.close();
+  }
+  CHECK(server_answers_health(ts.port()));
 }
 
 TEST_CASE("the context-length error names the token counts", "[api]") {

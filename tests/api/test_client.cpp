@@ -69,7 +69,7 @@ std::optional<std::string> TestClient::read_line() {
   }
 }
 
-std::optional<ClientResponse> TestClient::read_response() {
+std::optional<ClientResponse> TestClient::read_response(bool no_body) {
   ClientResponse r;
   auto status_line = read_line();
   if (!status_line) return std::nullopt;
@@ -87,8 +87,8 @@ std::optional<ClientResponse> TestClient::read_response() {
     while (v < line->size() && (*line)[v] == ' ') ++v;
     r.headers[name] = line->substr(v);
   }
-  if (r.status == 100) return read_response();  // interim response
-  if (r.status == 204) {
+  if (r.status == 100) return read_response(no_body);  // interim response
+  if (r.status == 204 || no_body) {
     r.complete = true;
     return r;
   }
@@ -138,7 +138,7 @@ std::optional<ClientResponse> TestClient::request(const std::string& method, con
   }
   req += "\r\n" + body;
   if (!send_raw(req)) return std::nullopt;
-  return read_response();
+  return read_response(method == "HEAD");
 }
 
 bool TestClient::read_until(const std::string& needle) {

@@ -44,7 +44,8 @@ class TestClient {
   // Reads one response (status line, headers, body by Content-Length,
   // chunked framing, or until EOF). nullopt when the connection closed
   // before a status line, or on timeout.
-  std::optional<ClientResponse> read_response();
+  // no_body: the answer to a HEAD request (headers only, RFC 9110 9.3.2).
+  std::optional<ClientResponse> read_response(bool no_body = false);
   // POST/GET helper with keep-alive; body sent with Content-Length.
   std::optional<ClientResponse> request(const std::string& method, const std::string& path,
                                         const std::string& body = "", const std::string& extra_headers = "");

@@ -288,3 +288,28 @@ TEST_CASE("a malformed GGUF is refused with the file named", "[engine]") {
   REQUIRE(!missing.is_ok());
   CHECK(missing.status().message().find("nope.gguf") != std::string::npos);
 }
+
+TEST_CASE("concurrent requests decode together and each equals its solo run", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto ref = load_reference();
+  for (int max_running : {1, 8}) {
+    INFO("max_running " << max_running);
+    auto opts = options_for(model, "");
+    opts.max_running = max_running;
+    auto engine = make_engine(opts);
+    std::vector<std::shared_ptr<CollectSink>> sinks;
+    for (const auto& c : ref["cases"]) {
+      auto sink = std::make_shared<CollectSink>();
+      engine->submit(greedy_request(json_ids(c["prompt_tokens"]), 48), sink);
+      sinks.push_back(sink);
+    }
+    size_t i = 0;
+    for (const auto& c : ref["cases"]) {
+      INFO("case " << c["name"].get<std::string>());
+      REQUIRE(sinks[i]->wait());
+      // reference.json's greedy tokens: batching must not change any of them.
+      CHECK(sinks[i]->final_.output_tokens == json_ids(c["greedy_tokens"]));
+      ++i;
+    }
+  }
+}

@@ -1,0 +1,161 @@
+// bench_decode: larder's decode and prefill speed through the Engine, on the
+// GGUF files given on the command line, with the settings bench/llama_cpp.mjs
+// uses for llama.cpp (greedy, EOS ignored, context 512):
+//   decode  : 256 tokens from BOS; tok/s = (completion_tokens - 1) / decode_ms
+//             (the first token comes out of the prefill, as in llama.cpp's
+//             "eval" count of 255 for 256 tokens)
+//   prefill : the reference.json "long" prompt (299 tokens with BOS);
+//             tok/s = prompt_tokens / prefill_ms, on a fresh engine each run so
+//             that no page comes from the prefix cache.
+// Prints one JSON line per (bench, model, threads) and a markdown table.
+//
+// usage: bench_decode [--threads 1,2] [--runs 5] [--decode-tokens 256]
+//                     [--reference FILE] [--json-only] MODEL.gguf...
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "bench/bench_util.h"
+
+namespace lb = larder::bench;
+using larder::EngineOptions;
+
+namespace {
+
+struct Args {
+  std::vector<int> threads{1, 2};
+  int runs = 5;
+  int decode_tokens = 256;
+  int n_ctx = 512;
+  std::string reference;
+  bool json_only = false;
+  std::vector<std::string> models;
+};
+
+std::vector<int> parse_int_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "usage: bench_decode [--threads 1,2] [--runs N] [--decode-tokens N] "
+               "[--reference reference.json] [--json-only] MODEL.gguf...\n");
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (s == "--threads") a.threads = parse_int_list(next());
+    else if (s == "--runs") a.runs = std::atoi(next().c_str());
+    else if (s == "--decode-tokens") a.decode_tokens = std::atoi(next().c_str());
+    else if (s == "--reference") a.reference = next();
+    else if (s == "--json-only") a.json_only = true;
+    else if (s == "-h" || s == "--help") usage();
+    else if (!s.empty() && s[0] == '-') usage();
+    else a.models.push_back(s);
+  }
+  if (a.models.empty() || a.runs < 1 || a.decode_tokens < 2 || a.threads.empty()) usage();
+  return a;
+}
+
+EngineOptions engine_options(const std::string& model, int threads, int n_ctx) {
+  EngineOptions o;
+  o.model_path = model;
+  o.n_threads = threads;
+  o.n_ctx = n_ctx;
+  o.memory_capacity_bytes = int64_t(256) << 20;
+  return o;
+}
+
+struct Row {
+  std::string model;
+  int threads = 0;
+  double decode_tps = 0, decode_min = 0, decode_max = 0;
+  double prefill_tps = 0, prefill_min = 0, prefill_max = 0;
+  int prefill_tokens = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  Args args = parse_args(argc, argv);
+  const std::string ref = args.reference.empty() ? lb::reference_path(args.models[0]) : args.reference;
+  const std::string prompt_text = lb::reference_prompt(ref, "long");
+
+  std::vector<Row> rows;
+  for (const std::string& model : args.models) {
+    for (int threads : args.threads) {
+      Row row;
+      row.model = lb::file_name(model);
+      row.threads = threads;
+
+      // Decode: one engine, a warm-up request, then `runs` generations from BOS.
+      std::vector<double> decode_tps;
+      {
+        auto engine = lb::make_engine(engine_options(model, threads, args.n_ctx));
+        const std::vector<int32_t> bos = engine->tokenize("", false);
+        (void)lb::run_request(*engine, lb::greedy(bos, 32));
+        for (int r = 0; r < args.runs; ++r) {
+          lb::Timed t = lb::run_request(*engine, lb::greedy(bos, args.decode_tokens));
+          const int n = t.final.completion_tokens - 1;
+          decode_tps.push_back(t.final.decode_ms > 0 ? n * 1000.0 / t.final.decode_ms : 0);
+        }
+      }
+      // Prefill: a fresh engine per run (no prefix-cache hits), warmed up on a
+      // prompt shorter than one page.
+      std::vector<double> prefill_tps;
+      for (int r = 0; r < args.runs; ++r) {
+        auto engine = lb::make_engine(engine_options(model, threads, args.n_ctx));
+        (void)lb::run_request(*engine, lb::greedy(engine->tokenize("Once upon a time", false), 2));
+        std::vector<int32_t> prompt = engine->tokenize(prompt_text, false);
+        row.prefill_tokens = int(prompt.size());
+        lb::Timed t = lb::run_request(*engine, lb::greedy(prompt, 1));
+        if (t.final.cached_tokens != 0) {
+          std::fprintf(stderr, "prefill run had %d cached tokens\n", t.final.cached_tokens);
+          return 1;
+        }
+        prefill_tps.push_back(t.final.prefill_ms > 0 ? t.final.prompt_tokens * 1000.0 / t.final.prefill_ms : 0);
+      }
+      row.decode_tps = lb::median(decode_tps);
+      row.decode_min = lb::min_of(decode_tps);
+      row.decode_max = lb::max_of(decode_tps);
+      row.prefill_tps = lb::median(prefill_tps);
+      row.prefill_min = lb::min_of(prefill_tps);
+      row.prefill_max = lb::max_of(prefill_tps);
+      lb::print_json_line({{"bench", "decode"}, {"impl", "larder"}, {"model", row.model},
+                           {"threads", threads}, {"tokens", args.decode_tokens - 1},
+                           {"tok_per_s", row.decode_tps}, {"runs", decode_tps}});
+      lb::print_json_line({{"bench", "prefill"}, {"impl", "larder"}, {"model", row.model},
+                           {"threads", threads}, {"tokens", row.prefill_tokens},
+                           {"tok_per_s", row.prefill_tps}, {"runs", prefill_tps}});
+      rows.push_back(row);
+    }
+  }
+
+  if (!args.json_only) {
+    std::printf("\n| model | threads | decode tok/s (median [min-max]) | prefill tok/s (%d tokens) |\n",
+                rows.empty() ? 0 : rows[0].prefill_tokens);
+    std::printf("| --- | ---: | ---: | ---: |\n");
+    for (const Row& r : rows) {
+      std::printf("| %s | %d | %.0f [%.0f-%.0f] | %.0f [%.0f-%.0f] |\n", r.model.c_str(), r.threads,
+                  r.decode_tps, r.decode_min, r.decode_max, r.prefill_tps, r.prefill_min,
+                  r.prefill_max);
+    }
+  }
+  return 0;
+}

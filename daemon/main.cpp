@@ -1,0 +1,71 @@
+// larderd: loads a GGUF model and serves the OpenAI-style API on localhost.
+// Exit status: 0 after a clean shutdown (SIGINT/SIGTERM) or --help/--version,
+// 1 when the model cannot be loaded or the port cannot be bound, 2 for a
+// usage or config error.
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "api/http_server.h"
+#include "daemon/command_line.h"
+#include "daemon/config.h"
+#include "daemon/version.h"
+#include "engine/engine.h"
+
+int main(int argc, char** argv) {
+  auto command_line = larder::parse_command_line(argc, argv, larder::default_config());
+  if (!command_line.is_ok()) {
+    std::fprintf(stderr, "larderd: %s\n", command_line.status().message().c_str());
+    return 2;
+  }
+  if (command_line->exit_now) {
+    std::fputs(command_line->output.c_str(), stdout);
+    return 0;
+  }
+  larder::DaemonConfig& config = command_line->config;
+  if (config.engine.model_path.empty()) {
+    std::fprintf(stderr,
+                 "larderd: no model given: pass --model PATH (a GGUF file) or set [model] path in the "
+                 "config file; see README.md for where to get one\n");
+    return 2;
+  }
+
+  // The level was validated by the config loader, so from_str cannot fall
+  // back to "off" by accident here.
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::info("larderd {}: config {}", larder::kLarderVersion,
+               command_line->config_path.empty() ? "(none: defaults and flags)" : command_line->config_path);
+  spdlog::debug("effective configuration:\n{}", larder::dump_config(config));
+
+  auto engine = larder::Engine::create(config.engine);
+  if (!engine.is_ok()) {
+    std::fprintf(stderr, "larderd: cannot serve %s: %s\n", config.engine.model_path.c_str(),
+                 engine.status().message().c_str());
+    return 1;
+  }
+
+  config.server.handle_signals = true;  // SIGINT/SIGTERM -> request_stop(); run() returns
+  auto server = larder::HttpServer::create(config.server, **engine);
+  if (!server.is_ok()) {
+    std::fprintf(stderr, "larderd: %s\n", server.status().message().c_str());
+    (*engine)->stop();
+    return 1;
+  }
+
+  const larder::ModelInfo& info = (*engine)->model_info();
+  const std::string& cache_dir = config.engine.cache_dir;
+  spdlog::info("larderd: serving {} on http://{}:{} ({} ctx, cache {})", info.id, config.server.host,
+               (*server)->port(), info.n_ctx, cache_dir.empty() ? "in memory only" : cache_dir);
+
+  (*server)->run();
+
+  spdlog::info("larderd: shutting down: finishing requests and flushing page writes");
+  (*engine)->stop();  // finishes in-flight requests, flushes pending page writes
+  server->reset();    // the server refers to the engine: release it first
+  engine->reset();
+  spdlog::info("larderd: stopped");
+  return 0;
+}

@@ -38,6 +38,9 @@ struct GenerationOptions {
   std::vector<std::string> stop;     // empty strings dropped
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
+  // llama.cpp extensions:
+  bool ignore_eos = false;           // "ignore_eos": keep generating past end-of-generation tokens
+  bool return_tokens = false;        // "return_tokens": non-streaming choices carry "tokens" (generated ids)
 };
 
 struct ChatCompletionRequest {

@@ -81,6 +81,7 @@ json completion_json(const CompletionMeta& meta, const std::string& text, const 
   }
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = openai_finish_reason(final_event.finish);
+  if (meta.return_tokens) choice["tokens"] = final_event.output_tokens;
   body["choices"] = json::array({std::move(choice)});
   body["usage"] = usage_json(final_event);
   body["timings"] = timings_json(final_event);

@@ -25,6 +25,7 @@ struct CompletionMeta {
   std::string id;       // "chatcmpl-..." / "cmpl-..."
   std::string model;    // the served model id
   int64_t created = 0;  // unix seconds
+  bool return_tokens = false;  // add "tokens" (generated ids) to the non-streaming choice
 };
 
 // "stop", "length" (OpenAI's finish_reason). kCancelled/kError map to "stop"

@@ -134,12 +134,14 @@ HandlerResult ApiRouter::submit(CompletionKind kind, const GenerationOptions& op
   req.sampling = options.sampling;
   req.max_tokens = max_tokens;
   req.stop = options.stop;
+  req.ignore_eos = options.ignore_eos;
 
   CompletionMeta meta;
   meta.kind = kind;
   meta.id = make_completion_id(kind == CompletionKind::kChat ? "chatcmpl-" : "cmpl-", rng_);
   meta.model = info.id;
   meta.created = static_cast<int64_t>(std::time(nullptr));
+  meta.return_tokens = options.return_tokens;
 
   auto sink = std::make_shared<QueueSink>(waker_);
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink);

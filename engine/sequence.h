@@ -32,7 +32,9 @@ struct Sequence {
         request(std::move(req)),
         sink(std::move(sink_)),
         sampler(request.sampling, n_vocab),
-        detok(tok),
+        // The piece after a BOS loses its leading space, as SentencePiece
+        // decodes the start of a text (reference.json's convention too).
+        detok(tok, request.prompt_tokens.empty() ? -1 : request.prompt_tokens.back()),
         stop(request.stop) {}
 
   uint64_t id;

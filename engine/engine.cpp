@@ -14,7 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "engine/cpu/forward.h"
+#include "engine/backend.h"
 #include "engine/kv/page_pool.h"
 #include "engine/kv/prefix_cache.h"
 #include "engine/kv/prefix_hash.h"
@@ -68,9 +68,10 @@ struct Engine::Impl {
   PageRecordMeta meta;
   PageKey root;
 
-  std::unique_ptr<PagePool> pool;
+  std::unique_ptr<Backend> backend;   // forward pass + page bytes (host or device)
+  PagePool* pool = nullptr;           // backend's page free list
   std::unique_ptr<PrefixCache> cache;
-  std::unique_ptr<CpuForward> forward;
+  std::vector<uint8_t> page_buf;      // (page_bytes) one page on the host
 
   // Cross-thread state (guarded by mu). Declared before the storage objects
   // so that storage callbacks still find them while the workers drain.
@@ -118,8 +119,13 @@ struct Engine::Impl {
 void Engine::Impl::write_back(int page, const PageKey& key) {
   auto it = unwritten_tokens.find(page);
   if (it == unwritten_tokens.end() || !workers) return;
-  std::span<const uint8_t> payload(pool->page_data(page), layout.page_bytes());
-  workers->put_async(key, encode_page_record(key, meta, it->second, payload));
+  Status st = backend->read_page(page, page_buf);
+  if (!st.is_ok()) {
+    spdlog::warn("page {} could not be copied out for writing: {}", key.to_hex(), st.to_string());
+    unwritten_tokens.erase(it);
+    return;
+  }
+  workers->put_async(key, encode_page_record(key, meta, it->second, page_buf));
   cache->mark_persisted(page);
   unwritten_tokens.erase(it);
   ++stats.pages_written;
@@ -253,7 +259,8 @@ void Engine::Impl::apply_disk(DiskResult& r) {
     std::span<const int32_t> page_tokens(s.tokens.data() + page_index * size_t(layout.page_size),
                                          size_t(layout.page_size));
     Status st = decode_page_record(r.records[j], key, meta, page_tokens,
-                                   std::span<uint8_t>(pool->page_data(*page), page_bytes));
+                                   std::span<uint8_t>(page_buf.data(), page_bytes));
+    if (st.is_ok()) st = backend->write_page(*page, page_buf);
     if (!st.is_ok()) {
       spdlog::warn("page {} from disk failed verification and was dropped: {}", key.to_hex(),
                    st.message());
@@ -296,8 +303,12 @@ void Engine::Impl::seal_full_pages(Sequence& s) {
     const bool write_now = opt.write_through && workers != nullptr;
     if (!cache->seal(page, key, write_now)) continue;
     if (write_now) {
-      std::span<const uint8_t> payload(pool->page_data(page), layout.page_bytes());
-      workers->put_async(key, encode_page_record(key, meta, page_tokens, payload));
+      Status st = backend->read_page(page, page_buf);
+      if (!st.is_ok()) {
+        spdlog::warn("page {} could not be copied out for writing: {}", key.to_hex(), st.to_string());
+        continue;
+      }
+      workers->put_async(key, encode_page_record(key, meta, page_tokens, page_buf));
       ++stats.pages_written;
     } else if (workers) {
       unwritten_tokens[page].assign(page_tokens.begin(), page_tokens.end());
@@ -327,7 +338,7 @@ bool Engine::Impl::step_prefill() {
   }
   SeqBlockTable table{std::span<const int32_t>(s.block_table)};
   logits.resize(size_t(n_vocab));
-  Status st = forward->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true,
+  Status st = backend->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true,
                                logits.data());
   if (!st.is_ok()) {
     finish(s, FinishReason::kError, st.to_string());
@@ -368,7 +379,7 @@ bool Engine::Impl::step_decode() {
   if (in_batch.empty()) return true;
   for (Sequence* s : in_batch) tables.push_back(SeqBlockTable{std::span<const int32_t>(s->block_table)});
   logits.resize(in_batch.size() * size_t(n_vocab));
-  Status st = forward->forward(batch, tables, /*prefill=*/false, logits.data());
+  Status st = backend->forward(batch, tables, /*prefill=*/false, logits.data());
   if (!st.is_ok()) {
     for (Sequence* s : in_batch) finish(*s, FinishReason::kError, st.to_string());
     return true;
@@ -491,11 +502,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
         " bytes; one full context of " + std::to_string(m.n_ctx) + " tokens needs " +
         std::to_string(min_pages) + " (" + std::to_string(min_pages * page_bytes) + " bytes)");
   }
-  LARDER_ASSIGN_OR_RETURN(m.pool, PagePool::create(m.layout, int(std::min<int64_t>(n_pages, 1 << 30))));
+  BackendOptions bopt;
+  bopt.device = options.device;
+  bopt.layout = m.layout;
+  bopt.n_pages = int(std::min<int64_t>(n_pages, 1 << 30));
+  bopt.n_threads = options.n_threads;
+  bopt.max_batch_tokens = std::max(kMaxPrefillChunk, options.max_running);
+  LARDER_ASSIGN_OR_RETURN(m.backend, create_backend(*m.model, bopt));
+  m.pool = &m.backend->pages();
   m.cache = std::make_unique<PrefixCache>(*m.pool);
-  CpuForwardOptions fopt;
-  fopt.n_threads = options.n_threads;
-  LARDER_ASSIGN_OR_RETURN(m.forward, CpuForward::create(*m.model, *m.pool, fopt));
+  m.page_buf.resize(m.layout.page_bytes());
 
   m.meta.fingerprint = m.model->fingerprint();
   m.meta.kv_dtype = uint32_t(dtype);
@@ -532,6 +548,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
                m.chat->name());
   spdlog::info("KV cache: {} pages of {} tokens ({} bytes each, {}), disk tier {}", m.pool->n_pages(), ps,
                page_bytes, kv_dtype_name(dtype), options.cache_dir.empty() ? "off" : options.cache_dir);
+  spdlog::info("backend: {}", m.backend->describe());
   m.thread = std::thread([impl = &m] { impl->run(); });
   return engine;
 }

@@ -25,6 +25,7 @@ struct EngineOptions {
   int n_storage_threads = 2;
   std::string kv_dtype = "f32";      // "f32" | "f16"
   std::string cache_salt;            // mixed into the root prefix hash
+  std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
 };
 
 class Engine : public Generator {

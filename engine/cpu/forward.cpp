@@ -21,8 +21,7 @@ namespace {
 constexpr int64_t kParallelMinMacs = int64_t(1) << 18;
 
 bool embd_type_supported(GgmlType t) {
-  return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 ||
-         t == GgmlType::kQ8_0;
+  return ggml_type_supported(t);  // dequantize_row handles every supported type
 }
 
 template <typename T>

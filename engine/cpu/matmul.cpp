@@ -1,5 +1,7 @@
 #include "engine/cpu/matmul.h"
 
+#include "engine/cpu/matmul_kquant.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -34,7 +36,7 @@ Q8Path default_q8_path() {
 
 bool matmul_type_supported(GgmlType t) {
   return t == GgmlType::kF32 || t == GgmlType::kF16 || t == GgmlType::kBF16 ||
-         t == GgmlType::kQ8_0;
+         t == GgmlType::kQ8_0 || matmul_quant_type(t);
 }
 
 void quantize_rows_q8_0(const float* x, int n_rows, int k, BlockQ8_0* out) {
@@ -306,6 +308,11 @@ float row_weight(const WeightView& w, int64_t r, int k) {
 void matmul_rows(const WeightView& w, const float* x, const BlockQ8_0* xq, int n_tokens,
                  float* y, int y_stride, int64_t row_begin, int64_t row_end, Q8Path q8_path) {
   if (n_tokens <= 0 || row_begin >= row_end) return;
+  if (matmul_quant_type(w.type)) {  // Q4_0 .. Q6_K: matmul_kquant.cpp
+    matmul_rows_quant(w, x, n_tokens, y, y_stride, row_begin, row_end,
+                      q8_path == Q8Path::kVnni);
+    return;
+  }
   const int K = int(w.ne[0]);
 #ifdef LARDER_MATMUL_AVX512
   const auto* xb = reinterpret_cast<const uint8_t*>(x);

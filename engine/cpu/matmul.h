@@ -1,5 +1,5 @@
 // Matrix-vector / matrix-matrix products with weights used in place from the
-// GGUF mapping (F32, F16, BF16, Q8_0), for both prefill and decode.
+// GGUF mapping (F32, F16, BF16, Q8_0 and the types of matmul_kquant.h), for both prefill and decode.
 //
 //   y[t][r] = sum_k W[r][k] * x[t][k]     t in [0, n_tokens), r in [row_begin, row_end)
 //
@@ -36,7 +36,7 @@ enum class Q8Path { kDequantFma, kVnni };
 // The Q8_0 path the forward pass uses (chosen by measurement, see matmul.cpp).
 Q8Path default_q8_path();
 
-// True when the weight type has a kernel here (F32, F16, BF16, Q8_0).
+// True when the weight type has a kernel here (every type ggml_type_supported() accepts).
 bool matmul_type_supported(GgmlType t);
 
 // y[t][r] for r in [row_begin, row_end), t in [0, n_tokens). x: [n_tokens][K].

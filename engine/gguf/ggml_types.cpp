@@ -3,6 +3,8 @@
 // (QK4_0 = QK8_0 = 32, QK_K = 256).
 #include "engine/gguf/ggml_types.h"
 
+#include "engine/gguf/quant_blocks.h"
+
 #include <cassert>
 #include <cstring>
 
@@ -38,17 +40,17 @@ const TypeTraits* traits(GgmlType t) {
   //   block_q8_K {f32 d; i8 qs[256]; i16 bsums[16]}               = 292
   static const TypeTraits kF32{"F32", 1, 4, true};
   static const TypeTraits kF16{"F16", 1, 2, true};
-  static const TypeTraits kQ4_0{"Q4_0", 32, 18, false};
-  static const TypeTraits kQ4_1{"Q4_1", 32, 20, false};
-  static const TypeTraits kQ5_0{"Q5_0", 32, 22, false};
-  static const TypeTraits kQ5_1{"Q5_1", 32, 24, false};
+  static const TypeTraits kQ4_0{"Q4_0", 32, 18, true};
+  static const TypeTraits kQ4_1{"Q4_1", 32, 20, true};
+  static const TypeTraits kQ5_0{"Q5_0", 32, 22, true};
+  static const TypeTraits kQ5_1{"Q5_1", 32, 24, true};
   static const TypeTraits kQ8_0{"Q8_0", 32, 34, true};
   static const TypeTraits kQ8_1{"Q8_1", 32, 36, false};
-  static const TypeTraits kQ2_K{"Q2_K", 256, 84, false};
-  static const TypeTraits kQ3_K{"Q3_K", 256, 110, false};
-  static const TypeTraits kQ4_K{"Q4_K", 256, 144, false};
-  static const TypeTraits kQ5_K{"Q5_K", 256, 176, false};
-  static const TypeTraits kQ6_K{"Q6_K", 256, 210, false};
+  static const TypeTraits kQ2_K{"Q2_K", 256, 84, true};
+  static const TypeTraits kQ3_K{"Q3_K", 256, 110, true};
+  static const TypeTraits kQ4_K{"Q4_K", 256, 144, true};
+  static const TypeTraits kQ5_K{"Q5_K", 256, 176, true};
+  static const TypeTraits kQ6_K{"Q6_K", 256, 210, true};
   static const TypeTraits kQ8_K{"Q8_K", 256, 292, false};
   static const TypeTraits kBF16{"BF16", 1, 2, true};
   switch (t) {
@@ -204,6 +206,8 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       return;
     }
     default:
+      // Q4_0 .. Q5_1 and Q2_K .. Q6_K: engine/gguf/quant_blocks.cpp.
+      if (dequantize_blocks(type, s, n / ggml_block_size(type), dst)) return;
       // Programming error: callers check ggml_type_supported first.
       assert(false && "dequantize_row: unsupported type");
       std::memset(dst, 0, size_t(n) * sizeof(float));

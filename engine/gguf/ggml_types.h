@@ -2,6 +2,7 @@
 // scalar conversions. Layouts from ggml's ggml-common.h / gguf.md:
 //   F32: 4 bytes/value. F16: IEEE binary16. BF16: upper 16 bits of f32.
 //   Q8_0: blocks of 32 values: f16 scale d, then 32 x int8 q; x = d * q.
+//   The other quantized types: docs/quant-formats.md, quant_blocks.h.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +39,12 @@ static_assert(sizeof(BlockQ8_0) == 34);
 // Name for messages ("F32", "Q8_0", ...), or nullptr for an id larder does
 // not know at all.
 const char* ggml_type_name(GgmlType t);
-// True for the types larder can compute with (F32, F16, BF16, Q8_0).
+// True for the types larder can compute with: F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (not Q8_1 / Q8_K, which are
+// activation formats).
 bool ggml_type_supported(GgmlType t);
-// Values per block (1 for F32/F16/BF16, 32 for Q8_0) and bytes per block.
+// Values per block (1 for F32/F16/BF16, 32 for Q4_0..Q8_0, 256 for k-quants)
+// and bytes per block.
 int64_t ggml_block_size(GgmlType t);
 size_t ggml_type_size(GgmlType t);
 // Bytes of one row of n values; 0 if n is not a multiple of the block size.

@@ -18,7 +18,8 @@ size_t kv_dtype_bytes(KvDtype t) { return t == KvDtype::kF16 ? 2 : 4; }
 
 void PagePool::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
-Result<std::unique_ptr<PagePool>> PagePool::create(const KvLayout& layout, int n_pages) {
+Result<std::unique_ptr<PagePool>> PagePool::create(const KvLayout& layout, int n_pages,
+                                                   PageMemory memory) {
   if (layout.n_layer <= 0 || layout.kv_dim <= 0 || layout.page_size <= 0 ||
       (layout.page_size & (layout.page_size - 1)) != 0) {
     return Status::invalid_argument("KV layout: n_layer, kv_dim must be > 0 and page_size a power of two");
@@ -26,8 +27,9 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const KvLayout& layout, int n
   if (n_pages <= 0) return Status::invalid_argument("KV page pool needs at least one page");
   size_t total = layout.page_bytes() * size_t(n_pages);
   size_t rounded = (total + 63) / 64 * 64;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
-  if (p == nullptr) {
+  uint8_t* p = nullptr;
+  if (memory == PageMemory::kHost) p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  if (memory == PageMemory::kHost && p == nullptr) {
     return Status::resource_exhausted("cannot allocate KV page pool: " + std::to_string(n_pages) +
                                       " pages x " + std::to_string(layout.page_bytes()) + " bytes = " +
                                       std::to_string(total) + " bytes");

@@ -13,6 +13,7 @@
 // Not thread-safe: owned by the engine thread.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -38,11 +39,17 @@ struct KvLayout {
   bool operator==(const KvLayout&) const = default;
 };
 
+// Where a pool's page bytes live: host memory owned by the pool, or nowhere
+// (an index-only pool whose bytes live on a device, see engine/backend.h).
+enum class PageMemory { kHost, kNone };
+
 class PagePool {
  public:
-  // Allocates n_pages pages (64-byte aligned). kResourceExhausted with the
-  // sizes involved when the allocation fails.
-  static Result<std::unique_ptr<PagePool>> create(const KvLayout& layout, int n_pages);
+  // Allocates n_pages pages (64-byte aligned) when memory is kHost; kNone
+  // keeps only the free list. kResourceExhausted with the sizes involved when
+  // the allocation fails.
+  static Result<std::unique_ptr<PagePool>> create(const KvLayout& layout, int n_pages,
+                                                  PageMemory memory = PageMemory::kHost);
 
   const KvLayout& layout() const { return layout_; }
   int n_pages() const { return n_pages_; }
@@ -53,8 +60,10 @@ class PagePool {
   // Returns a page to the free list (page must be allocated).
   void release(int page);
 
-  uint8_t* page_data(int page) { return base_ + size_t(page) * layout_.page_bytes(); }
-  const uint8_t* page_data(int page) const { return base_ + size_t(page) * layout_.page_bytes(); }
+  bool has_host_memory() const { return base_ != nullptr; }
+  // Page bytes; only for a kHost pool.
+  uint8_t* page_data(int page) { assert(base_); return base_ + size_t(page) * layout_.page_bytes(); }
+  const uint8_t* page_data(int page) const { assert(base_); return base_ + size_t(page) * layout_.page_bytes(); }
   // Start of the K (or V) block of `layer` in `page`: [page_size][kv_dim].
   void* k_block(int page, int layer) { return page_data(page) + size_t(2 * layer) * layout_.block_bytes(); }
   void* v_block(int page, int layer) { return page_data(page) + size_t(2 * layer + 1) * layout_.block_bytes(); }

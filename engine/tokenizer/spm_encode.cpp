@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tokenizer/bpe.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace larder {
@@ -89,6 +90,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
     if (f.token >= 0) {
       out.push_back(f.token);
       is_prev_special = true;
+      continue;
+    }
+    if (bpe_) {  // byte-level BPE (bpe.h): no space prefix, no escaping
+      bpe_->encode(text.substr(f.offset, f.length), out);
       continue;
     }
     escaped.clear();

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "engine/gguf/gguf.h"
+#include "engine/tokenizer/bpe.h"
 
 namespace larder {
 namespace {
@@ -50,6 +51,9 @@ std::string unescape_spaces(std::string_view text) {
 
 }  // namespace
 
+Tokenizer::Tokenizer(PrivateKey) {}
+Tokenizer::~Tokenizer() = default;
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_vocab(VocabData vocab) {
   auto tok = std::make_unique<Tokenizer>(PrivateKey());
   LARDER_RETURN_IF_ERROR(tok->init(std::move(vocab)));
@@ -83,7 +87,23 @@ Status Tokenizer::init(VocabData vocab) {
   if (vocab.add_bos && vocab.bos_id < 0) return Status::invalid_argument("tokenizer: add_bos without a bos id");
   if (vocab.add_eos && vocab.eos_id < 0) return Status::invalid_argument("tokenizer: add_eos without an eos id");
 
+  const bool is_bpe = vocab.model == TokenizerModel::kBpe;
+  BpePreInfo pre_info{};
+  if (is_bpe) {
+    auto info = bpe_pre_from_name(vocab.pre);
+    if (!info) return info.status();
+    pre_info = *info;
+    vocab.add_space_prefix = false;
+  }
+
   vocab_ = std::move(vocab);
+  if (is_bpe) {
+    auto bpe = BpeModel::create(vocab_.tokens, vocab_.merges, pre_info);
+    if (!bpe) return bpe.status();
+    bpe_ = std::move(*bpe);
+    vocab_.merges.clear();
+    vocab_.merges.shrink_to_fit();
+  }
   byte_to_id_.fill(-1);
   pieces_.resize(n);
   end_of_generation_.assign(n, false);
@@ -94,7 +114,7 @@ Status Tokenizer::init(VocabData vocab) {
     text_to_id_.insert_or_assign(std::string_view(text), id);  // last wins, as in llama.cpp
     switch (type) {
       case TokenType::kNormal:
-        pieces_[i] = unescape_spaces(text);
+        pieces_[i] = is_bpe ? BpeModel::decode_token_text(text) : unescape_spaces(text);
         if (!text.empty()) piece_to_id_.insert_or_assign(std::string_view(text), id);
         break;
       case TokenType::kUserDefined:
@@ -105,6 +125,10 @@ Status Tokenizer::init(VocabData vocab) {
         }
         break;
       case TokenType::kByte: {
+        if (is_bpe) {  // not used by byte-level vocabs; decoded like a normal token
+          pieces_[i] = BpeModel::decode_token_text(text);
+          break;
+        }
         const int byte = parse_byte_token(text);
         if (byte < 0) {
           return Status::invalid_argument("tokenizer: byte token " + std::to_string(id) + " has text '" + text +
@@ -150,12 +174,33 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
   if (model == nullptr) return Status::not_found(where + "no tokenizer.ggml.model in the metadata");
   auto model_name = model->as_string();
   if (!model_name) return Status::corruption(where + "tokenizer.ggml.model is not a string");
-  if (*model_name != "llama") {
+  if (*model_name != "llama" && *model_name != "gpt2") {
     return Status::unsupported(where + "tokenizer model '" + *model_name +
-                               "' is not supported (only 'llama' = SentencePiece BPE)");
+                               "' is not supported (only 'llama' = SentencePiece BPE and 'gpt2' = byte-level BPE)");
   }
+  const bool is_bpe = *model_name == "gpt2";
 
   VocabData vocab;
+  BpePreInfo pre_info{};
+  if (is_bpe) {
+    vocab.model = TokenizerModel::kBpe;
+    const GgufValue* pre = gguf.find("tokenizer.ggml.pre");
+    Result<std::string> pre_name = pre ? pre->as_string() : Result<std::string>(std::string());
+    if (!pre_name) return Status::corruption(where + "tokenizer.ggml.pre is not a string");
+    auto info = bpe_pre_from_name(*pre_name);
+    if (!info) return Status::unsupported(where + info.status().message());
+    pre_info = *info;
+    vocab.pre = *pre_name;
+    const GgufValue* merges = gguf.find("tokenizer.ggml.merges");
+    const std::vector<GgufValue>* merge_array = merges ? merges->as_array() : nullptr;
+    if (merge_array == nullptr) return Status::corruption(where + "tokenizer.ggml.merges missing or not an array");
+    vocab.merges.reserve(merge_array->size());
+    for (const GgufValue& v : *merge_array) {
+      auto m = v.as_string();
+      if (!m) return Status::corruption(where + "tokenizer.ggml.merges holds a non-string");
+      vocab.merges.push_back(std::move(*m));
+    }
+  }
   const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
   const std::vector<GgufValue>* token_array = tokens ? tokens->as_array() : nullptr;
   if (token_array == nullptr) return Status::corruption(where + "tokenizer.ggml.tokens missing or not an array");
@@ -213,13 +258,19 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
     }
     return Status::ok();
   };
-  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.bos_token_id", n > 1 ? 1 : -1, vocab.bos_id));
-  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.eos_token_id", n > 2 ? 2 : -1, vocab.eos_id));
-  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.unknown_token_id", 0, vocab.unk_id));
+  // Byte-level BPE: no default ids (llama.cpp's GPT-NeoX defaults of 11 would
+  // name arbitrary tokens of other vocabs).
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.bos_token_id", is_bpe ? -1 : n > 1 ? 1 : -1, vocab.bos_id));
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.eos_token_id", is_bpe ? -1 : n > 2 ? 2 : -1, vocab.eos_id));
+  LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.unknown_token_id", is_bpe ? -1 : 0, vocab.unk_id));
   LARDER_RETURN_IF_ERROR(read_id("tokenizer.ggml.eot_token_id", -1, vocab.eot_id));
-  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_bos_token", true, vocab.add_bos));
+  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_bos_token", is_bpe ? pre_info.add_bos : true, vocab.add_bos));
   LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_eos_token", false, vocab.add_eos));
-  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_space_prefix", true, vocab.add_space_prefix));
+  LARDER_RETURN_IF_ERROR(read_flag("tokenizer.ggml.add_space_prefix", !is_bpe, vocab.add_space_prefix));
+  if (is_bpe) {
+    vocab.add_bos = vocab.add_bos && vocab.bos_id >= 0;
+    vocab.add_eos = vocab.add_eos && vocab.eos_id >= 0;
+  }
 
   auto tok = from_vocab(std::move(vocab));
   if (!tok) return Status::corruption(where + tok.status().message());

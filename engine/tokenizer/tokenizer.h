@@ -1,7 +1,11 @@
 // SentencePiece-BPE tokenizer (GGUF tokenizer.ggml.model = "llama"), with the
 // semantics of llama.cpp's SPM tokenizer (src/llama-vocab.cpp,
 // llm_tokenizer_spm + tokenizer_st_partition + token_to_piece), and an
-// incremental detokenizer that streams UTF-8 safely.
+// incremental detokenizer that streams UTF-8 safely. Byte-level BPE vocabs
+// (tokenizer.ggml.model = "gpt2": Llama 3, Qwen, SmolLM, ...) share the
+// special-token partition and the decoding below; their text fragments go to
+// BpeModel (bpe.h) instead of steps 2-4, with no space prefix, and
+// token_to_piece of a normal token maps its GPT-2 characters back to bytes.
 //
 // encode(text, add_bos, parse_special):
 //   1. Special-token partition (llama.cpp tokenizer_st_partition): the texts of
@@ -47,6 +51,9 @@
 namespace larder {
 
 class GgufFile;
+class BpeModel;
+
+enum class TokenizerModel { kSpm, kBpe };
 
 // llama.cpp's llama_token_type values as stored in tokenizer.ggml.token_type
 // (0 = "undefined" in a file is read as kNormal).
@@ -57,19 +64,29 @@ enum class TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserD
 // first; empty vector = all 0); types[i] its type (empty = all kNormal).
 // Special ids are -1 when the vocab has none.
 struct VocabData {
+  TokenizerModel model = TokenizerModel::kSpm;
   std::vector<std::string> tokens;
   std::vector<float> scores;
   std::vector<TokenType> types;
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, eot_id = -1;
   bool add_bos = true, add_eos = false, add_space_prefix = true;
+  // kBpe only: merges[r] = "left right" (rank r) and the pre-tokenizer name
+  // (tokenizer.ggml.pre, see bpe_pretokenize.h). add_space_prefix is ignored.
+  std::vector<std::string> merges;
+  std::string pre;
 };
 
 // Immutable after construction; every method is const and thread-safe.
 class Tokenizer {
  public:
   // From GGUF metadata. tokenizer.ggml.model must be "llama" (SentencePiece
-  // BPE); any other model ("gpt2", "bert", ...) -> Status::unsupported naming
-  // it; absent -> Status::not_found. Reads tokenizer.ggml.tokens (required),
+  // BPE) or "gpt2" (byte-level BPE); any other model ("bert", ...) ->
+  // Status::unsupported naming it; absent -> Status::not_found. For "gpt2":
+  // tokenizer.ggml.merges is required, tokenizer.ggml.pre must name a
+  // supported pre-tokenizer (else Status::unsupported), special ids default
+  // to none, add_bos_token defaults to the pre-tokenizer's llama.cpp default
+  // (true for llama-bpe and tekken) and applies only when there is a BOS id;
+  // scores are ignored. Reads tokenizer.ggml.tokens (required),
   // .scores and .token_type (optional, same length as tokens), and the
   // optional .bos_token_id / .eos_token_id / .unknown_token_id /
   // .eot_token_id / .add_bos_token / .add_eos_token / .add_space_prefix, with
@@ -77,7 +94,8 @@ class Tokenizer {
   // false, add_space_prefix true) where absent. Wrong types, lengths or ids ->
   // Status::corruption naming the file and key.
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const GgufFile& gguf);
-  // From plain vectors. Errors (Status::invalid_argument): no tokens, more
+  // From plain vectors. kBpe also fails on an unknown pre (Status::unsupported)
+  // or a malformed merge. Errors (Status::invalid_argument): no tokens, more
   // than INT32_MAX tokens, scores/types of a different non-zero length, a
   // special id outside [-1, n_vocab), a kByte token whose text is not <0xXX>,
   // add_bos without bos_id, add_eos without eos_id.
@@ -88,11 +106,15 @@ class Tokenizer {
     friend class Tokenizer;
     PrivateKey() = default;
   };
-  explicit Tokenizer(PrivateKey) {}  // use from_gguf / from_vocab
+  explicit Tokenizer(PrivateKey);  // use from_gguf / from_vocab
+  ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   int n_vocab() const { return static_cast<int>(vocab_.tokens.size()); }
+  TokenizerModel model() const { return vocab_.model; }
+  // The byte-level BPE model (nullptr for SPM).
+  const BpeModel* bpe() const { return bpe_.get(); }
   int32_t bos_id() const { return vocab_.bos_id; }
   int32_t eos_id() const { return vocab_.eos_id; }
   int32_t eot_id() const { return vocab_.eot_id; }
@@ -144,6 +166,7 @@ class Tokenizer {
   std::vector<int32_t> special_ids_;  // control/unknown/user-defined, longest text first
   std::vector<std::string> pieces_;   // token_to_piece per id
   std::vector<bool> end_of_generation_;
+  std::unique_ptr<const BpeModel> bpe_;  // kBpe only
 };
 
 // Streams text token by token: never splits a multi-byte UTF-8 character

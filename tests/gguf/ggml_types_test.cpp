@@ -26,7 +26,7 @@ TEST_CASE("ggml type table", "[gguf][types]") {
   CHECK(ggml_type_supported(GgmlType::kF16));
   CHECK(ggml_type_supported(GgmlType::kBF16));
   CHECK(ggml_type_supported(GgmlType::kQ8_0));
-  CHECK_FALSE(ggml_type_supported(GgmlType::kQ4_K));
+  CHECK_FALSE(ggml_type_supported(GgmlType::kQ8_K));  // activation-only type, never a weight
   CHECK_FALSE(ggml_type_supported(GgmlType(99)));
   // Bytes per block from ggml-common.h (see ggml_types.cpp for the sums).
   CHECK(ggml_type_size(GgmlType::kQ4_0) == 2 + 16);

@@ -1,0 +1,101 @@
+// Backend selection and the CPU backend (CpuForward over a host PagePool).
+#include "engine/backend.h"
+
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#if defined(LARDER_WITH_CUDA)
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+namespace larder {
+
+namespace {
+
+// The CPU backend: the page bytes live in the pool's host memory, so a copy
+// out or in is a memcpy. Forward arithmetic is CpuForward's, unchanged.
+class CpuBackend final : public Backend {
+ public:
+  static Result<std::unique_ptr<Backend>> create(const Model& model, const BackendOptions& options) {
+    std::unique_ptr<CpuBackend> b(new CpuBackend());
+    LARDER_ASSIGN_OR_RETURN(b->pool_, PagePool::create(options.layout, options.n_pages));
+    CpuForwardOptions fopt;
+    fopt.n_threads = options.n_threads;
+    LARDER_ASSIGN_OR_RETURN(b->forward_, CpuForward::create(model, *b->pool_, fopt));
+    return std::unique_ptr<Backend>(std::move(b));
+  }
+
+  const char* name() const override { return "cpu"; }
+  std::string describe() const override {
+    return "cpu, " + std::to_string(forward_->n_threads()) + " threads";
+  }
+  PagePool& pages() override { return *pool_; }
+  const PagePool& pages() const override { return *pool_; }
+
+  Status forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
+                 bool prefill, float* logits_out) override {
+    return forward_->forward(batch, seqs, prefill, logits_out);
+  }
+
+  Status read_pages(std::span<const int32_t> pages, std::span<uint8_t> out) override {
+    LARDER_RETURN_IF_ERROR(check(pages, out.size()));
+    const size_t pb = pool_->layout().page_bytes();
+    for (size_t i = 0; i < pages.size(); ++i) std::memcpy(out.data() + i * pb, pool_->page_data(pages[i]), pb);
+    return Status::ok();
+  }
+  Status write_pages(std::span<const int32_t> pages, std::span<const uint8_t> in) override {
+    LARDER_RETURN_IF_ERROR(check(pages, in.size()));
+    const size_t pb = pool_->layout().page_bytes();
+    for (size_t i = 0; i < pages.size(); ++i) std::memcpy(pool_->page_data(pages[i]), in.data() + i * pb, pb);
+    return Status::ok();
+  }
+
+ private:
+  CpuBackend() = default;
+  Status check(std::span<const int32_t> pages, size_t n_bytes) const {
+    const size_t pb = pool_->layout().page_bytes();
+    if (n_bytes != pages.size() * pb)
+      return Status::invalid_argument("page copy: " + std::to_string(n_bytes) + " bytes for " +
+                                      std::to_string(pages.size()) + " pages of " + std::to_string(pb));
+    for (int32_t p : pages)
+      if (p < 0 || p >= pool_->n_pages())
+        return Status::invalid_argument("page copy: page id " + std::to_string(p) + " outside the pool");
+    return Status::ok();
+  }
+  std::unique_ptr<PagePool> pool_;
+  std::unique_ptr<CpuForward> forward_;
+};
+
+}  // namespace
+
+Result<int> cuda_device_count() {
+#if defined(LARDER_WITH_CUDA)
+  return cuda_count_devices();
+#else
+  return Status::unsupported("larder was built without CUDA (nvcc not found or LARDER_CUDA=OFF)");
+#endif
+}
+
+Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options) {
+  const std::string& d = options.device;
+  if (d != "auto" && d != "cuda" && d != "cpu")
+    return Status::invalid_argument("engine.device = '" + d + "': must be auto, cuda or cpu");
+  if (d == "cpu") return CpuBackend::create(model, options);
+  Result<int> n = cuda_device_count();
+  if (d == "cuda") {
+    if (!n.is_ok()) return Status(n.status().code(), "engine.device = 'cuda': " + n.status().message());
+    if (n.value() == 0) return Status::not_found("engine.device = 'cuda': no CUDA device found");
+  } else if (!n.is_ok() || n.value() == 0) {
+    spdlog::info("engine.device = auto: no usable CUDA device ({}); running on the CPU",
+                 n.is_ok() ? std::string("0 devices") : n.status().message());
+    return CpuBackend::create(model, options);
+  }
+#if defined(LARDER_WITH_CUDA)
+  return create_cuda_backend(model, options);
+#else
+  return Status::unsupported("larder was built without CUDA");
+#endif
+}
+
+}  // namespace larder

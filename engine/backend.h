@@ -1,0 +1,95 @@
+// Backend: where the forward pass runs and where the bytes of the KV pages
+// live (host memory for the CPU backend, one device pool for CUDA). The engine
+// thread talks only to this interface; the page free list and the prefix
+// index (PagePool / PrefixCache) always stay on the host.
+//
+// Page bytes cross the interface in the documented page layout
+// (engine/kv/page_pool.h): for each layer a K block then a V block, each
+// [page_size][kv_dim] values of the KV dtype. The page record on disk holds
+// exactly these bytes, so a page written by one backend restores on the other
+// (same KV dtype).
+//
+// Not thread-safe: owned and called by the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "engine/cpu/forward.h"
+#include "engine/kv/page_pool.h"
+#include "engine/model/model.h"
+#include "storage/status.h"
+
+namespace larder {
+
+struct BackendOptions {
+  // "auto": CUDA when a device is present (else the CPU, with one log line);
+  // "cuda": CUDA or an error; "cpu": the CPU.
+  std::string device = "auto";
+  KvLayout layout;               // must match the model (n_layer, kv_dim)
+  int n_pages = 0;               // KV pages in the pool (host or device)
+  int n_threads = 0;             // CPU backend: worker threads, 0 = all cores
+  int max_batch_tokens = 512;    // CUDA: scratch sized for this many tokens per step
+  // CUDA: weight formats on the device (see docs/gpu.md).
+  //   f32_weights: "f16" (default, tensor-core GEMMs) | "f32"
+  //   q8_0_weights: "f16" (expanded at load; the only mode implemented)
+  std::string f32_weights = "f16";
+  std::string q8_0_weights = "f16";
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // "cpu" or "cuda".
+  virtual const char* name() const = 0;
+  // One line for the log: device name, memory used.
+  virtual std::string describe() const = 0;
+
+  const KvLayout& kv_layout() const { return pages().layout(); }
+  int n_pages() const { return pages().n_pages(); }
+  // The page free list (for PrefixCache). Its memory is host memory for the
+  // CPU backend and absent (index only) for CUDA: use read_pages/write_pages.
+  virtual PagePool& pages() = 0;
+  virtual const PagePool& pages() const = 0;
+
+  // Runs a batch (semantics of CpuForward::forward, engine/cpu/forward.h):
+  // writes each token's K/V into its page, attends over its sequence's pages,
+  // and writes logits_out [n_want][n_vocab] f32 on the host, rows in batch
+  // order of the tokens with want_logits. Errors: kInvalidArgument (bad token,
+  // pos, seq or page id), kInternal (device failure, with the call named).
+  virtual Status forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
+                         bool prefill, float* logits_out) = 0;
+
+  // Copies pages out to the host (spill, write-through): out holds
+  // pages.size() * page_bytes bytes, page after page in the given order.
+  // Returns once the bytes are in `out`. Errors: kInvalidArgument (size, page
+  // id), kInternal (device copy failed).
+  virtual Status read_pages(std::span<const int32_t> pages, std::span<uint8_t> out) = 0;
+  // Copies pages in from the host (restore); `in` as for read_pages. The
+  // bytes are visible to every later forward().
+  virtual Status write_pages(std::span<const int32_t> pages, std::span<const uint8_t> in) = 0;
+
+  Status read_page(int32_t page, std::span<uint8_t> out) {
+    return read_pages(std::span<const int32_t>(&page, 1), out);
+  }
+  Status write_page(int32_t page, std::span<const uint8_t> in) {
+    return write_pages(std::span<const int32_t>(&page, 1), in);
+  }
+};
+
+// Number of CUDA devices usable by this process. Errors: kUnsupported when
+// larder was built without CUDA; kNotFound when the driver or runtime fails
+// (no driver, no device), with the CUDA error string.
+Result<int> cuda_device_count();
+
+// Creates the backend named by options.device (see BackendOptions).
+// Errors: kInvalidArgument (unknown device name, layout mismatch),
+// kUnsupported ("cuda" in a build without CUDA), kNotFound ("cuda" with no
+// usable device), kResourceExhausted (weights or KV pool do not fit, with
+// the sizes involved).
+Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options);
+
+}  // namespace larder

@@ -140,6 +140,20 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
     }
   }
 
+  // Fields larder cannot honour yet are refused rather than silently ignored.
+  if (const json* v = field(obj, "tools"); v && !(v->is_array() && v->empty())) {
+    return ApiError::invalid("'tools' (function calling) is not supported yet", "tools");
+  }
+  if (const json* v = field(obj, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none")) {
+    return ApiError::invalid("'tool_choice' is not supported yet", "tool_choice");
+  }
+  if (const json* v = field(obj, "response_format")) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) return ApiError::invalid("'response_format' other than {\"type\": \"text\"} is not supported", "response_format");
+  }
+  if (const json* v = field(obj, "logit_bias"); v && !(v->is_object() && v->empty())) {
+    return ApiError::invalid("'logit_bias' is not supported yet", "logit_bias");
+  }
   if (const json* v = field(obj, "logprobs")) {
     // Chat: a boolean; completions: an integer count. Both unsupported.
     bool wants = v->is_boolean() ? v->get<bool>() : v->is_number() ? v->get<double>() > 0 : true;

@@ -77,6 +77,14 @@ Result<int> cuda_device_count() {
 #endif
 }
 
+Result<DeviceCeilings> measure_cuda_ceilings() {
+#if defined(LARDER_WITH_CUDA)
+  return cuda_measure_ceilings();
+#else
+  return Status::unsupported("larder was built without CUDA (nvcc not found or LARDER_CUDA=OFF)");
+#endif
+}
+
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options) {
   const std::string& d = options.device;
   if (d != "auto" && d != "cuda" && d != "cpu")

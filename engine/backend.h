@@ -85,6 +85,17 @@ class Backend {
 // (no driver, no device), with the CUDA error string.
 Result<int> cuda_device_count();
 
+// Ceilings of device 0 for the benchmark's rooflines, timed with CUDA events
+// after warm-up, median of repeats (docs/gpu.md).
+struct DeviceCeilings {
+  std::string device_name;
+  double d2d_gb_s = 0;      // device-to-device copy, bytes read + written per second / 1e9
+  double h2d_gb_s = 0;      // pinned host -> device copy
+  double gemm_tflop_s = 0;  // cublasGemmEx 8192^3, F16 in, F32 out, FP32 accumulate
+};
+// Errors: as cuda_device_count; kIOError when a measurement's CUDA call fails.
+Result<DeviceCeilings> measure_cuda_ceilings();
+
 // Creates the backend named by options.device (see BackendOptions).
 // Errors: kInvalidArgument (unknown device name, layout mismatch),
 // kUnsupported ("cuda" in a build without CUDA), kNotFound ("cuda" with no

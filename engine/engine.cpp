@@ -397,6 +397,11 @@ bool Engine::Impl::step_decode() {
 
 void Engine::Impl::handle_token(Sequence& s, int32_t token, Sequence::Clock::time_point now) {
   (void)now;
+  if (token < 0 || token >= n_vocab) {
+    // The sampler finds no candidate only when every logit is NaN/inf.
+    return finish(s, FinishReason::kError,
+                  "the model produced non-finite logits (NaN or inf); its weights may be corrupt");
+  }
   s.tokens.push_back(token);
   s.n_generated += 1;
   if (!s.request.ignore_eos && tokenizer->is_end_of_generation(token)) {
@@ -466,7 +471,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   if (options.model_path.empty()) return Status::invalid_argument("no model path given");
   LARDER_ASSIGN_OR_RETURN(m.model, Model::load(options.model_path));
   LARDER_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(m.model->gguf()));
-  m.chat = ChatFormat::detect(m.model->gguf());
+  LARDER_ASSIGN_OR_RETURN(m.chat, ChatFormat::load(m.model->gguf()));
   const LlamaHparams& hp = m.model->hparams();
   m.n_vocab = hp.n_vocab;
   if (m.tokenizer->n_vocab() != hp.n_vocab) {
@@ -476,6 +481,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   }
   m.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx_train;
   if (options.max_running < 1) return Status::invalid_argument("engine.max_running must be >= 1");
+  if (m.n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
+    spdlog::warn("context length {} is longer than the {} tokens the model was trained for; "
+                 "output past {} tokens may degrade",
+                 m.n_ctx, hp.n_ctx_train, hp.n_ctx_train);
+  }
   if (m.n_ctx <= 1) return Status::invalid_argument("context length must be > 1");
 
   const int ps = options.page_size;

@@ -12,6 +12,10 @@ scripts/install-deps.sh
 scripts/build.sh
 build_dir=${LARDER_BUILD_DIR:-build}
 export LARDER_TEST_MODELS=${LARDER_TEST_MODELS:-$(cd .. && pwd)/shared/models}
+if [ ! -f "$LARDER_TEST_MODELS/stories260K.gguf" ]; then
+  echo "note: no test model in $LARDER_TEST_MODELS: the tests that need it are SKIPPED" \
+       "(set LARDER_TEST_MODELS to the folder holding stories260K.gguf)" >&2
+fi
 status=0
 (cd "$build_dir" && ctest --output-on-failure --timeout 900) || status=1
 if [ -f tests/e2e/package.json ]; then

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <ctime>
 #include <filesystem>
 #include <list>
 #include <mutex>
@@ -351,6 +352,31 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   impl->options = options;
   impl->write_options.sync = options.sync_writes;
   Status st = impl->open_db();
+  if (!st.is_ok() && st.message().find("lock") != std::string::npos) {
+    // RocksDB's LOCK file: another process has this store open.
+    return Status::io_error("page store: " + options.dir +
+                            " is in use by another process (another larderd?): " + st.message());
+  }
+  std::error_code dir_ec;
+  const bool was_a_store = fs::is_directory(options.dir, dir_ec) &&
+                           fs::exists(fs::path(options.dir) / "CURRENT", dir_ec);
+  if (!st.is_ok() && was_a_store) {
+    // The store is only a cache: a store that cannot be opened (corrupt
+    // CURRENT/MANIFEST/SST, a torn write) is moved aside, kept for
+    // inspection, and replaced by an empty one, so the daemon still starts.
+    impl->db.reset();
+    std::string aside = options.dir;
+    while (!aside.empty() && aside.back() == '/') aside.pop_back();
+    aside += ".corrupt-" + std::to_string(std::time(nullptr));
+    std::error_code ec;
+    fs::rename(options.dir, aside, ec);
+    if (ec) {
+      spdlog::error("{}", st.to_string());
+      return Status::io_error(st.message() + "; moving it aside to " + aside + " failed: " + ec.message());
+    }
+    spdlog::warn("{}; moved the damaged store to {} and starting with an empty one", st.to_string(), aside);
+    st = impl->open_db();
+  }
   if (!st.is_ok()) {
     spdlog::error("{}", st.to_string());
     return st;

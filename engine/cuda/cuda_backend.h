@@ -19,6 +19,9 @@ namespace larder {
 // driver, no device, driver older than the runtime).
 Result<int> cuda_count_devices();
 
+// engine/backend.h measure_cuda_ceilings (engine/cuda/ceilings.cpp).
+Result<DeviceCeilings> cuda_measure_ceilings();
+
 // Device 0. Errors: kInvalidArgument (layout, options), kUnsupported (model
 // shape or weight type the kernels do not handle: head_dim > 128, GQA group
 // > 32), kResourceExhausted (weights, activations or the KV pool do not fit,

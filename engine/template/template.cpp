@@ -1,6 +1,7 @@
 // Template: parse once, render many times (see template.h).
 #include "engine/template/template.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "engine/template/ast.h"
@@ -87,6 +88,18 @@ Result<std::string> Template::render(const Dict& globals, const RenderOptions& o
   } catch (const TemplateError& e) {
     return Status::invalid_argument(where(e.line) + e.what());
   }
+}
+
+}  // namespace larder::tmpl
+
+namespace larder::tmpl {
+
+int64_t first_difference(std::string_view before, std::string_view after) {
+  const size_t n = std::min(before.size(), after.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (before[i] != after[i]) return static_cast<int64_t>(i);
+  }
+  return before.size() <= after.size() ? -1 : static_cast<int64_t>(n);
 }
 
 }  // namespace larder::tmpl

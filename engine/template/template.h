@@ -47,3 +47,13 @@ class Template {
 std::string strftime_now_local(const std::string& format);
 
 }  // namespace larder::tmpl
+
+namespace larder::tmpl {
+
+// Byte offset of the first difference between two renderings: -1 when
+// `before` is a prefix of `after` (the KV prefix cache can reuse all of it),
+// else the first offset where they differ (or before.size() when `after` is
+// a proper prefix of `before`).
+int64_t first_difference(std::string_view before, std::string_view after);
+
+}  // namespace larder::tmpl

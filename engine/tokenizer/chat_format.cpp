@@ -25,14 +25,65 @@ bool is_one_of(const std::string& role, std::initializer_list<std::string_view> 
   return false;
 }
 
+// Text of the token whose id is in metadata `id_key` ("" when absent).
+std::string token_text(const GgufFile& gguf, const char* id_key) {
+  const GgufValue* id = gguf.find(id_key);
+  const GgufValue* tokens = gguf.find("tokenizer.ggml.tokens");
+  if (id == nullptr || tokens == nullptr) return {};
+  auto i = id->as_int();
+  const std::vector<GgufValue>* arr = tokens->as_array();
+  if (!i.is_ok() || arr == nullptr || *i < 0 || static_cast<size_t>(*i) >= arr->size()) return {};
+  auto s = (*arr)[static_cast<size_t>(*i)].as_string();
+  return s.is_ok() ? *s : std::string();
+}
+
 }  // namespace
+
+Result<ChatFormat> ChatFormat::load(const GgufFile& gguf) {
+  const GgufValue* value = gguf.find("tokenizer.chat_template");
+  if (value == nullptr) return ChatFormat(ChatFormatKind::kPlain, "no tokenizer.chat_template in the metadata");
+  auto text = value->as_string();
+  if (!text) return Status::corruption("tokenizer.chat_template is not a string");
+  return from_jinja(*text, token_text(gguf, "tokenizer.ggml.bos_token_id"),
+                    token_text(gguf, "tokenizer.ggml.eos_token_id"));
+}
 
 ChatFormat ChatFormat::detect(const GgufFile& gguf) {
   const GgufValue* value = gguf.find("tokenizer.chat_template");
-  if (value == nullptr) return {ChatFormatKind::kPlain, "no tokenizer.chat_template in the metadata"};
-  auto text = value->as_string();
-  if (!text) return {ChatFormatKind::kPlain, "tokenizer.chat_template is not a string"};
-  return from_template(*text);
+  if (value != nullptr && !value->as_string().is_ok()) {
+    return {ChatFormatKind::kPlain, "tokenizer.chat_template is not a string"};
+  }
+  auto loaded = load(gguf);
+  if (loaded.is_ok()) return std::move(loaded).value();
+  ChatFormat f(ChatFormatKind::kJinja, "chat template rejected: " + loaded.status().message());
+  f.load_error_ = loaded.status();
+  return f;
+}
+
+Result<ChatFormat> ChatFormat::from_jinja(std::string_view chat_template, std::string bos_token,
+                                          std::string eos_token) {
+  auto t = tmpl::Template::parse(chat_template);
+  if (!t.is_ok()) return t.status();
+  ChatFormat f(ChatFormatKind::kJinja,
+               "Jinja chat template from the metadata (" + std::to_string(chat_template.size()) + " bytes)");
+  f.template_ = std::move(t).value();
+  f.bos_token_ = std::move(bos_token);
+  f.eos_token_ = std::move(eos_token);
+  return f;
+}
+
+Result<std::string> ChatFormat::render_values(const tmpl::Value& messages, const tmpl::Value& tools,
+                                              bool add_generation_prompt) const {
+  if (kind_ != ChatFormatKind::kJinja) return Status::unsupported("chat: render_values needs a Jinja template");
+  if (!load_error_.is_ok()) return load_error_;
+  tmpl::Dict g;
+  g.set("messages", messages);
+  g.set("tools", tools);
+  g.set("documents", tmpl::Value::none());
+  g.set("add_generation_prompt", tmpl::Value(add_generation_prompt));
+  g.set("bos_token", tmpl::Value(bos_token_));
+  g.set("eos_token", tmpl::Value(eos_token_));
+  return template_->render(g);
 }
 
 ChatFormat ChatFormat::from_template(std::string_view chat_template) {
@@ -54,6 +105,7 @@ const char* ChatFormat::name() const {
   switch (kind_) {
     case ChatFormatKind::kChatML: return "chatml";
     case ChatFormatKind::kLlama3: return "llama3";
+    case ChatFormatKind::kJinja: return "jinja";
     case ChatFormatKind::kPlain: break;
   }
   return "plain";
@@ -67,6 +119,16 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
                                     " chat format");
   };
   switch (kind_) {
+    case ChatFormatKind::kJinja: {
+      tmpl::List list;
+      for (const ChatMessage& m : messages) {
+        tmpl::Dict d;
+        d.set("role", tmpl::Value(m.role));
+        d.set("content", tmpl::Value(m.content));
+        list.push_back(tmpl::Value(std::move(d)));
+      }
+      return render_values(tmpl::Value(std::move(list)), tmpl::Value::none(), true);
+    }
     case ChatFormatKind::kChatML:
       for (const ChatMessage& m : messages) {
         if (!is_one_of(m.role, {"system", "user", "assistant", "tool"})) return bad_role(m);
@@ -91,7 +153,11 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
         } else if (m.role == "user") {
           out += "User: " + m.content + "\n";
         } else if (m.role == "assistant") {
-          out += "Assistant: " + m.content + "\n";
+          // The model's own answers start with the space it generated after
+          // "Assistant:"; sent back unchanged they must render exactly as
+          // the prompt plus those tokens did, or the chat misses the cache.
+          const bool has_space = !m.content.empty() && m.content[0] == ' ';
+          out += (has_space ? "Assistant:" : "Assistant: ") + m.content + "\n";
         } else {
           return bad_role(m);
         }

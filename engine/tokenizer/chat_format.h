@@ -1,6 +1,18 @@
 // Chat formats: turn a list of messages into the prompt text a model was
-// trained on. We do not run Jinja; the GGUF's tokenizer.chat_template is only
-// inspected to pick one of three fixed renderings.
+// trained on.
+//
+//   kJinja   (the GGUF has tokenizer.chat_template): the template itself,
+//            run by our Jinja interpreter (engine/template) the way
+//            transformers' apply_chat_template runs it: messages as
+//            [{"role", "content"}], tools = None, add_generation_prompt =
+//            true, bos_token / eos_token = the text of the GGUF's BOS/EOS
+//            tokens. The template is parsed once by load(); a construct we do
+//            not support fails there with the construct and its line.
+//            Tested byte-identical to Python's Jinja2 on real templates
+//            (tests/template/). Like transformers, the output is tokenized
+//            with special-token parsing and without an added BOS (the
+//            template renders bos_token where the model wants it).
+//   The fixed renderings below remain for of_kind() and from_template():
 //
 //   kChatML  (template contains "<|im_start|>"), per message
 //              "<|im_start|>{role}\n{content}<|im_end|>\n"
@@ -26,35 +38,59 @@
 // last token of the shorter prompt (":" could merge with the answer's first
 // piece in some vocab); the last page of a prompt is recomputed anyway, since
 // only full pages are shared.
+//
+// For kJinja the prefix property holds for the text when the template keeps
+// history verbatim (Llama 3.x, Qwen 2.5, Gemma, Phi, SmolLM2, DeepSeek V3 on
+// tests/template's conversations), but templates may rewrite history:
+// Mistral Nemo moves the system prompt into the last user turn; DeepSeek-R1
+// distills end the generation prompt with "<think>\n" and strip reasoning
+// from earlier answers; Qwen 3 strips the <think> block of answers before the
+// last user query; templates that trim content (Llama 3, Gemma) re-render an
+// answer with surrounding whitespace differently from how it was generated.
+// first_difference() gives the byte offset where two renderings part, for a
+// log line explaining a cache miss.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/generation.h"
+#include "engine/template/template.h"
 #include "storage/status.h"
 
 namespace larder {
 
 class GgufFile;
 
-enum class ChatFormatKind { kPlain, kChatML, kLlama3 };
+enum class ChatFormatKind { kPlain, kChatML, kLlama3, kJinja };
 
 class ChatFormat {
  public:
   ChatFormat() = default;  // kPlain
 
-  // From the GGUF's tokenizer.chat_template (absent or not a string: kPlain,
-  // with the reason in detect_reason()).
+  // From the GGUF: kJinja when tokenizer.chat_template is a string (parsed
+  // now), kPlain when it is absent (the reason in detect_reason()).
+  // Errors: Status::unsupported / invalid_argument naming the template
+  // construct and line that we cannot parse; Status::corruption when the
+  // template is not a string.
+  static Result<ChatFormat> load(const GgufFile& gguf);
+  // As load(), for callers that cannot handle an error: a template that fails
+  // to parse gives a format whose render() returns that error (and whose
+  // detect_reason() names it). Prefer load(), which fails at model load.
   static ChatFormat detect(const GgufFile& gguf);
-  // From a template string; see the top of this file.
+  // A Jinja chat template with the text of the BOS/EOS tokens.
+  static Result<ChatFormat> from_jinja(std::string_view chat_template, std::string bos_token,
+                                       std::string eos_token);
+  // Legacy: picks one of the fixed renderings by markers in the template
+  // text (no Jinja); see the top of this file.
   static ChatFormat from_template(std::string_view chat_template);
   // A format by kind (no template involved).
   static ChatFormat of_kind(ChatFormatKind kind);
 
   ChatFormatKind kind() const { return kind_; }
-  const char* name() const;  // "plain", "chatml", "llama3"
+  const char* name() const;  // "plain", "chatml", "llama3", "jinja"
   // Why this format was chosen, for a log line, e.g. "template contains
   // <|im_start|>" or "no tokenizer.chat_template in the metadata".
   const std::string& detect_reason() const { return reason_; }
@@ -62,19 +98,42 @@ class ChatFormat {
   // Renders `messages`, ending with the prompt of the assistant's turn.
   // Errors (Status::invalid_argument): an empty list; a role the format does
   // not know (the message names the role and the format).
+  // kJinja: errors are Status::invalid_argument with the template's own
+  // message (raise_exception, e.g. "roles must alternate") or the failing line.
   Result<std::string> render(const std::vector<ChatMessage>& messages) const;
 
-  // ChatML / Llama-3 output contains control-token text: tokenize it with
-  // parse_special = true.
+  // kJinja only: renders arbitrary message data (lists of dicts with role,
+  // content, tool_calls, ...), `tools` (none or a list of tool schemas) and
+  // add_generation_prompt. Other kinds: Status::unsupported.
+  Result<std::string> render_values(const tmpl::Value& messages, const tmpl::Value& tools,
+                                    bool add_generation_prompt) const;
+
+  // ChatML / Llama-3 / Jinja output contains control-token text: tokenize it
+  // with parse_special = true.
   bool uses_special_tokens() const { return kind_ != ChatFormatKind::kPlain; }
-  // Llama-3 renders "<|begin_of_text|>" itself: the caller must not add BOS.
-  bool adds_bos_itself() const { return kind_ == ChatFormatKind::kLlama3; }
+  // Llama-3 renders "<|begin_of_text|>" itself, and a Jinja template renders
+  // bos_token itself where the model wants it (transformers tokenizes its
+  // output with add_special_tokens=False): the caller must not add BOS.
+  bool adds_bos_itself() const {
+    return kind_ == ChatFormatKind::kLlama3 || kind_ == ChatFormatKind::kJinja;
+  }
+
+  // Byte offset where two renderings part: -1 when `before` is a prefix of
+  // `after` (e.g. the prompt of turn k against the prompt of turn k+1).
+  static int64_t first_difference(std::string_view before, std::string_view after) {
+    return tmpl::first_difference(before, after);
+  }
 
  private:
   ChatFormat(ChatFormatKind kind, std::string reason) : kind_(kind), reason_(std::move(reason)) {}
 
   ChatFormatKind kind_ = ChatFormatKind::kPlain;
   std::string reason_ = "default";
+  // kJinja:
+  std::optional<tmpl::Template> template_;
+  std::string bos_token_;
+  std::string eos_token_;
+  Status load_error_;  // detect() of a template that failed to parse
 };
 
 }  // namespace larder

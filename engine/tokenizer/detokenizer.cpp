@@ -85,7 +85,12 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, int32_t pre
 
 std::string IncrementalDetokenizer::push(int32_t id) {
   std::string piece = tok_->token_to_piece(id);
-  if (prev_id_ >= 0 && prev_id_ == tok_->bos_id() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+  // SentencePiece drops the space prefix at the start of a text; byte-level
+  // BPE keeps every byte (" Hi" after <|begin_of_text|> stays " Hi").
+  if (tok_->model() == TokenizerModel::kSpm && prev_id_ >= 0 && prev_id_ == tok_->bos_id() &&
+      !piece.empty() && piece[0] == ' ') {
+    piece.erase(0, 1);
+  }
   prev_id_ = id;
   held_ += piece;
   std::string out;

@@ -312,7 +312,10 @@ std::string Tokenizer::decode_text(std::span<const int32_t> ids, int32_t prev_id
   for (int32_t id : ids) {
     if (id >= 0 && id < n_vocab()) {
       std::string_view piece = pieces_[id];
-      if (prev_id >= 0 && prev_id == vocab_.bos_id && !piece.empty() && piece[0] == ' ') piece.remove_prefix(1);
+      if (model() == TokenizerModel::kSpm && prev_id >= 0 && prev_id == vocab_.bos_id && !piece.empty() &&
+          piece[0] == ' ') {
+        piece.remove_prefix(1);  // SentencePiece only; see IncrementalDetokenizer::push
+      }
       out += piece;
     }
     prev_id = id;

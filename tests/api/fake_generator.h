@@ -112,6 +112,7 @@ class FakeGenerator : public Generator {
       GenerationEvent e;
       e.text = piece;
       for (unsigned char c : piece) e.tokens.push_back(c);
+      final_event.output_tokens.insert(final_event.output_tokens.end(), e.tokens.begin(), e.tokens.end());
       sink->on_event(std::move(e));
       ++n_sent;
     }

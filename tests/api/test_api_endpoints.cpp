@@ -189,6 +189,23 @@ TEST_CASE("completions endpoint, non-streaming and streaming", "[api]") {
     // Completions never parse special-token text.
     CHECK(ts.fake().parse_special_seen() == std::vector<bool>{false});
   }
+  SECTION("extensions: return_tokens and ignore_eos") {
+    auto r = http(ts.port(), "POST", "/v1/completions",
+                  R"({"prompt":"abc","max_tokens":4,"return_tokens":true,"ignore_eos":true})");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    // The fake sends "Hel", "lo", " world", one token per byte.
+    std::vector<int> want;
+    for (unsigned char c : std::string("Hello world")) want.push_back(c);
+    CHECK(r->json()["choices"][0]["tokens"] == json(want));
+    auto reqs = ts.fake().requests();
+    REQUIRE(reqs.size() == 1);
+    CHECK(reqs[0].ignore_eos);
+    auto plain = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"abc","max_tokens":4})");
+    REQUIRE(plain);
+    CHECK_FALSE(plain->json()["choices"][0].contains("tokens"));
+    CHECK_FALSE(ts.fake().requests()[1].ignore_eos);
+  }
   SECTION("streaming text_completion chunks") {
     auto r = http(ts.port(), "POST", "/completions",
                   R"({"prompt":["abc"],"stream":true,"stream_options":{"include_usage":true}})");

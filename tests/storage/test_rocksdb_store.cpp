@@ -268,14 +268,56 @@ TEST_CASE("store open fails cleanly on bad directories", "[storage][rocksdb]") {
     CHECK(r.status().code() == StatusCode::kIOError);
     CHECK_THAT(r.status().message(), Catch::Matchers::Contains(o.dir));
   }
-  SECTION("CURRENT names a missing manifest") {
+  SECTION("a damaged store is moved aside and replaced by an empty one") {
+    // CURRENT names a missing manifest: RocksDB cannot open it.
     o.dir = tmp.sub("db");
     fs::create_directories(o.dir);
     std::ofstream(fs::path(o.dir) / "CURRENT") << "MANIFEST-000042\n";
-    auto r = RocksDbPageStore::open(o);
-    REQUIRE_FALSE(r.is_ok());
-    CHECK(r.status().code() == StatusCode::kIOError);
+    auto store = open_store(o);
+    CHECK(store->n_records() == 0);
+    REQUIRE(store->put(key_n(1), record_n(1, 4, 64)).is_ok());
+    CHECK(get_ok(*store, key_n(1)).has_value());
+    int n_aside = 0;
+    for (const auto& e : fs::directory_iterator(tmp.sub(""))) {
+      if (e.path().filename().string().rfind("db.corrupt-", 0) == 0) {
+        ++n_aside;
+        CHECK(fs::exists(e.path() / "CURRENT"));  // kept for inspection
+      }
+    }
+    CHECK(n_aside == 1);
   }
+  SECTION("a second open of the same directory names the lock") {
+    o.dir = tmp.sub("db");
+    auto first = open_store(o);
+    auto second = RocksDbPageStore::open(o);
+    REQUIRE_FALSE(second.is_ok());
+    CHECK_THAT(second.status().message(), Catch::Matchers::Contains("in use by another process"));
+    CHECK(first->put(key_n(2), record_n(2, 4, 64)).is_ok());
+  }
+}
+
+TEST_CASE("store with garbage SST files at open starts empty and works", "[storage][rocksdb]") {
+  TempDir tmp("garbage-sst");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  {
+    auto store = open_store(o);
+    for (uint64_t n = 0; n < 5; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 64)).is_ok());
+    REQUIRE(store->flush().is_ok());
+  }
+  int n_damaged = 0;
+  for (const auto& e : fs::directory_iterator(o.dir)) {
+    if (e.path().extension() == ".sst" || e.path().filename().string().rfind("MANIFEST", 0) == 0) {
+      std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << "garbage, not a table";
+      ++n_damaged;
+    }
+  }
+  REQUIRE(n_damaged > 0);
+  auto store = open_store(o);  // damaged: moved aside, fresh store
+  CHECK(store->n_records() == 0);
+  CHECK_FALSE(get_ok(*store, key_n(1)).has_value());
+  REQUIRE(store->put(key_n(7), record_n(7, 4, 64)).is_ok());
+  CHECK(get_ok(*store, key_n(7)).has_value());
 }
 
 TEST_CASE("store under concurrent puts/gets while its directory is deleted twice", "[storage][rocksdb][slow]") {

@@ -157,4 +157,23 @@ TEST_CASE("bpe: load errors", "[bpe]") {
   CHECK((*ok)->encode("abba", false, false) == std::vector<int32_t>{2, 1, 0});
 }
 
+TEST_CASE("bpe: a space after BOS is kept (byte-level BPE keeps every byte)", "[bpe]") {
+  auto tok = llama3_tokenizer();
+  if (!tok) {
+    WARN("skipped: fixture bpe_llama3.json not found");
+    return;
+  }
+  // " Hi there" encodes to byte-level pieces whose first one starts with
+  // the encoded space; SentencePiece would drop it after BOS, BPE must not.
+  const auto ids = tok->encode(" Hi there", false, false);
+  REQUIRE(!ids.empty());
+  IncrementalDetokenizer detok(*tok, 128000);  // previous token: <|begin_of_text|>
+  std::string streamed;
+  for (int32_t id : ids) streamed += detok.push(id);
+  streamed += detok.flush();
+  CHECK(streamed == " Hi there");
+  const int32_t bos = 128000;
+  CHECK(tok->decode_text(ids, bos) == " Hi there");
+}
+
 }  // namespace larder

@@ -175,7 +175,7 @@ TEST_CASE("ChatFormat::detect reads tokenizer.chat_template", "[chat][gguf]") {
   const std::string path = g.write("template");
   auto gguf = GgufFile::open(path);
   REQUIRE(gguf.is_ok());
-  CHECK(ChatFormat::detect(**gguf).kind() == ChatFormatKind::kChatML);
+  CHECK(ChatFormat::detect(**gguf).kind() == ChatFormatKind::kJinja);
   std::filesystem::remove(path);
 
   GgufBytes h = base_file();
@@ -187,6 +187,49 @@ TEST_CASE("ChatFormat::detect reads tokenizer.chat_template", "[chat][gguf]") {
   CHECK(f.kind() == ChatFormatKind::kPlain);
   CHECK(f.detect_reason().find("not a string") != std::string::npos);
   std::filesystem::remove(path2);
+}
+
+TEST_CASE("ChatFormat::load renders a GGUF's Jinja template and refuses one it cannot run", "[chat][gguf]") {
+  // A ChatML template as HF ships it; the expected text is written out by
+  // hand from the template (no block tag is followed by a newline, so
+  // trim_blocks changes nothing).
+  GgufBytes g = base_file();
+  g.str_kv("tokenizer.chat_template",
+           "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}");
+  const std::string path = g.write("jinja");
+  auto gguf = GgufFile::open(path);
+  REQUIRE(gguf.is_ok());
+  auto chat = ChatFormat::load(**gguf);
+  REQUIRE(chat.is_ok());
+  auto text = chat->render({{"system", "S"}, {"user", "U"}});
+  REQUIRE(text.is_ok());
+  CHECK(*text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  std::filesystem::remove(path);
+
+  GgufBytes h = base_file();
+  h.str_kv("tokenizer.chat_template", "{% include 'other.jinja' %}");
+  const std::string bad = h.write("jinja-bad");
+  auto gguf2 = GgufFile::open(bad);
+  REQUIRE(gguf2.is_ok());
+  auto refused = ChatFormat::load(**gguf2);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().message().find("include") != std::string::npos);
+  std::filesystem::remove(bad);
+}
+
+TEST_CASE("plain format: an answer sent back with its leading space renders like the prompt did", "[chat]") {
+  ChatFormat plain = ChatFormat::of_kind(ChatFormatKind::kPlain);
+  auto with_space = plain.render({{"user", "hi"}, {"assistant", " Anna was here."}, {"user", "more"}});
+  auto without = plain.render({{"user", "hi"}, {"assistant", "Anna was here."}, {"user", "more"}});
+  REQUIRE(with_space.is_ok());
+  REQUIRE(without.is_ok());
+  // By hand: "User: hi\n" + "Assistant:" + " Anna was here." + "\n" + "User: more\n" + "Assistant:"
+  CHECK(*with_space == "User: hi\nAssistant: Anna was here.\nUser: more\nAssistant:");
+  CHECK(*without == *with_space);
+  // The first turn's prompt is a text prefix of the second turn's prompt.
+  auto turn1 = plain.render({{"user", "hi"}});
+  CHECK(with_space->rfind(*turn1 + " Anna was here.", 0) == 0);
 }
 
 }  // namespace larder

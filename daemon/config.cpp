@@ -137,6 +137,11 @@ const KeySpec kSpecs[] = {
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 0, 1024)); c.engine.n_threads = int(v.i); return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.engine.n_threads); }},
+  {"engine", "device", Kind::kString, "\"auto\", \"cuda\" or \"cpu\"",
+   [](const Value& v, DaemonConfig& c) {
+     if (v.s != "auto" && v.s != "cuda" && v.s != "cpu") return bad();
+     c.engine.device = v.s; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.device); }},
   {"engine", "max_running", Kind::kInt, "an integer between 1 and 1024",
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 1024)); c.engine.max_running = int(v.i); return Status::ok(); },

@@ -57,6 +57,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.n_storage_threads == 2);
   CHECK(c.engine.n_threads == 0);
   CHECK(c.engine.max_running == 8);
+  CHECK(c.engine.device == "auto");
   CHECK(c.server.default_sampling.temperature == 0.8f);
   CHECK(c.server.default_sampling.top_k == 40);
   CHECK(c.server.default_sampling.top_p == 0.95f);
@@ -113,6 +114,7 @@ storage_threads = 4
 
 [engine]
 threads = 6
+device = "cpu"
 max_running = 3
 
 [sampling]
@@ -150,6 +152,7 @@ level = "debug"
   CHECK(c.engine.n_storage_threads == 4);
   CHECK(c.engine.n_threads == 6);
   CHECK(c.engine.max_running == 3);
+  CHECK(c.engine.device == "cpu");
   const SamplingParams& s = c.server.default_sampling;
   CHECK(s.temperature == 0.0f);
   CHECK(s.top_k == 0);
@@ -206,6 +209,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[cache]\nkv_dtype = \"q8\"", "cache.kv_dtype = \"q8\": must be \"f32\" or \"f16\""},
       {"[log]\nlevel = \"verbose\"", "log.level = \"verbose\": must be one of trace, debug"},
       {"[engine]\nmax_running = 0", "engine.max_running = 0: must be an integer between 1 and 1024"},
+      {"[engine]\ndevice = \"gpu\"", "engine.device = \"gpu\": must be \"auto\", \"cuda\" or \"cpu\""},
       {"[cache]\nstorage_threads = 0", "cache.storage_threads = 0: must be an integer between 1 and 64"},
       {"[server]\nhost = \"\"", "server.host = \"\": must be a non-empty host name"},
       // Wrong types.
@@ -304,6 +308,7 @@ salt = "s"
 storage_threads = 1
 [engine]
 threads = 1
+device = "cuda"
 max_running = 1
 [sampling]
 temperature = 1

@@ -313,3 +313,48 @@ TEST_CASE("concurrent requests decode together and each equals its solo run", "[
     }
   }
 }
+
+TEST_CASE("write_back: pages reach disk at shutdown (or on eviction) and restore after a restart", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto ref = load_reference();
+  std::vector<int32_t> prompt;
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
+  }
+  auto keys = page_keys(model, prompt, 18);
+  TempDir dir;
+  auto opts = options_for(model, dir.str());
+  opts.write_through = false;
+  Generated cold;
+  {
+    auto engine = make_engine(opts);
+    cold = generate(*engine, greedy_request(prompt, 4));
+    engine->flush_storage();
+    CHECK(engine->stats().pages_written == 0);  // nothing evicted yet: all in memory
+    engine->stop();                             // shutdown writes them back
+    // 299 prompt tokens + 3 fed generated tokens = 302 computed: 18 full pages.
+    CHECK(engine->stats().pages_written == 18);
+  }
+  {
+    auto store = RocksDbPageStore::open(RocksDbStoreOptions{dir.str()}).value();
+    CHECK(store->get(keys[0]).value().has_value());
+    CHECK(store->get(keys[17]).value().has_value());
+  }
+  auto engine = make_engine(opts);
+  Generated warm = generate(*engine, greedy_request(prompt, 4));
+  CHECK(warm.final.cached_tokens == 288);
+  CHECK(same_bits(cold.final.prompt_logits, warm.final.prompt_logits));
+
+  // Eviction writes back too: a pool of exactly one context's worth of pages
+  // (512 / 16 + 1 = 33) forces the first prompt's cached pages out.
+  TempDir dir2;
+  auto small = options_for(model, dir2.str());
+  small.write_through = false;
+  small.memory_capacity_bytes = 33 * 20480;  // page bytes: 5 layers * 2 * 16 * 32 * 4 = 20480
+  auto e2 = make_engine(small);
+  generate(*e2, greedy_request(prompt, 4));
+  std::vector<int32_t> other(prompt.rbegin(), prompt.rend());  // different tokens, 299 long
+  generate(*e2, greedy_request(other, 4));
+  e2->flush_storage();
+  CHECK(e2->stats().pages_written >= 4);  // some of the first prompt's pages were evicted and written
+}

@@ -1,6 +1,7 @@
 #include "engine/cpu/forward.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <thread>
 
@@ -27,6 +28,31 @@ bool embd_type_supported(GgmlType t) {
 template <typename T>
 void grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
+}
+
+// RoPE tables with linear scaling and Llama 3 frequency factors, as llama.cpp
+// ggml_rope_ext applies them without YaRN: theta_i = pos * base^(-2i/n_rot)
+// * freq_scale / factor[i] (factors may be null). Plain llama files keep
+// rope_tables' exact arithmetic.
+void rope_tables_scaled(const LlamaHparams& hp, const float* factors, int pos, float* cos_out,
+                        float* sin_out) {
+  if (factors == nullptr && hp.rope_freq_scale == 1.0f) {
+    rope_tables(pos, hp.n_rot, hp.rope_freq_base, cos_out, sin_out);
+    return;
+  }
+  for (int i = 0; i < hp.n_rot / 2; ++i) {
+    double theta = double(pos) * std::pow(double(hp.rope_freq_base), -2.0 * i / double(hp.n_rot)) *
+                   double(hp.rope_freq_scale);
+    if (factors != nullptr) theta /= double(factors[i]);
+    cos_out[i] = float(std::cos(theta));
+    sin_out[i] = float(std::sin(theta));
+  }
+}
+
+// y[t][j] += bias[j] for t in [0, n), j in [0, dim): qwen2's Q/K/V biases.
+void add_bias_rows(float* y, const WeightView& bias, int n, int dim) {
+  const float* b = reinterpret_cast<const float*>(bias.data);
+  for (int t = 0; t < n; ++t) add_inplace(y + size_t(t) * dim, b, dim);
 }
 
 }  // namespace
@@ -223,8 +249,9 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
   const WeightView& emb = m.model.token_embd();
   for (int i = 0; i < n; ++i) {
     dequantize_row(emb.type, emb.row(batch[i].token), m.x.data() + size_t(i) * d, d);
-    rope_tables(batch[i].pos, hp.n_rot, hp.rope_freq_base, m.rope_cos.data() + size_t(i) * half_rot,
-                m.rope_sin.data() + size_t(i) * half_rot);
+    rope_tables_scaled(hp, reinterpret_cast<const float*>(m.model.rope_freq_factors().data),
+                       batch[i].pos, m.rope_cos.data() + size_t(i) * half_rot,
+                       m.rope_sin.data() + size_t(i) * half_rot);
   }
 
   for (int l = 0; l < hp.n_layer; ++l) {
@@ -235,9 +262,26 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
     m.matmul(lw.wq, m.xb.data(), n, m.q.data());
     m.matmul(lw.wk, m.xb.data(), n, m.k.data());
     m.matmul(lw.wv, m.xb.data(), n, m.v.data());
+    if (hp.has_qkv_bias) {
+      add_bias_rows(m.q.data(), lw.bq, n, qd);
+      add_bias_rows(m.k.data(), lw.bk, n, kvd);
+      add_bias_rows(m.v.data(), lw.bv, n, kvd);
+    }
     for (int i = 0; i < n; ++i) {
       const float* c = m.rope_cos.data() + size_t(i) * half_rot;
       const float* s = m.rope_sin.data() + size_t(i) * half_rot;
+      if (hp.has_qk_norm) {  // qwen3: RMSNorm of each head of Q and K, before RoPE
+        const float* qn = reinterpret_cast<const float*>(lw.attn_q_norm.data);
+        const float* kn = reinterpret_cast<const float*>(lw.attn_k_norm.data);
+        for (int h = 0; h < hp.n_head; ++h) {
+          float* qh = m.q.data() + size_t(i) * qd + size_t(h) * hp.head_dim;
+          rmsnorm(qh, qh, qn, hp.head_dim, hp.rms_eps);
+        }
+        for (int h = 0; h < hp.n_head_kv; ++h) {
+          float* kh = m.k.data() + size_t(i) * kvd + size_t(h) * hp.head_dim;
+          rmsnorm(kh, kh, kn, hp.head_dim, hp.rms_eps);
+        }
+      }
       rope_apply(m.q.data() + size_t(i) * qd, hp.n_head, hp.head_dim, hp.n_rot, hp.rope_neox, c, s);
       rope_apply(m.k.data() + size_t(i) * kvd, hp.n_head_kv, hp.head_dim, hp.n_rot, hp.rope_neox, c, s);
       // K/V go into the pages first; attention reads them back in the page dtype.
@@ -246,6 +290,7 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
     }
     m.attention(batch, seqs, l);
     m.matmul(lw.wo, m.att.data(), n, m.xb2.data());
+    if (hp.has_out_bias) add_bias_rows(m.xb2.data(), lw.bo, n, d);
     add_inplace(m.x.data(), m.xb2.data(), n * d);
 
     const float* ffn_norm = reinterpret_cast<const float*>(lw.ffn_norm.data);

@@ -1,6 +1,6 @@
-// Model::load: llama hyperparameters from GGUF metadata (key names as in
-// llama.cpp's llama-arch.cpp LLM_KV_*), weight views into the mapping, and the
-// XXH3-128 model fingerprint.
+// Model::load: hyperparameters of the llama family (llama, qwen2, qwen3) from
+// GGUF metadata (key names as in llama.cpp's llama-arch.cpp LLM_KV_*), weight
+// views into the mapping, and the XXH3-128 model fingerprint.
 #include "engine/model/model.h"
 
 #include <xxhash.h>
@@ -13,6 +13,27 @@ namespace larder {
 namespace {
 
 constexpr int64_t kMaxHparam = int64_t(1) << 30;
+
+// What differs between the supported architectures (llama.cpp llama-model.cpp:
+// LLM_ARCH_LLAMA / QWEN2 / QWEN3 graphs and llama_model_rope_type()).
+struct ArchTraits {
+  std::string_view name;
+  bool rope_neox;          // LLAMA_ROPE_TYPE_NEOX rather than NORM
+  bool qkv_bias_required;  // attn_{q,k,v}.bias
+  bool qk_norm_required;   // attn_{q,k}_norm.weight
+};
+
+constexpr ArchTraits kArchs[] = {
+    {"llama", false, false, false},
+    {"qwen2", true, true, false},
+    {"qwen3", true, false, true},
+};
+
+const ArchTraits* find_arch(std::string_view name) {
+  for (const ArchTraits& a : kArchs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
 
 std::string shape_str(const int64_t* ne, int n) {
   std::string s = "[";
@@ -30,13 +51,21 @@ class Loader {
   Status read_hparams();
   // Binds tensor `name` with the expected shape (1 or 2 dims) into *out.
   Status bind(const std::string& name, int64_t ne0, int64_t ne1, bool is_norm, WeightView* out);
+  // Binds a 1-dim F32 vector when the file has it, or when `required`
+  // (then a missing one is an error). Sets *present.
+  Status bind_optional_vec(const std::string& name, int64_t ne0, bool required, WeightView* out,
+                           bool* present);
+  const ArchTraits& arch() const { return *arch_; }
 
  private:
   // An integer hparam in [1, 2^30]; `def` < 0 means required.
   Status get_dim(const std::string& key, int64_t def, int* out);
 
+  Status read_rope_scaling(const std::string& a);
+
   const GgufFile& f_;
   LlamaHparams* hp_;
+  const ArchTraits* arch_ = nullptr;
 };
 
 Status Loader::get_dim(const std::string& key, int64_t def, int* out) {
@@ -57,9 +86,10 @@ Status Loader::get_dim(const std::string& key, int64_t def, int* out) {
 
 Status Loader::read_hparams() {
   LARDER_ASSIGN_OR_RETURN(hp_->architecture, f_.get_string("general.architecture"));
-  if (hp_->architecture != "llama") {
+  arch_ = find_arch(hp_->architecture);
+  if (arch_ == nullptr) {
     return Status::unsupported(f_.path() + ": architecture '" + hp_->architecture +
-                               "' is not supported (only 'llama')");
+                               "' is not supported (supported: llama, qwen2, qwen3)");
   }
   if (const GgufValue* n = f_.find("general.name")) {
     LARDER_ASSIGN_OR_RETURN(hp_->name, n->as_string());
@@ -106,7 +136,8 @@ Status Loader::read_hparams() {
     }
     hp_->rope_freq_base = float(base);
   }
-  hp_->rope_neox = false;  // "llama" is LLAMA_ROPE_TYPE_NORM in llama.cpp
+  hp_->rope_neox = arch_->rope_neox;
+  LARDER_RETURN_IF_ERROR(read_rope_scaling(a));
 
   // n_vocab: llama.vocab_size, else the token list length, else token_embd ne[1].
   if (f_.find(a + "vocab_size")) {
@@ -128,6 +159,42 @@ Status Loader::read_hparams() {
   return Status::ok();
 }
 
+// llama.cpp llama_model::load_hparams: the factor comes from rope.scaling.factor
+// (or the older rope.scale_linear) and scales theta by 1/factor for "linear"
+// and "none" alike; yarn / longrope need more than a scale and are refused.
+Status Loader::read_rope_scaling(const std::string& a) {
+  if (const GgufValue* t = f_.find(a + "rope.scaling.type")) {
+    LARDER_ASSIGN_OR_RETURN(std::string type, t->as_string());
+    if (type != "none" && type != "linear") {
+      return Status::unsupported(f_.path() + ": " + a + "rope.scaling.type '" + type +
+                                 "' is not supported (none, linear; Llama 3 frequency factors "
+                                 "come from rope_freqs.weight)");
+    }
+  }
+  const GgufValue* fv = f_.find(a + "rope.scaling.factor");
+  if (fv == nullptr) fv = f_.find(a + "rope.scale_linear");
+  if (fv != nullptr) {
+    LARDER_ASSIGN_OR_RETURN(double factor, fv->as_float());
+    if (factor != 0.0) {
+      if (!(factor > 0.0 && factor < 1e6)) {
+        return Status::corruption(f_.path() + ": rope scaling factor " + std::to_string(factor) +
+                                  " out of range");
+      }
+      hp_->rope_freq_scale = float(1.0 / factor);
+    }
+  }
+  return Status::ok();
+}
+
+Status Loader::bind_optional_vec(const std::string& name, int64_t ne0, bool required,
+                                 WeightView* out, bool* present) {
+  *present = f_.find_tensor(name) != nullptr;
+  if (!*present && !required) return Status::ok();
+  LARDER_RETURN_IF_ERROR(bind(name, ne0, 1, true, out));
+  *present = true;
+  return Status::ok();
+}
+
 Status Loader::bind(const std::string& name, int64_t ne0, int64_t ne1, bool is_norm, WeightView* out) {
   const GgufTensorInfo* t = f_.find_tensor(name);
   if (t == nullptr) return Status::corruption(f_.path() + ": tensor '" + name + "' is missing");
@@ -141,7 +208,7 @@ Status Loader::bind(const std::string& name, int64_t ne0, int64_t ne1, bool is_n
   }
   const char* tn = ggml_type_name(t->type);
   if (is_norm && t->type != GgmlType::kF32) {
-    return Status::unsupported(f_.path() + ": norm tensor '" + name + "' has type " + tn + " (must be F32)");
+    return Status::unsupported(f_.path() + ": vector tensor '" + name + "' has type " + tn + " (must be F32)");
   }
   if (!ggml_type_supported(t->type)) {
     return Status::unsupported(f_.path() + ": tensor '" + name + "' has type " + tn +
@@ -177,6 +244,13 @@ std::string canonical_hparams(const LlamaHparams& hp) {
   s += "rms_eps_bits=" + bits(hp.rms_eps) + ";";
   s += "rope_freq_base_bits=" + bits(hp.rope_freq_base) + ";";
   s += std::string("rope_neox=") + (hp.rope_neox ? "1" : "0") + ";";
+  // Added with qwen2/qwen3 and rope scaling: written only when they differ
+  // from a plain llama file, whose fingerprint (and stored pages) stay valid.
+  if (hp.rope_freq_scale != 1.0f) s += "rope_freq_scale_bits=" + bits(hp.rope_freq_scale) + ";";
+  if (hp.has_qkv_bias) s += "qkv_bias=1;";
+  if (hp.has_out_bias) s += "out_bias=1;";
+  if (hp.has_qk_norm) s += "qk_norm=1;";
+  if (hp.has_rope_freq_factors) s += "rope_freq_factors=1;";
   return s;
 }
 
@@ -224,7 +298,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   std::unique_ptr<Model> m(new Model());  // private constructor
   Loader ld(*gguf, &m->hp_);
   LARDER_RETURN_IF_ERROR(ld.read_hparams());
-  const LlamaHparams& hp = m->hp_;
+  LlamaHparams& hp = m->hp_;
   // Every layer needs at least 9 tensors: a block_count the file cannot hold
   // is refused before anything is sized by it.
   if (uint64_t(hp.n_layer) * 9 > gguf->tensors().size()) {
@@ -251,6 +325,43 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
     LARDER_RETURN_IF_ERROR(ld.bind(p + "ffn_gate.weight", hp.n_embd, hp.n_ff, false, &L.ffn_gate));
     LARDER_RETURN_IF_ERROR(ld.bind(p + "ffn_up.weight", hp.n_embd, hp.n_ff, false, &L.ffn_up));
     LARDER_RETURN_IF_ERROR(ld.bind(p + "ffn_down.weight", hp.n_ff, hp.n_embd, false, &L.ffn_down));
+    // Optional tensors: present in every layer or in none.
+    const bool bias_req = ld.arch().qkv_bias_required || (i > 0 && hp.has_qkv_bias);
+    bool has_q = false, has_k = false, has_v = false, has_o = false;
+    LARDER_RETURN_IF_ERROR(ld.bind_optional_vec(p + "attn_q.bias", hp.q_dim(), bias_req, &L.bq, &has_q));
+    LARDER_RETURN_IF_ERROR(ld.bind_optional_vec(p + "attn_k.bias", hp.kv_dim(), bias_req || has_q, &L.bk, &has_k));
+    LARDER_RETURN_IF_ERROR(ld.bind_optional_vec(p + "attn_v.bias", hp.kv_dim(), bias_req || has_q, &L.bv, &has_v));
+    if (!has_q && (has_k || has_v)) {
+      return Status::corruption(path + ": " + p + "attn_k/attn_v bias without " + p + "attn_q.bias");
+    }
+    LARDER_RETURN_IF_ERROR(ld.bind_optional_vec(p + "attn_output.bias", hp.n_embd, i > 0 && hp.has_out_bias, &L.bo, &has_o));
+    const bool norm_req = ld.arch().qk_norm_required || (i > 0 && hp.has_qk_norm);
+    bool has_qn = false, has_kn = false;
+    LARDER_RETURN_IF_ERROR(ld.bind_optional_vec(p + "attn_q_norm.weight", hp.head_dim, norm_req, &L.attn_q_norm, &has_qn));
+    LARDER_RETURN_IF_ERROR(ld.bind_optional_vec(p + "attn_k_norm.weight", hp.head_dim, norm_req || has_qn, &L.attn_k_norm, &has_kn));
+    if (has_kn && !has_qn) {
+      return Status::corruption(path + ": " + p + "attn_k_norm.weight without " + p + "attn_q_norm.weight");
+    }
+    if (i == 0) {
+      hp.has_qkv_bias = has_q;
+      hp.has_out_bias = has_o;
+      hp.has_qk_norm = has_qn;
+    } else if (has_q != hp.has_qkv_bias || has_o != hp.has_out_bias || has_qn != hp.has_qk_norm) {
+      return Status::corruption(path + ": layer " + std::to_string(i) +
+                                " has other optional attention tensors than layer 0");
+    }
+  }
+  // Llama 3 frequency factors (llama.cpp LLM_TENSOR_ROPE_FREQS), one per rotated pair.
+  LARDER_RETURN_IF_ERROR(ld.bind_optional_vec("rope_freqs.weight", hp.n_rot / 2, false, &m->rope_freqs_,
+                                              &hp.has_rope_freq_factors));
+  if (hp.has_rope_freq_factors) {
+    const float* ff = reinterpret_cast<const float*>(m->rope_freqs_.data);
+    for (int i = 0; i < hp.n_rot / 2; ++i) {
+      if (!(ff[i] > 0.0f && ff[i] < 1e9f)) {
+        return Status::corruption(path + ": rope_freqs.weight[" + std::to_string(i) + "] = " +
+                                  std::to_string(ff[i]) + " is not a positive factor");
+      }
+    }
   }
   LARDER_RETURN_IF_ERROR(compute_fingerprint(*gguf, hp, &m->fingerprint_));
   m->gguf_ = std::move(gguf);

@@ -352,6 +352,15 @@ GgufRowFn ones_rows(int64_t ne0) {
   return [ne0](int64_t, float* out) { std::fill(out, out + ne0, 1.0f); };
 }
 
+// 1 + N(0, stddev^2): norm weights that are not all ones.
+GgufRowFn around_one_rows(uint64_t seed, uint64_t tensor_index, int64_t ne0, float stddev) {
+  GgufRowFn normal = normal_rows(seed, tensor_index, ne0, stddev);
+  return [normal, ne0](int64_t row, float* out) {
+    normal(row, out);
+    for (int64_t i = 0; i < ne0; ++i) out[i] += 1.0f;
+  };
+}
+
 void add_vocab(GgufWriter& w, int n_vocab) {
   std::vector<std::string> tokens;
   std::vector<float> scores;
@@ -408,43 +417,62 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
       s.n_ff <= 0 || s.n_ctx <= 0) {
     return Status::invalid_argument("RandomLlamaSpec: sizes must be positive and n_vocab >= 259");
   }
-  if (s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+  const int head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  if ((s.head_dim <= 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 || head_dim % 2 != 0) {
     return Status::invalid_argument(
-        "RandomLlamaSpec: n_embd must be a multiple of n_head with an even head dim, and n_head a "
-        "multiple of n_head_kv");
+        "RandomLlamaSpec: n_embd must be a multiple of n_head (or head_dim given), the head dim "
+        "even, and n_head a multiple of n_head_kv");
+  }
+  if (!s.rope_freq_factors.empty() && int(s.rope_freq_factors.size()) != head_dim / 2) {
+    return Status::invalid_argument("RandomLlamaSpec: rope_freq_factors needs head_dim / 2 values");
   }
   const GgmlType wt = s.weight_type;
   if (wt != GgmlType::kF32 && wt != GgmlType::kF16 && wt != GgmlType::kBF16 && wt != GgmlType::kQ8_0) {
     return Status::invalid_argument("RandomLlamaSpec: weight_type must be F32, F16, BF16 or Q8_0");
   }
-  const int head_dim = s.n_embd / s.n_head;
   const int kv_dim = head_dim * s.n_head_kv;
+  const int q_dim = head_dim * s.n_head;
   // general.file_type as llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1,
   // MOSTLY_Q8_0 7, MOSTLY_BF16 32.
   const uint32_t file_type = wt == GgmlType::kF32 ? 0 : wt == GgmlType::kF16 ? 1 : wt == GgmlType::kQ8_0 ? 7 : 32;
 
   GgufWriter w;
-  w.add("general.architecture", gguf_str("llama"));
-  w.add("general.name", gguf_str("random-llama"));
+  const std::string& arch = s.architecture;
+  w.add("general.architecture", gguf_str(arch));
+  w.add("general.name", gguf_str("random-" + arch));
   w.add("general.file_type", gguf_u32(file_type));
   w.set_alignment(32);
-  w.add("llama.vocab_size", gguf_u32(uint32_t(s.n_vocab)));
-  w.add("llama.context_length", gguf_u32(uint32_t(s.n_ctx)));
-  w.add("llama.embedding_length", gguf_u32(uint32_t(s.n_embd)));
-  w.add("llama.block_count", gguf_u32(uint32_t(s.n_layer)));
-  w.add("llama.feed_forward_length", gguf_u32(uint32_t(s.n_ff)));
-  w.add("llama.attention.head_count", gguf_u32(uint32_t(s.n_head)));
-  w.add("llama.attention.head_count_kv", gguf_u32(uint32_t(s.n_head_kv)));
-  w.add("llama.rope.dimension_count", gguf_u32(uint32_t(head_dim)));
-  w.add("llama.attention.layer_norm_rms_epsilon", gguf_f32(1e-5f));
-  w.add("llama.rope.freq_base", gguf_f32(10000.0f));
+  const std::string a = arch + ".";
+  w.add(a + "vocab_size", gguf_u32(uint32_t(s.n_vocab)));
+  w.add(a + "context_length", gguf_u32(uint32_t(s.n_ctx)));
+  w.add(a + "embedding_length", gguf_u32(uint32_t(s.n_embd)));
+  w.add(a + "block_count", gguf_u32(uint32_t(s.n_layer)));
+  w.add(a + "feed_forward_length", gguf_u32(uint32_t(s.n_ff)));
+  w.add(a + "attention.head_count", gguf_u32(uint32_t(s.n_head)));
+  w.add(a + "attention.head_count_kv", gguf_u32(uint32_t(s.n_head_kv)));
+  if (s.head_dim > 0) {
+    w.add(a + "attention.key_length", gguf_u32(uint32_t(head_dim)));
+    w.add(a + "attention.value_length", gguf_u32(uint32_t(head_dim)));
+  }
+  w.add(a + "rope.dimension_count", gguf_u32(uint32_t(head_dim)));
+  w.add(a + "attention.layer_norm_rms_epsilon", gguf_f32(s.rms_eps));
+  w.add(a + "rope.freq_base", gguf_f32(s.rope_freq_base));
+  if (!s.rope_scaling_type.empty()) w.add(a + "rope.scaling.type", gguf_str(s.rope_scaling_type));
+  if (s.rope_scaling_factor > 0.0f) w.add(a + "rope.scaling.factor", gguf_f32(s.rope_scaling_factor));
   add_vocab(w, s.n_vocab);
 
   uint64_t index = 0;
   auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
     GgmlType t = wt;
     if (t == GgmlType::kQ8_0 && ne0 % kQ8_0BlockSize != 0) t = GgmlType::kF16;
-    return w.add_tensor_rows(name, {ne0, ne1}, t, normal_rows(s.seed, index++, ne0, 0.02f));
+    return w.add_tensor_rows(name, {ne0, ne1}, t, normal_rows(s.seed, index++, ne0, s.weight_stddev));
+  };
+  // The optional tensors draw from their own index range, so a spec that
+  // adds them keeps every other tensor's values.
+  uint64_t extra_index = uint64_t(1) << 20;
+  auto vec = [&](const std::string& name, int64_t ne0, GgufRowFn fn) {
+    ++extra_index;
+    return w.add_tensor_rows(name, {ne0}, GgmlType::kF32, std::move(fn));
   };
   auto norm = [&](const std::string& name) {
     ++index;
@@ -456,16 +484,52 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
   for (int i = 0; i < s.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     LARDER_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
-    LARDER_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, s.n_embd));
+    LARDER_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q_dim));
     LARDER_RETURN_IF_ERROR(matrix(p + "attn_k.weight", s.n_embd, kv_dim));
     LARDER_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
-    LARDER_RETURN_IF_ERROR(matrix(p + "attn_output.weight", s.n_embd, s.n_embd));
+    LARDER_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
+    if (s.qkv_bias) {
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_q.bias", q_dim, normal_rows(s.seed, extra_index, q_dim, 0.5f)));
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv_dim, normal_rows(s.seed, extra_index, kv_dim, 0.5f)));
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv_dim, normal_rows(s.seed, extra_index, kv_dim, 0.5f)));
+    }
+    if (s.qk_norm) {
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", head_dim, around_one_rows(s.seed, extra_index, head_dim, 0.2f)));
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_k_norm.weight", head_dim, around_one_rows(s.seed, extra_index, head_dim, 0.2f)));
+    }
     LARDER_RETURN_IF_ERROR(norm(p + "ffn_norm.weight"));
     LARDER_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
     LARDER_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     LARDER_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
   }
+  if (!s.rope_freq_factors.empty()) {
+    LARDER_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", {int64_t(s.rope_freq_factors.size())},
+                                        GgmlType::kF32, s.rope_freq_factors));
+  }
   return w.write(path);
+}
+
+std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, float factor,
+                                            float low_freq_factor, float high_freq_factor,
+                                            int original_context) {
+  constexpr double kPi = 3.14159265358979323846;
+  const double low_wavelen = double(original_context) / low_freq_factor;
+  const double high_wavelen = double(original_context) / high_freq_factor;
+  std::vector<float> out(size_t(n_rot / 2));
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double freq = std::pow(double(freq_base), -2.0 * i / double(n_rot));
+    const double wavelen = 2.0 * kPi / freq;
+    double f = 1.0;
+    if (wavelen > low_wavelen) {
+      f = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double t = (double(original_context) / wavelen - low_freq_factor) /
+                       (high_freq_factor - low_freq_factor);
+      f = 1.0 / ((1.0 - t) / factor + t);
+    }
+    out[size_t(i)] = float(f);
+  }
+  return out;
 }
 
 }  // namespace larder::testing

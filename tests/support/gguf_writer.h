@@ -111,7 +111,7 @@ class GgufWriter {
 // Writes `bytes` to `path` (replacing it). Errors: kIOError.
 Status write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
-// A random llama-architecture model. Matrices are stored as weight_type
+// A random model of the llama family. Matrices are stored as weight_type
 // (a matrix whose row length is not a multiple of 32 falls back to F16 for
 // Q8_0, as llama.cpp's quantizer does); norms are F32 ones.
 struct RandomLlamaSpec {
@@ -125,10 +125,33 @@ struct RandomLlamaSpec {
   GgmlType weight_type = GgmlType::kF32;  // F32, F16, BF16 or Q8_0
   uint64_t seed = 42;
   bool tied_output = true;  // false: writes a separate output.weight
+
+  // Family options; the defaults write the plain llama file described below.
+  std::string architecture = "llama";  // also the metadata prefix ("qwen2.*")
+  int head_dim = 0;            // 0: n_embd / n_head; else also writes key_length/value_length
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  float weight_stddev = 0.02f; // of every matrix
+  bool qkv_bias = false;       // blk.N.attn_{q,k,v}.bias, F32 ~ N(0, 0.5^2) (qwen2)
+  bool qk_norm = false;        // blk.N.attn_{q,k}_norm.weight [head_dim], F32 ~ 1 + N(0, 0.2^2) (qwen3)
+  std::vector<float> rope_freq_factors;  // non-empty: rope_freqs.weight [head_dim / 2] (Llama 3)
+  std::string rope_scaling_type;         // non-empty: <arch>.rope.scaling.type
+  float rope_scaling_factor = 0.0f;      // > 0: <arch>.rope.scaling.factor
 };
 
-// Writes a llama GGUF with the spec's hparams (llama.* keys, rms eps 1e-5,
-// rope base 10000, rope dims = head dim), weights ~ N(0, 0.02^2) (approximated
+// Llama 3 RoPE frequency factors ("rope_type": "llama3" in HF config.json),
+// one per rotated pair i in [0, n_rot/2), from Meta's published rule: with
+// freq = base^(-2i/n_rot) and wavelen = 2 pi / freq, the factor is 1 where
+// wavelen < original_context / high_freq_factor, `factor` where wavelen >
+// original_context / low_freq_factor, and in between 1 / ((1 - t) / factor + t)
+// with t = (original_context / wavelen - low_freq_factor) / (high_freq_factor -
+// low_freq_factor). (llama.cpp's converter stores these as rope_freqs.weight.)
+std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, float factor,
+                                            float low_freq_factor, float high_freq_factor,
+                                            int original_context);
+
+// Writes a GGUF with the spec's hparams (<arch>.* keys, rms eps and rope base
+// from the spec, rope dims = head dim), weights ~ N(0, stddev^2) (approximated
 // by a scaled sum of four uniforms; deterministic in seed), and an SPM
 // vocabulary: <unk>, <s>, </s>, byte tokens <0x00>..<0xFF> (type 6), "▁",
 // printable ASCII, then "▁"-prefixed and plain lowercase words up to n_vocab;

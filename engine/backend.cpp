@@ -85,6 +85,23 @@ Result<DeviceCeilings> measure_cuda_ceilings() {
 #endif
 }
 
+Status cuda_supports_model(const LlamaHparams& hp) {
+  std::string missing;
+  auto need = [&](bool used, const char* what) {
+    if (!used) return;
+    if (!missing.empty()) missing += ", ";
+    missing += what;
+  };
+  need(hp.has_qkv_bias, "Q/K/V biases");
+  need(hp.has_out_bias, "an output-projection bias");
+  need(hp.has_qk_norm, "Q/K RMSNorm");
+  need(hp.has_rope_freq_factors, "RoPE frequency factors");
+  need(hp.rope_freq_scale != 1.0f, "RoPE scaling");
+  if (missing.empty()) return Status::ok();
+  return Status::unsupported("the CUDA backend does not compute " + missing + " (architecture '" +
+                             hp.architecture + "') yet");
+}
+
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options) {
   const std::string& d = options.device;
   if (d != "auto" && d != "cuda" && d != "cpu")
@@ -97,6 +114,11 @@ Result<std::unique_ptr<Backend>> create_backend(const Model& model, const Backen
   } else if (!n.is_ok() || n.value() == 0) {
     spdlog::info("engine.device = auto: no usable CUDA device ({}); running on the CPU",
                  n.is_ok() ? std::string("0 devices") : n.status().message());
+    return CpuBackend::create(model, options);
+  }
+  if (Status st = cuda_supports_model(model.hparams()); !st.is_ok()) {
+    if (d == "cuda") return Status(st.code(), "engine.device = 'cuda': " + st.message());
+    spdlog::info("engine.device = auto: {}; running on the CPU", st.message());
     return CpuBackend::create(model, options);
   }
 #if defined(LARDER_WITH_CUDA)

@@ -101,6 +101,11 @@ Result<DeviceCeilings> measure_cuda_ceilings();
 // kUnsupported ("cuda" in a build without CUDA), kNotFound ("cuda" with no
 // usable device), kResourceExhausted (weights or KV pool do not fit, with
 // the sizes involved).
+// OK when the CUDA backend computes everything this model needs; otherwise
+// kUnsupported naming what it lacks (QKV/output biases, Q/K norm, RoPE
+// frequency factors or scaling). device = "auto" then runs on the CPU.
+Status cuda_supports_model(const LlamaHparams& hp);
+
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options);
 
 }  // namespace larder

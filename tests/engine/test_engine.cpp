@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/backend.h"
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/model.h"
 #include "storage/rocksdb_store.h"
@@ -357,4 +358,21 @@ TEST_CASE("write_back: pages reach disk at shutdown (or on eviction) and restore
   generate(*e2, greedy_request(other, 4));
   e2->flush_storage();
   CHECK(e2->stats().pages_written >= 4);  // some of the first prompt's pages were evicted and written
+}
+
+TEST_CASE("the CUDA backend refuses model features it does not compute", "[engine]") {
+  LlamaHparams hp;
+  hp.architecture = "llama";
+  CHECK(cuda_supports_model(hp).is_ok());
+  hp.architecture = "qwen2";
+  hp.has_qkv_bias = true;
+  Status st = cuda_supports_model(hp);
+  CHECK(st.code() == StatusCode::kUnsupported);
+  CHECK(st.message().find("Q/K/V biases") != std::string::npos);
+  CHECK(st.message().find("qwen2") != std::string::npos);
+  hp = LlamaHparams{};
+  hp.has_qk_norm = true;
+  hp.rope_freq_scale = 0.25f;
+  st = cuda_supports_model(hp);
+  CHECK(st.message().find("Q/K RMSNorm, RoPE scaling") != std::string::npos);
 }

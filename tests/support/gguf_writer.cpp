@@ -489,9 +489,9 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
     LARDER_RETURN_IF_ERROR(matrix(p + "attn_v.weight", s.n_embd, kv_dim));
     LARDER_RETURN_IF_ERROR(matrix(p + "attn_output.weight", q_dim, s.n_embd));
     if (s.qkv_bias) {
-      LARDER_RETURN_IF_ERROR(vec(p + "attn_q.bias", q_dim, normal_rows(s.seed, extra_index, q_dim, 0.5f)));
-      LARDER_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv_dim, normal_rows(s.seed, extra_index, kv_dim, 0.5f)));
-      LARDER_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv_dim, normal_rows(s.seed, extra_index, kv_dim, 0.5f)));
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_q.bias", q_dim, normal_rows(s.seed, extra_index, q_dim, s.bias_stddev)));
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_k.bias", kv_dim, normal_rows(s.seed, extra_index, kv_dim, s.bias_stddev)));
+      LARDER_RETURN_IF_ERROR(vec(p + "attn_v.bias", kv_dim, normal_rows(s.seed, extra_index, kv_dim, s.bias_stddev)));
     }
     if (s.qk_norm) {
       LARDER_RETURN_IF_ERROR(vec(p + "attn_q_norm.weight", head_dim, around_one_rows(s.seed, extra_index, head_dim, 0.2f)));

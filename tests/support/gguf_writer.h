@@ -132,7 +132,8 @@ struct RandomLlamaSpec {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   float weight_stddev = 0.02f; // of every matrix
-  bool qkv_bias = false;       // blk.N.attn_{q,k,v}.bias, F32 ~ N(0, 0.5^2) (qwen2)
+  bool qkv_bias = false;       // blk.N.attn_{q,k,v}.bias, F32 ~ N(0, bias_stddev^2) (qwen2)
+  float bias_stddev = 0.5f;
   bool qk_norm = false;        // blk.N.attn_{q,k}_norm.weight [head_dim], F32 ~ 1 + N(0, 0.2^2) (qwen3)
   std::vector<float> rope_freq_factors;  // non-empty: rope_freqs.weight [head_dim / 2] (Llama 3)
   std::string rope_scaling_type;         // non-empty: <arch>.rope.scaling.type

@@ -21,7 +21,9 @@
 //   kVnni:       llama.cpp ggml_vec_dot_q8_0_q8_0: the activations are first
 //                quantized to Q8_0 blocks (quantize_rows_q8_0) and each block
 //                pair is an int8 dot product (AVX-512 VNNI vpdpbusd) scaled by
-//                d_w * d_x. Rounds the activations to 8 bits.
+//                d_w * d_x. Rounds the activations to 8 bits. One-token calls
+//                (decode) use a tile that forms the same int32 sums with fewer
+//                instructions and prefetches the next rows; same bits.
 #pragma once
 
 #include <cstdint>

@@ -39,6 +39,15 @@ std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
 
 std::vector<int32_t> json_ids(const nlohmann::json& a) { return a.get<std::vector<int32_t>>(); }
 
+// The prompt tokens of one reference.json case (e.g. "long": 299 tokens).
+std::vector<int32_t> case_prompt(const std::string& name) {
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == name) return json_ids(c["prompt_tokens"]);
+  }
+  return {};
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -73,11 +82,7 @@ TEST_CASE("engine reproduces reference.json greedy tokens and top-5 logits (F32)
 
 TEST_CASE("a prompt restored from memory or RocksDB gives bit-identical logits", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  auto ref = load_reference();
-  std::vector<int32_t> prompt;
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
-  }
+  std::vector<int32_t> prompt = case_prompt("long");
   REQUIRE(prompt.size() == 299);
   // (299 - 1) / 16 = 18 full pages may come from the cache: 288 tokens.
   const int want_cached = 288;
@@ -143,11 +148,7 @@ TEST_CASE("restart: a returning chat restores every full page of its earlier tur
 
 TEST_CASE("corrupt and truncated records in RocksDB are dropped and recomputed", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  auto ref = load_reference();
-  std::vector<int32_t> prompt;
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
-  }
+  std::vector<int32_t> prompt = case_prompt("long");
   auto keys = page_keys(model, prompt, 18);
   for (int damage = 0; damage < 3; ++damage) {
     INFO("damage kind " << damage);
@@ -187,11 +188,7 @@ TEST_CASE("corrupt and truncated records in RocksDB are dropped and recomputed",
 
 TEST_CASE("deleting the cache directory while running loses cache hits, not requests", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  auto ref = load_reference();
-  std::vector<int32_t> prompt;
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
-  }
+  std::vector<int32_t> prompt = case_prompt("long");
   TempDir dir;
   auto engine = make_engine(options_for(model, dir.str()));
   Generated first = generate(*engine, greedy_request(prompt, 4));
@@ -317,11 +314,7 @@ TEST_CASE("concurrent requests decode together and each equals its solo run", "[
 
 TEST_CASE("write_back: pages reach disk at shutdown (or on eviction) and restore after a restart", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  auto ref = load_reference();
-  std::vector<int32_t> prompt;
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") prompt = json_ids(c["prompt_tokens"]);
-  }
+  std::vector<int32_t> prompt = case_prompt("long");
   auto keys = page_keys(model, prompt, 18);
   TempDir dir;
   auto opts = options_for(model, dir.str());

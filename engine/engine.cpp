@@ -112,6 +112,11 @@ struct Engine::Impl {
   void handle_token(Sequence& s, int32_t token, Sequence::Clock::time_point now);
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
+  void explain_cache_miss(Sequence& s);
+  // The tokens of the most recent finished sequence per first page key, so
+  // that a prompt which shares the start of an earlier one but misses the
+  // cache part-way can say where it differs (bounded: cleared past 1024).
+  std::unordered_map<PageKey, std::vector<int32_t>, PageKeyHash> recent_by_first_page;
   Sequence* find_seq(uint64_t id);
   void write_back(int page, const PageKey& key);
 };
@@ -235,6 +240,7 @@ void Engine::Impl::admit(std::unique_ptr<Sequence> seq) {
     });
     return;
   }
+  explain_cache_miss(s);
   s.state = SeqState::kPrefill;
 }
 
@@ -278,7 +284,27 @@ void Engine::Impl::apply_disk(DiskResult& r) {
   s.n_cached = s.n_computed;
   s.disk_keys.clear();
   if (s.sink->cancelled()) return finish(s, FinishReason::kCancelled);
+  explain_cache_miss(s);
   s.state = SeqState::kPrefill;
+}
+
+void Engine::Impl::explain_cache_miss(Sequence& s) {
+  const int ps = layout.page_size;
+  const int n_full = (s.n_prompt - 1) / ps;
+  const int hit = s.n_cached / ps;
+  if (hit == 0 || hit >= n_full) return;
+  auto it = recent_by_first_page.find(s.page_keys[0]);
+  if (it == recent_by_first_page.end()) return;
+  const std::vector<int32_t>& earlier = it->second;
+  const size_t n = std::min(earlier.size(), s.tokens.size());
+  size_t d = 0;
+  while (d < n && earlier[d] == s.tokens[d]) ++d;
+  if (d >= n || d >= size_t(n_full) * size_t(ps)) return;  // not what ended the hit
+  s.cache_divergence_pos = int(d);
+  spdlog::info("request {}: prefix cache hit {} of {} full pages; the prompt differs from an earlier "
+               "request with the same start at token {}: earlier {} '{}', now {} '{}'",
+               s.id, hit, n_full, d, earlier[d], tokenizer->token_to_piece(earlier[d]), s.tokens[d],
+               tokenizer->token_to_piece(s.tokens[d]));
 }
 
 bool Engine::Impl::ensure_page(Sequence& s, int pos) {
@@ -452,6 +478,12 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   ev.prompt_logits = std::move(s.prompt_logits);
   if (int(s.tokens.size()) > s.n_prompt) ev.output_tokens.assign(s.tokens.begin() + s.n_prompt, s.tokens.end());
   if (reason == FinishReason::kError) spdlog::warn("request {} failed: {}", s.id, ev.error);
+  if (!s.page_keys.empty()) {
+    if (recent_by_first_page.size() >= 1024) recent_by_first_page.clear();
+    const size_t n = std::min(s.tokens.size(), size_t(s.n_computed));
+    recent_by_first_page[s.page_keys[0]].assign(s.tokens.begin(), s.tokens.begin() + long(n));
+  }
+  ev.cache_divergence_pos = s.cache_divergence_pos;
   for (int page : s.block_table) cache->release(page);
   s.block_table.clear();
   s.state = SeqState::kFinished;

@@ -59,6 +59,11 @@ struct GenerationEvent {
   double decode_ms = 0;
   std::vector<float> prompt_logits;    // [n_vocab] when requested, else empty
   std::vector<int32_t> output_tokens;  // final event: every generated token id, in order
+  // Final event: when the prompt shares its first page with an earlier
+  // request but the cache hit ended early, the position of the first token
+  // that differs from that request (also logged, so admins can see why a
+  // chat missed the cache, e.g. a template that rewrites history); else -1.
+  int cache_divergence_pos = -1;
 };
 
 // Receives a request's events. on_event is called on the engine thread and

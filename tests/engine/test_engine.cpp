@@ -369,3 +369,19 @@ TEST_CASE("the CUDA backend refuses model features it does not compute", "[engin
   st = cuda_supports_model(hp);
   CHECK(st.message().find("Q/K RMSNorm, RoPE scaling") != std::string::npos);
 }
+
+TEST_CASE("a cache miss part-way names the first token that differs from the earlier request", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  std::vector<int32_t> prompt = case_prompt("long");
+  Generated first = generate(*engine, greedy_request(prompt, 2));
+  CHECK(first.final.cache_divergence_pos == -1);  // nothing earlier to compare with
+  std::vector<int32_t> edited = prompt;
+  edited[100] = edited[100] == 300 ? 301 : 300;  // token 100 lies in page 6 (tokens 96..111)
+  Generated second = generate(*engine, greedy_request(edited, 2));
+  CHECK(second.final.cached_tokens == 96);        // pages 0..5
+  CHECK(second.final.cache_divergence_pos == 100);
+  Generated third = generate(*engine, greedy_request(edited, 2));
+  CHECK(third.final.cached_tokens == 288);        // a full hit: nothing to explain
+  CHECK(third.final.cache_divergence_pos == -1);
+}

@@ -44,7 +44,8 @@ export class Daemon {
     if (!bin || !existsSync(bin)) throw new Error(`LARDER_BIN not found: ${bin}`);
     const port = await freePort();
     const args = ['--model', model, '--port', String(port), '--threads', '1', ...extraArgs];
-    if (cacheDir !== undefined) args.push('--cache-dir', cacheDir);
+    // No cache dir given: no disk tier (never the user's ~/.cache/larder).
+    args.push('--cache-dir', cacheDir ?? '');
     const logs = [];
     const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     proc.stdout.on('data', (d) => logs.push(d.toString()));

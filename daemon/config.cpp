@@ -57,7 +57,19 @@ Status float_in(double v, double lo, double hi) {
 }
 
 Value of_int(int64_t i) { Value v; v.i = i; return v; }
-Value of_float(double f) { Value v; v.f = f; return v; }
+// Settings held as float print as the shortest decimal that reads back as the
+// same float (0.8f prints as 0.8, not 0.800000011920929).
+Value of_float(double f) {
+  Value v;
+  v.f = f;
+  const float narrow = static_cast<float>(f);
+  if (static_cast<double>(narrow) == f) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), narrow);
+    if (ec == std::errc()) v.f = std::strtod(std::string(buf, end).c_str(), nullptr);
+  }
+  return v;
+}
 Value of_string(std::string s) { Value v; v.s = std::move(s); return v; }
 
 constexpr int kMaxCtx = 1 << 20;

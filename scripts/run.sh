@@ -10,8 +10,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -lt 1 ] || [ "${1#-}" != "$1" ]; then
   cat >&2 <<'USAGE'
 usage: scripts/run.sh MODEL.gguf [larderd flags...]
-No model given: larder serves one GGUF file (llama architecture; F32, F16,
-BF16, Q8_0 or Q4_0..Q6_K weights). The tiny test model is
+No model given: larder serves one GGUF file (architectures llama, mistral-style
+llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0..Q5_1 or Q2_K..Q6_K weights). The tiny test model is
 ../shared/models/stories260K.gguf when you have the larder workspace; see
 README.md "Models" for where to get others.
 USAGE

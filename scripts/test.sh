@@ -16,6 +16,10 @@ if [ ! -f "$LARDER_TEST_MODELS/stories260K.gguf" ]; then
   echo "note: no test model in $LARDER_TEST_MODELS: the tests that need it are SKIPPED" \
        "(set LARDER_TEST_MODELS to the folder holding stories260K.gguf)" >&2
 fi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "note: no CUDA device: the [gpu] test cases report themselves as skipped" \
+       "(scripts/gpu-check.sh runs them on a machine with a GPU)" >&2
+fi
 status=0
 (cd "$build_dir" && ctest --output-on-failure --timeout 900) || status=1
 if [ -f tests/e2e/package.json ]; then

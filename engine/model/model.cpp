@@ -164,9 +164,10 @@ Status Loader::read_hparams() {
 // and "none" alike; yarn / longrope need more than a scale and are refused.
 Status Loader::read_rope_scaling(const std::string& a) {
   if (const GgufValue* t = f_.find(a + "rope.scaling.type")) {
-    LARDER_ASSIGN_OR_RETURN(std::string type, t->as_string());
-    if (type != "none" && type != "linear") {
-      return Status::unsupported(f_.path() + ": " + a + "rope.scaling.type '" + type +
+    Result<std::string> type = t->as_string();
+    if (!type.is_ok()) return type.status();
+    if (*type != "none" && *type != "linear") {
+      return Status::unsupported(f_.path() + ": " + a + "rope.scaling.type '" + *type +
                                  "' is not supported (none, linear; Llama 3 frequency factors "
                                  "come from rope_freqs.weight)");
     }

@@ -54,6 +54,15 @@ struct Fragment {
 }  // namespace
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+  return encode_impl(text, add_bos, parse_special, /*at_input_start=*/true);
+}
+
+std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text, bool parse_special) const {
+  return encode_impl(text, /*add_bos=*/false, parse_special, /*at_input_start=*/false);
+}
+
+std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_bos, bool parse_special,
+                                            bool at_input_start) const {
   std::vector<int32_t> out;
   const bool add_special = add_bos && vocab_.bos_id >= 0;
   if (add_special) out.push_back(vocab_.bos_id);
@@ -84,7 +93,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool
   }
 
   // 2. Escape and merge each raw fragment.
-  bool is_prev_special = true;  // the input start counts as "after a special token"
+  bool is_prev_special = at_input_start;  // the input start counts as "after a special token"
   std::string escaped;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {

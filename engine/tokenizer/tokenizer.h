@@ -140,6 +140,12 @@ class Tokenizer {
   // eos_id when the vocab's add_eos is set. Never fails: every byte is
   // covered by byte fallback or unk (or dropped if the vocab has neither).
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // As encode(text, false, parse_special) for text that continues an input
+  // tokenized piece by piece: the start of `text` is not the start of the
+  // input, so it gets no space prefix (step 2; a fragment after a special
+  // token inside `text` still does). Used to splice stored token ids of
+  // earlier answers into a chat prompt (engine/answer_memo.h).
+  std::vector<int32_t> encode_continuation(std::string_view text, bool parse_special) const;
 
   // Bytes token `id` adds to the output text (see the top of this file).
   // A byte token gives one raw byte, possibly part of a UTF-8 character.
@@ -155,6 +161,8 @@ class Tokenizer {
 
  private:
   Status init(VocabData vocab);
+  std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool parse_special,
+                                   bool at_input_start) const;
   // SentencePiece merge of one already escaped fragment, appending to `out`.
   void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
   void emit_bytes(std::string_view bytes, std::vector<int32_t>& out) const;

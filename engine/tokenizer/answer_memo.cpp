@@ -1,0 +1,108 @@
+#include "engine/tokenizer/answer_memo.h"
+
+#include <cstdio>
+#include <random>
+
+#include <xxhash.h>
+
+#include "engine/tokenizer/tokenizer.h"
+
+namespace larder {
+
+AnswerMemo::AnswerMemo(size_t max_tokens) : max_tokens_(max_tokens) {}
+
+AnswerMemo::Key AnswerMemo::key_of(std::string_view text) {
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  return Key{h.high64, h.low64};
+}
+
+void AnswerMemo::remember(std::string_view text, std::span<const int32_t> ids) {
+  if (text.empty() || ids.empty() || ids.size() > max_tokens_) return;
+  const Key key = key_of(text);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = index_.find(key); it != index_.end()) {
+    n_tokens_ -= it->second->ids.size();
+    lru_.erase(it->second);
+    index_.erase(it);
+  }
+  while (n_tokens_ + ids.size() > max_tokens_ && !lru_.empty()) {
+    n_tokens_ -= lru_.back().ids.size();
+    index_.erase(lru_.back().key);
+    lru_.pop_back();
+  }
+  lru_.push_front(Entry{key, text.size(), std::vector<int32_t>(ids.begin(), ids.end())});
+  index_[key] = lru_.begin();
+  n_tokens_ += ids.size();
+}
+
+std::optional<std::vector<int32_t>> AnswerMemo::find(std::string_view text) const {
+  if (text.empty()) return std::nullopt;
+  const Key key = key_of(text);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end() || it->second->text_size != text.size()) return std::nullopt;
+  lru_.splice(lru_.begin(), lru_, it->second);  // most recently used
+  return it->second->ids;
+}
+
+size_t AnswerMemo::n_answers() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return lru_.size();
+}
+
+size_t AnswerMemo::n_tokens() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return n_tokens_;
+}
+
+std::string answer_marker(size_t k) {
+  static const uint64_t tag = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd();
+  }();
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "@@larder-answer-%zu-%016llx@@", k, static_cast<unsigned long long>(tag));
+  return buf;
+}
+
+std::optional<std::vector<int32_t>> splice_answers(const Tokenizer& tok, std::string_view rendered,
+                                                   std::string_view marked,
+                                                   std::span<const SplicedAnswer> answers, bool add_bos,
+                                                   bool parse_special) {
+  if (answers.empty()) return std::nullopt;
+  // Split `marked` at the markers, in order, each exactly once; check that
+  // the answers' texts put back give `rendered`.
+  std::vector<std::string_view> pieces;
+  pieces.reserve(answers.size() + 1);
+  size_t pos = 0;
+  std::string rebuilt;
+  rebuilt.reserve(rendered.size());
+  for (size_t k = 0; k < answers.size(); ++k) {
+    const std::string marker = answer_marker(k);
+    const size_t hit = marked.find(marker, pos);
+    if (hit == std::string_view::npos) return std::nullopt;
+    if (marked.find(marker, hit + marker.size()) != std::string_view::npos) return std::nullopt;
+    pieces.push_back(marked.substr(pos, hit - pos));
+    rebuilt.append(pieces.back());
+    rebuilt.append(answers[k].text);
+    pos = hit + marker.size();
+  }
+  pieces.push_back(marked.substr(pos));
+  rebuilt.append(pieces.back());
+  if (rebuilt != rendered) return std::nullopt;
+
+  std::vector<int32_t> ids = tok.encode(pieces[0], /*add_bos=*/false, parse_special);
+  if (add_bos && tok.bos_id() >= 0 && (ids.empty() || ids.front() != tok.bos_id())) {
+    ids.insert(ids.begin(), tok.bos_id());
+  }
+  for (size_t k = 0; k < answers.size(); ++k) {
+    const int32_t prev = ids.empty() ? -1 : ids.back();
+    if (tok.decode_text(answers[k].ids, prev) != answers[k].text) return std::nullopt;
+    ids.insert(ids.end(), answers[k].ids.begin(), answers[k].ids.end());
+    std::vector<int32_t> rest = tok.encode_continuation(pieces[k + 1], parse_special);
+    ids.insert(ids.end(), rest.begin(), rest.end());
+  }
+  return ids;
+}
+
+}  // namespace larder

@@ -1,0 +1,107 @@
+// The token ids of the model's own answers, so that a returning chat reuses
+// the KV cache of its earlier turns even where tokenizing the answer's text
+// again would give other ids.
+//
+// Why: the KV pages of a conversation are keyed by the token ids the model
+// actually saw (engine/kv/prefix_hash.h): the prompt, then the ids it sampled
+// for its answer. When the client sends the conversation back, the answer
+// arrives as text. Tokenizing that text need not give the sampled ids (a
+// model may sample "▁hel" "lo" where the tokenizer would merge "▁hello"; byte
+// tokens of a character the vocabulary also has whole), and every page from
+// the first different id on misses the cache. llama.cpp's server and vLLM
+// re-tokenize and lose those pages; here the prompt is built from the stored
+// ids wherever the answer's text is unchanged.
+//
+// AnswerMemo: text of an answer (exactly as the client received it) -> the
+// ids that produced it. In memory, bounded by the total number of ids kept
+// (least recently used answers are dropped first). Thread-safe.
+//
+// splice_answers: tokenizes a rendered chat prompt with the stored ids of its
+// answers in place of their text. The caller renders the conversation twice:
+// normally (`rendered`) and with each remembered answer's content replaced by
+// a marker (`marked`, markers from answer_marker()). The markers locate the
+// answers in the rendering without guessing how the template quotes content;
+// the splice is used only when substituting each answer's text for its
+// marker in `marked` gives back `rendered` exactly (a template that trims,
+// escapes or rewrites an answer fails that check and the prompt is tokenized
+// as usual). Pieces between answers are tokenized on their own
+// (Tokenizer::encode_continuation after the first), so the ids detokenize to
+// `rendered` exactly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace larder {
+
+class Tokenizer;
+
+class AnswerMemo {
+ public:
+  // max_tokens: bound on the ids kept over all answers (4 bytes each).
+  explicit AnswerMemo(size_t max_tokens = size_t(1) << 22);
+
+  // Records that `ids` produced `text` (the answer as sent to the client, its
+  // final end-of-generation token excluded). Empty text or ids, or an answer
+  // longer than the whole bound, are not kept. Replaces an earlier entry for
+  // the same text.
+  void remember(std::string_view text, std::span<const int32_t> ids);
+  // The ids recorded for exactly this text, if still kept.
+  std::optional<std::vector<int32_t>> find(std::string_view text) const;
+
+  size_t n_answers() const;
+  size_t n_tokens() const;
+
+ private:
+  struct Key {
+    uint64_t hi, lo;  // XXH3-128 of the text
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return size_t(k.lo); }
+  };
+  struct Entry {
+    Key key;
+    size_t text_size;
+    std::vector<int32_t> ids;
+  };
+  static Key key_of(std::string_view text);
+
+  const size_t max_tokens_;
+  mutable std::mutex mu_;
+  mutable std::list<Entry> lru_;  // most recently used first
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  size_t n_tokens_ = 0;
+};
+
+// The marker that stands for answer `k` in the marked rendering: printable
+// ASCII that no template changes and no conversation contains by accident
+// (it carries a per-process random tag).
+std::string answer_marker(size_t k);
+
+// One answer to splice: its text and the ids to use for it.
+struct SplicedAnswer {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+// Prompt ids for `rendered` with answers[k].ids in place of answers[k].text,
+// which `marked` holds as answer_marker(k) (each exactly once, in order).
+// add_bos: prepend BOS as Tokenizer::encode would. Each answer's ids must
+// detokenize to its text right after the ids before them
+// (Tokenizer::decode_text). Returns nullopt when any check fails; the caller
+// then tokenizes `rendered` as usual.
+std::optional<std::vector<int32_t>> splice_answers(const Tokenizer& tok, std::string_view rendered,
+                                                   std::string_view marked,
+                                                   std::span<const SplicedAnswer> answers, bool add_bos,
+                                                   bool parse_special);
+
+}  // namespace larder

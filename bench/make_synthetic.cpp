@@ -1,8 +1,13 @@
 // Writes a random-weight llama GGUF with a given shape, for benchmarks that
 // compare larder and llama.cpp on real model sizes without downloading one.
 //
-// usage: make_synthetic [--preset llama-3.2-1b|small] [--type q8_0|f16|f32|bf16]
-//                       [--layers N] [--seed N] OUT.gguf
+// usage: make_synthetic [--preset llama-3.2-1b|small] [--type TYPE] [--layers N]
+//                       [--seed N] OUT.gguf
+//   TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k (every
+//         matrix in that type, as llama-quantize --pure) or q4_k_m q5_k_m
+//         (llama.cpp's mixes; see random_llama_matrix_type in gguf_writer.h).
+//         The quantized blocks come from the test encoders (min/max scales,
+//         tests/support/quant_encode.h), not llama.cpp's quantizer.
 //   llama-3.2-1b: 16 layers, n_embd 2048, 32 heads, 8 KV heads (head_dim 64),
 //                 n_ff 8192, vocab 128256 (Llama-3.2-1B's shapes; the
 //                 vocabulary is a synthetic SentencePiece one of that size)
@@ -10,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "tests/support/gguf_writer.h"
 
@@ -17,8 +23,9 @@ namespace {
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: make_synthetic [--preset llama-3.2-1b|small] [--type q8_0|f16|f32|bf16] "
-               "[--layers N] [--seed N] OUT.gguf\n");
+               "usage: make_synthetic [--preset llama-3.2-1b|small] [--type TYPE] [--layers N] "
+               "[--seed N] OUT.gguf\n"
+               "  TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m\n");
   std::exit(2);
 }
 
@@ -52,11 +59,23 @@ int main(int argc, char** argv) {
     usage();
   }
   if (layers > 0) spec.n_layer = layers;
-  if (type == "q8_0") spec.weight_type = larder::GgmlType::kQ8_0;
-  else if (type == "f16") spec.weight_type = larder::GgmlType::kF16;
-  else if (type == "bf16") spec.weight_type = larder::GgmlType::kBF16;
-  else if (type == "f32") spec.weight_type = larder::GgmlType::kF32;
-  else usage();
+  using larder::GgmlType;
+  static const std::pair<const char*, GgmlType> kTypes[] = {
+      {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16},
+      {"q8_0", GgmlType::kQ8_0}, {"q4_0", GgmlType::kQ4_0}, {"q4_1", GgmlType::kQ4_1},
+      {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1}, {"q2_k", GgmlType::kQ2_K},
+      {"q3_k", GgmlType::kQ3_K}, {"q4_k", GgmlType::kQ4_K}, {"q5_k", GgmlType::kQ5_K},
+      {"q6_k", GgmlType::kQ6_K}};
+  bool known = false;
+  for (const auto& [name, t] : kTypes) {
+    if (type == name) {
+      spec.weight_type = t;
+      known = true;
+    }
+  }
+  if (type == "q4_k_m") spec.mix = larder::testing::WeightMix::kQ4_K_M;
+  else if (type == "q5_k_m") spec.mix = larder::testing::WeightMix::kQ5_K_M;
+  else if (!known) usage();
   larder::Status st = larder::testing::write_random_llama_gguf(out, spec);
   if (!st.is_ok()) {
     std::fprintf(stderr, "make_synthetic: %s\n", st.to_string().c_str());

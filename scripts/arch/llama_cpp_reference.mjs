@@ -1,16 +1,17 @@
 // Records llama.cpp's outputs for the synthetic family models of tests/arch.
 //
 // Usage (from a scratch directory where node-llama-cpp is installed, outside
-// the repository: npm i -E node-llama-cpp@3.21.1 --no-package-lock):
+// the repository: npm i -E node-llama-cpp@3.21.1 --no-package-lock, or a
+// node_modules symlink to bench/node_modules):
 //   LARDER_ARCH_OUT=$DIR build/tests/test_arch "[.arch-write]"   # GGUFs + manifest.json
 //   node $REPO/scripts/arch/llama_cpp_reference.mjs $DIR $REPO/tests/arch/fixtures
 //
 // For each model in $DIR/manifest.json: a CPU context with an F32 KV cache
 // (keys and values) and flash attention off, the manifest's prompt token ids
 // evaluated as given (BOS included, no tokenizer), then greedy decoding
-// (temperature 0) for manifest.steps steps. node-llama-cpp returns the
-// softmax of the raw logits for each step (the greedy sampler leaves them as
-// they are); the fixture stores their logs:
+// (temperature 0) for manifest.steps steps, end-of-generation tokens
+// included. node-llama-cpp returns the softmax of the raw logits for each step
+// (the greedy sampler leaves them as they are); the fixture stores their logs:
 //   prompt_logprobs: log p of every vocabulary id after the prompt
 //   steps[k]: token (the greedy choice), gap (log p of the best minus the
 //             second best), top (the 5 best as [id, log p])
@@ -49,7 +50,10 @@ for (const m of manifest.models) {
     const nVocab = model.tokens.trimmedVocabularySize ?? model.fileInsights.tokens?.vocabularySize;
     const steps = [];
     let promptLogprobs = null;
-    const it = sequence.evaluateWithMetadata(manifest.prompt, {probabilities: true}, {temperature: 0});
+    // yieldEogToken: an end-of-generation token (</s>, which a random model may
+    // pick) is recorded and evaluated like any other instead of ending the run.
+    const it = sequence.evaluateWithMetadata(manifest.prompt, {probabilities: true},
+        {temperature: 0, yieldEogToken: true});
     for await (const out of it) {
         const entries = [...out.probabilities.entries()];  // sorted by probability, descending
         if (promptLogprobs === null) {

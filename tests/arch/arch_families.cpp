@@ -8,7 +8,19 @@ namespace {
 
 std::vector<ArchFamily> make_families() {
   std::vector<ArchFamily> v;
-  const std::vector<GgmlType> all = {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0};
+  const std::vector<ArchQuant> all = {GgmlType::kF32, GgmlType::kF16, GgmlType::kQ8_0};
+  // The quantized types on the families whose rows are all multiples of 256
+  // (n_embd 256, n_ff 1024, q_dim 256), so no k-quant falls back. With 2
+  // layers the mixes store layer 1's attn_v and ffn_down (and the tied
+  // output) in Q6_K, the rest in Q4_K / Q5_K.
+  const std::vector<ArchQuant> quants = {
+      {GgmlType::kQ4_K, WeightMix::kQ4_K_M}, {GgmlType::kQ5_K, WeightMix::kQ5_K_M},
+      GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ4_0, GgmlType::kQ4_1,
+      GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K};
+  auto with_quants = [&](std::vector<ArchQuant> t) {
+    t.insert(t.end(), quants.begin(), quants.end());
+    return t;
+  };
   RandomLlamaSpec base;
   base.n_vocab = 512;
   base.n_embd = 256;
@@ -16,14 +28,16 @@ std::vector<ArchFamily> make_families() {
   base.n_ctx = 2048;
   base.weight_stddev = 0.06f;  // large enough for peaked attention and clear argmaxes
   // Seeds are chosen (from 1..4) so that llama.cpp's greedy path has no near-tie
-  // (top-2 log-prob gap under 0.015) in its first 17 steps for any weight type:
+  // (top-2 log-prob gap under 0.015) in its first 17 steps for F32, F16, Q8_0:
   // random models have flat distributions, and a near-tie ends the comparison.
+  // The quantized types came later with the same seeds; their near-ties are
+  // teacher-forced and counted by llama_cpp_agreement_test.cpp.
 
   {  // Llama 3.2 1B: 32 heads / 8 kv heads, head_dim 64, base 500000, tied
      // output, llama3 frequency factors (factor 32, low 1, high 4). The original
      // context is cut from 8192 to 64 so that the factors change the rotations
      // of a 44-position test, not only those of positions > 2048.
-    ArchFamily f{"llama3", "Llama-3.2-1B", base, all};
+    ArchFamily f{"llama3", "Llama-3.2-1B", base, with_quants(all)};
     f.spec.architecture = "llama";
     f.spec.n_head = 4;
     f.spec.n_head_kv = 1;
@@ -59,7 +73,7 @@ std::vector<ArchFamily> make_families() {
   }
   {  // Qwen2.5 0.5B: 14 / 2 heads, head_dim 64, base 1e6, rms eps 1e-6,
      // Q/K/V biases, NEOX rope, tied output.
-    ArchFamily f{"qwen2", "Qwen2.5-0.5B", base, all};
+    ArchFamily f{"qwen2", "Qwen2.5-0.5B", base, with_quants(all)};
     f.spec.architecture = "qwen2";
     f.spec.n_head = 4;
     f.spec.n_head_kv = 2;
@@ -107,11 +121,19 @@ const std::vector<int32_t>& arch_prompt() {
   return kPrompt;
 }
 
-std::string arch_type_name(GgmlType t) { return ggml_type_name(t); }
+std::string arch_type_name(const ArchQuant& q) {
+  switch (q.mix) {
+    case WeightMix::kQ4_K_M: return "Q4_K_M";
+    case WeightMix::kQ5_K_M: return "Q5_K_M";
+    case WeightMix::kUniform: break;
+  }
+  return ggml_type_name(q.type);
+}
 
-Status write_arch_model(const ArchFamily& f, GgmlType type, const std::string& path) {
+Status write_arch_model(const ArchFamily& f, const ArchQuant& q, const std::string& path) {
   RandomLlamaSpec spec = f.spec;
-  spec.weight_type = type;
+  spec.weight_type = q.type;
+  spec.mix = q.mix;
   return write_random_llama_gguf(path, spec);
 }
 

@@ -15,11 +15,19 @@
 
 namespace larder::testing {
 
+// How a family model's matrices are stored: one type for all (llama-quantize
+// --pure), or a llama.cpp mix (Q4_K_M, Q5_K_M; `type` unused).
+struct ArchQuant {
+  ArchQuant(GgmlType t, WeightMix m = WeightMix::kUniform) : type(t), mix(m) {}  // NOLINT: implicit
+  GgmlType type;
+  WeightMix mix;
+};
+
 struct ArchFamily {
   std::string name;       // fixture prefix: "<name>-<type>.json"
   std::string shaped_as;  // the real model whose metadata it mimics
-  RandomLlamaSpec spec;   // weight_type is set per quant type
-  std::vector<GgmlType> types;
+  RandomLlamaSpec spec;   // weight_type and mix are set per quant
+  std::vector<ArchQuant> types;
 };
 
 // The families checked against llama.cpp, in a fixed order.
@@ -30,11 +38,12 @@ const std::vector<ArchFamily>& arch_families();
 const std::vector<int32_t>& arch_prompt();
 constexpr int kArchGreedySteps = 20;
 
-// "F32", "F16", "Q8_0": as in fixture names and llama.cpp's ggml_type_name.
-std::string arch_type_name(GgmlType t);
+// "F32", "F16", "Q8_0", "Q4_K": as in fixture names and llama.cpp's
+// ggml_type_name; "Q4_K_M", "Q5_K_M" for the mixes.
+std::string arch_type_name(const ArchQuant& q);
 
-// Writes family `f` stored as `type` to path. Errors: as write_random_llama_gguf.
-Status write_arch_model(const ArchFamily& f, GgmlType type, const std::string& path);
+// Writes family `f` stored as `q` to path. Errors: as write_random_llama_gguf.
+Status write_arch_model(const ArchFamily& f, const ArchQuant& q, const std::string& path);
 
 // tests/arch/fixtures, found next to this source file.
 std::string arch_fixture_dir();

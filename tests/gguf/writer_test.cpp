@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -176,4 +178,271 @@ TEST_CASE("to_bytes and write produce the same file", "[gguf][writer]") {
   // Header by hand: "GGUF", version 3, 1 tensor, 1 kv.
   REQUIRE(mem.size() > 24);
   CHECK(std::memcmp(mem.data(), "GGUF\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01", 17) == 0);
+}
+
+// ---- quantized encoders (tests/support/quant_encode.h) ----------------------
+//
+// Error bounds, from the block formats (docs/quant-formats.md) and the
+// encoders' min/max scale choice. A = max|x| over the block (k-quants: the
+// 256-value super-block); for sub-block s: a_s = max|x|, lo_s = min(x, 0),
+// r_s = max(x) - lo_s; R = max r_s, M = max -lo_s. A quant of step h rounds
+// to within h/2; a k-quant's stored sub-block step is sc * d with
+// sc = ceil(step / d), so at most step + d; its min dmin * round(-lo / dmin)
+// is off by at most dmin / 2, which a clamped end quant can add once more:
+//   Q4_0  step A/7,  |err| <= A/14         Q5_0  step A/15, |err| <= A/30
+//   Q4_1  step (max-min)/15 -> (max-min)/30   Q5_1 (max-min)/31 -> (max-min)/62
+//   Q2_K  step r_s/3,  d = R/45,  dmin = M/15:  r_s/6  + R/90   + M/30
+//   Q3_K  step a_s/3,  d = A/93:                a_s/6  + A/186
+//   Q4_K  step r_s/15, d = R/945, dmin = M/63:  r_s/30 + R/1890 + M/126
+//   Q5_K  step r_s/31, d = R/1953, dmin = M/63: r_s/62 + R/3906 + M/126
+//   Q6_K  step a_s/31, d = A/3937:              a_s/62 + A/7874
+// plus the f16 rounding of the scales (rounded up: <= 2^-10 relative, or
+// 2^-24 absolute when subnormal, times sc <= 127): 2^-9 A + 2^-17.
+
+namespace {
+
+struct SubStats {
+  float amax = 0, lo = 0, hi = -1e30f;
+};
+
+SubStats stats(const float* x, int n) {
+  SubStats s;
+  for (int i = 0; i < n; ++i) {
+    s.amax = std::max(s.amax, std::fabs(x[i]));
+    s.lo = std::min(s.lo, x[i]);
+    s.hi = std::max(s.hi, x[i]);
+  }
+  return s;
+}
+
+// The bound above for value i of a block of `type` starting at x.
+double error_bound(GgmlType type, const float* x, int i) {
+  const int bs = int(ggml_block_size(type));
+  const SubStats blk = stats(x, bs);
+  const double A = blk.amax;
+  const int sub = (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) ? 32 : 16;
+  double R = 0, M = 0;
+  for (int s = 0; s < bs / sub; ++s) {
+    const SubStats ss = stats(x + s * sub, sub);
+    R = std::max(R, double(ss.hi - ss.lo));
+    M = std::max(M, double(-ss.lo));
+  }
+  const SubStats mine = stats(x + (i / sub) * sub, sub);
+  const double r_s = mine.hi - mine.lo, a_s = mine.amax;
+  double b = 0;
+  switch (type) {
+    case GgmlType::kQ4_0: b = A / 14; break;
+    case GgmlType::kQ5_0: b = A / 30; break;
+    case GgmlType::kQ4_1: b = (blk.hi - *std::min_element(x, x + bs)) / 30.0; break;
+    case GgmlType::kQ5_1: b = (blk.hi - *std::min_element(x, x + bs)) / 62.0; break;
+    case GgmlType::kQ2_K: b = r_s / 6 + R / 90 + M / 30; break;
+    case GgmlType::kQ3_K: b = a_s / 6 + A / 186; break;
+    case GgmlType::kQ4_K: b = r_s / 30 + R / 1890 + M / 126; break;
+    case GgmlType::kQ5_K: b = r_s / 62 + R / 3906 + M / 126; break;
+    case GgmlType::kQ6_K: b = a_s / 62 + A / 7874; break;
+    case GgmlType::kQ8_0: b = A / 254; break;
+    default: FAIL("no bound");
+  }
+  return b + A / 512 + 1.0 / 131072;
+}
+
+// Deterministic test rows: ~N(0, sd^2) (sum of 4 uniforms), with a shift.
+std::vector<float> test_row(uint32_t seed, int n, float sd, float shift) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t st = seed * 2654435761u + 12345u;
+  auto u01 = [&] {
+    st = st * 1664525u + 1013904223u;
+    return float(st >> 8) / 16777216.0f;
+  };
+  for (float& x : v) x = (u01() + u01() + u01() + u01() - 2.0f) * 1.7320508f * sd + shift;
+  return v;
+}
+
+std::vector<float> round_trip(GgmlType type, const std::vector<float>& x) {
+  std::vector<uint8_t> enc(ggml_row_size(type, int64_t(x.size())));
+  REQUIRE(encode_row(type, x.data(), int64_t(x.size()), enc.data()).is_ok());
+  std::vector<float> y(x.size());
+  dequantize_row(type, enc.data(), y.data(), int64_t(x.size()));
+  return y;
+}
+
+const GgmlType kQuantTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
+                                GgmlType::kQ5_K, GgmlType::kQ6_K};
+
+}  // namespace
+
+TEST_CASE("quantized rows decode within the format's error bound", "[gguf][writer][quant]") {
+  const int n = 1024;  // 4 super-blocks, 32 legacy blocks
+  for (GgmlType type : kQuantTypes) {
+    INFO(ggml_type_name(type));
+    // Gaussian rows at weight scales (0.02 gives subnormal f16 k-quant scales),
+    // all-positive and all-negative rows, zeros, a constant, an outlier, and
+    // sub-blocks of very different magnitude.
+    std::vector<std::vector<float>> rows;
+    uint32_t seed = 1;
+    for (float sd : {0.02f, 0.06f, 1.0f, 300.0f}) rows.push_back(test_row(seed++, n, sd, 0.0f));
+    rows.push_back(test_row(seed++, n, 0.1f, 0.5f));
+    rows.push_back(test_row(seed++, n, 0.1f, -0.5f));
+    rows.push_back(std::vector<float>(n, 0.0f));
+    rows.push_back(std::vector<float>(n, -0.3f));
+    std::vector<float> outlier = test_row(seed++, n, 0.05f, 0.0f);
+    outlier[77] = 4.0f;
+    outlier[600] = -7.0f;
+    rows.push_back(outlier);
+    std::vector<float> mixed = test_row(seed++, n, 1.0f, 0.0f);
+    for (int i = 0; i < n; ++i) mixed[size_t(i)] *= ((i / 16) % 3 == 0) ? 1e-3f : 1.0f;
+    rows.push_back(mixed);
+
+    double worst_ratio = 0;
+    for (const std::vector<float>& x : rows) {
+      const std::vector<float> y = round_trip(type, x);
+      const int bs = int(ggml_block_size(type));
+      for (int i = 0; i < n; ++i) {
+        const double err = std::fabs(double(y[size_t(i)]) - x[size_t(i)]);
+        const double bound = error_bound(type, x.data() + (i / bs) * bs, i % bs);
+        worst_ratio = std::max(worst_ratio, err / bound);
+        if (err > bound) {
+          INFO("value " << i << ": " << x[size_t(i)] << " -> " << y[size_t(i)] << ", bound " << bound);
+          CHECK(err <= bound);
+          break;
+        }
+      }
+    }
+    // The bound is not slack everywhere: some value comes within half of it.
+    CHECK(worst_ratio > 0.5);
+  }
+}
+
+TEST_CASE("quantized blocks by hand", "[gguf][writer][quant]") {
+  SECTION("Q4_0") {
+    // x_i = 0.25 * (i % 15 - 7): max|x| = 1.75, d = 1.75 / 7 = 0.25 (f16
+    // 0x3400), q_i = i % 15 + 1; qs[j] = q_j | q_{j+16} << 4.
+    std::vector<float> x(32);
+    for (int i = 0; i < 32; ++i) x[size_t(i)] = 0.25f * float(i % 15 - 7);
+    uint8_t b[18];
+    REQUIRE(encode_row(GgmlType::kQ4_0, x.data(), 32, b).is_ok());
+    CHECK((b[0] | b[1] << 8) == 0x3400);
+    CHECK(b[2] == 0x21);   // q0 = 1, q16 = 2
+    CHECK(b[3] == 0x32);   // q1 = 2, q17 = 3
+    CHECK(b[16] == 0x1F);  // q14 = 15, q30 = 30 % 15 + 1 = 1
+    CHECK(round_trip(GgmlType::kQ4_0, x) == x);
+  }
+  SECTION("Q4_K") {
+    // Sub-block s: step sc_s / 256 with sc = 63, 56, ..., 14 (63 - 7s) and
+    // min -m_s / 512 with m = 63, 55, ..., 7 (63 - 8s); quants
+    // q_i = (7i + s) % 16 take every value 0..15 in each sub-block. So
+    // d = max step / 63 = 2^-8 (f16 0x1C00), dmin = max min / 63 = 2^-9
+    // (0x1800), and every x is on the grid.
+    const int sc[8] = {63, 56, 49, 42, 35, 28, 21, 14}, m[8] = {63, 55, 47, 39, 31, 23, 15, 7};
+    std::vector<float> x(256);
+    for (int i = 0; i < 256; ++i) {
+      const int s = i / 32, q = (7 * i + s) % 16;
+      x[size_t(i)] = float(sc[s]) / 256.0f * float(q) - float(m[s]) / 512.0f;
+    }
+    uint8_t b[144];
+    REQUIRE(encode_row(GgmlType::kQ4_K, x.data(), 256, b).is_ok());
+    CHECK((b[0] | b[1] << 8) == 0x1C00);
+    CHECK((b[2] | b[3] << 8) == 0x1800);
+    // Scales: bytes 0..3 sc_s | (sc_{s+4} >> 4) << 6; 4..7 m_s | (m_{s+4} >> 4) << 6;
+    // 8..11 (sc_{s+4} & 15) | (m_{s+4} & 15) << 4.
+    const uint8_t scales[12] = {0xBF, 0x78, 0x71, 0x2A, 0x7F, 0x77, 0x2F, 0x27, 0xF3, 0x7C, 0xF5, 0x7E};
+    CHECK(std::memcmp(b + 4, scales, 12) == 0);
+    CHECK(b[16] == 0x10);  // q0 = 0 low, q32 = (224 + 1) % 16 = 1 high
+    CHECK(b[17] == 0x87);  // q1 = 7, q33 = (231 + 1) % 16 = 8
+    CHECK(round_trip(GgmlType::kQ4_K, x) == x);
+  }
+  SECTION("Q6_K") {
+    // Sub-block s (16 values): scale 127 - 8s, d = 2^-10 (f16 0x1400);
+    // q = -31 or 31 at the first value (so max|x| = 31 * step), else
+    // (5i) % 63 - 31. Stored u = q + 32.
+    std::vector<float> x(256);
+    for (int i = 0; i < 256; ++i) {
+      const int s = i / 16;
+      const int q = i % 16 == 0 ? ((s & 1) ? 31 : -31) : (5 * i) % 63 - 31;
+      x[size_t(i)] = float(127 - 8 * s) / 1024.0f * float(q);
+    }
+    uint8_t b[210];
+    REQUIRE(encode_row(GgmlType::kQ6_K, x.data(), 256, b).is_ok());
+    // ql[0]: u0 = 1 (low), u64 = 1 (high); ql[1]: u1 = 6, u65 = 11;
+    // ql[33]: u33 = 40 -> 8, u97 = 45 -> 13; qh[1] (byte 129): top bits of
+    // u1, u33, u65, u97 = 0, 2, 0, 2 at bits 0, 2, 4, 6.
+    CHECK(b[0] == 0x11);
+    CHECK(b[1] == 0xB6);
+    CHECK(b[33] == 0xD8);
+    CHECK(b[129] == 0x88);
+    for (int s = 0; s < 16; ++s) CHECK(int8_t(b[192 + s]) == 127 - 8 * s);
+    CHECK((b[208] | b[209] << 8) == 0x1400);
+    CHECK(round_trip(GgmlType::kQ6_K, x) == x);
+  }
+}
+
+TEST_CASE("random llama files take llama.cpp's Q4_K_M and Q5_K_M tensor types", "[gguf][writer][quant]") {
+  RandomLlamaSpec s;  // Llama-3.2-1B: 16 layers, tied output, rows of 2048 / 8192
+  s.n_layer = 16;
+  s.mix = WeightMix::kQ4_K_M;
+  auto type = [&](const std::string& name, int layer, int64_t ne0) {
+    return ggml_type_name(random_llama_matrix_type(s, name, layer, ne0));
+  };
+  // use_more_bits(i, 16): i < 2, i >= 14, (i - 2) % 3 == 2 -> 0 1 4 7 10 13 14 15.
+  const char* v_types[16] = {"Q6_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K",
+                             "Q4_K", "Q4_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K", "Q6_K", "Q6_K"};
+  for (int i = 0; i < 16; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    CHECK(std::string(type(p + "attn_v.weight", i, 2048)) == v_types[i]);
+    CHECK(std::string(type(p + "ffn_down.weight", i, 8192)) == v_types[i]);
+    CHECK(std::string(type(p + "attn_q.weight", i, 2048)) == "Q4_K");
+    CHECK(std::string(type(p + "ffn_gate.weight", i, 2048)) == "Q4_K");
+  }
+  CHECK(std::string(type("token_embd.weight", -1, 2048)) == "Q6_K");  // tied: the output's type
+  s.tied_output = false;
+  CHECK(std::string(type("token_embd.weight", -1, 2048)) == "Q4_K");
+  CHECK(std::string(type("output.weight", -1, 2048)) == "Q6_K");
+  s.mix = WeightMix::kQ5_K_M;
+  CHECK(std::string(type("blk.3.attn_k.weight", 3, 2048)) == "Q5_K");
+  CHECK(std::string(type("blk.4.attn_v.weight", 4, 2048)) == "Q6_K");
+  // 2 layers: use_more_bits picks layer 1 only (7 * 2 / 8 = 1).
+  s.n_layer = 2;
+  CHECK(std::string(type("blk.0.ffn_down.weight", 0, 1024)) == "Q5_K");
+  CHECK(std::string(type("blk.1.ffn_down.weight", 1, 1024)) == "Q6_K");
+  // Qwen2.5-0.5B rows of 896: fallbacks Q4_K -> Q5_0, Q5_K -> Q5_1, output Q8_0.
+  s.n_layer = 24;
+  s.tied_output = true;
+  s.mix = WeightMix::kQ4_K_M;
+  CHECK(std::string(type("blk.0.attn_q.weight", 0, 896)) == "Q5_0");
+  CHECK(std::string(type("blk.0.attn_v.weight", 0, 896)) == "Q8_0");  // Q6_K -> Q8_0
+  CHECK(std::string(type("blk.5.ffn_down.weight", 5, 4864)) == "Q6_K");
+  CHECK(std::string(type("blk.6.ffn_down.weight", 6, 4864)) == "Q4_K");
+  CHECK(std::string(type("token_embd.weight", -1, 896)) == "Q8_0");
+  s.mix = WeightMix::kQ5_K_M;
+  CHECK(std::string(type("blk.0.attn_q.weight", 0, 896)) == "Q5_1");
+  // Uniform types keep weight_type where the rows fit.
+  s.mix = WeightMix::kUniform;
+  s.weight_type = GgmlType::kQ3_K;
+  CHECK(std::string(type("token_embd.weight", -1, 2048)) == "Q3_K");
+  CHECK(std::string(type("blk.0.attn_q.weight", 0, 896)) == "Q4_0");
+  s.weight_type = GgmlType::kQ4_1;
+  CHECK(std::string(type("blk.0.attn_q.weight", 0, 48)) == "F16");
+}
+
+TEST_CASE("a random llama model in a mix loads with the mix's tensor types", "[gguf][writer][quant]") {
+  RandomLlamaSpec s;
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.n_layer = 2;
+  s.mix = WeightMix::kQ4_K_M;
+  const std::string path = temp_file("mix.gguf");
+  REQUIRE(write_random_llama_gguf(path, s).is_ok());
+  auto r = GgufFile::open(path);
+  std::filesystem::remove(path);
+  REQUIRE(r.is_ok());
+  const GgufFile& f = **r;
+  CHECK(f.get_int("general.file_type").value() == 15);
+  auto type_of = [&](const char* name) { return f.find_tensor(name)->type; };
+  CHECK(type_of("token_embd.weight") == GgmlType::kQ6_K);
+  CHECK(type_of("blk.0.attn_v.weight") == GgmlType::kQ4_K);
+  CHECK(type_of("blk.1.attn_v.weight") == GgmlType::kQ6_K);
+  CHECK(type_of("blk.1.ffn_down.weight") == GgmlType::kQ6_K);
+  CHECK(type_of("blk.1.ffn_up.weight") == GgmlType::kQ4_K);
+  CHECK(type_of("blk.1.attn_norm.weight") == GgmlType::kF32);
 }

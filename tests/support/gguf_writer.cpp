@@ -6,6 +6,9 @@
 #include <cstring>
 #include <memory>
 
+#include "engine/gguf/quant_blocks.h"
+#include "tests/support/quant_encode.h"
+
 namespace larder::testing {
 
 // ---- value builders ----------------------------------------------------------
@@ -93,9 +96,20 @@ Status encode_row(GgmlType type, const float* x, int64_t n, uint8_t* dst) {
       }
       return Status::ok();
     }
-    default:
-      return Status::invalid_argument(std::string("cannot encode type ") +
-                                      (ggml_type_name(type) ? ggml_type_name(type) : "?"));
+    default: {
+      const int64_t bs = ggml_block_size(type);
+      if (!ggml_type_supported(type) || bs <= 1) {
+        return Status::invalid_argument(std::string("cannot encode type ") +
+                                        (ggml_type_name(type) ? ggml_type_name(type) : "?"));
+      }
+      if (n % bs != 0) {
+        return Status::invalid_argument(std::string(ggml_type_name(type)) + " row of " + std::to_string(n) +
+                                        " values is not a multiple of " + std::to_string(bs));
+      }
+      const size_t block_bytes = ggml_type_size(type);
+      for (int64_t b = 0; b < n / bs; ++b) (void)encode_quant_block(type, x + b * bs, dst + b * int64_t(block_bytes));
+      return Status::ok();
+    }
   }
 }
 
@@ -185,9 +199,8 @@ Status check_shape(const std::string& name, const std::vector<int64_t>& ne, Ggml
   if (ne.empty() || ne.size() > 4) return Status::invalid_argument(name + ": 1..4 dims");
   int64_t rows = 1;
   for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
-  if (type != GgmlType::kF32 && type != GgmlType::kF16 && type != GgmlType::kBF16 &&
-      type != GgmlType::kQ8_0) {
-    return Status::invalid_argument(name + ": the writer stores F32, F16, BF16 or Q8_0 only");
+  if (!ggml_type_supported(type)) {
+    return Status::invalid_argument(name + ": the writer stores only the types larder reads");
   }
   if (ne[0] % ggml_block_size(type) != 0) {
     return Status::invalid_argument(name + ": ne[0] is not a multiple of the block size");
@@ -409,7 +422,64 @@ void add_vocab(GgufWriter& w, int n_vocab) {
   w.add("tokenizer.ggml.add_space_prefix", gguf_bool(true));
 }
 
+// general.file_type: llama.cpp's llama_ftype for the spec.
+uint32_t llama_ftype_of(const RandomLlamaSpec& s) {
+  if (s.mix == WeightMix::kQ4_K_M) return 15;
+  if (s.mix == WeightMix::kQ5_K_M) return 17;
+  switch (s.weight_type) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ4_0: return 2;
+    case GgmlType::kQ4_1: return 3;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kQ5_0: return 8;
+    case GgmlType::kQ5_1: return 9;
+    case GgmlType::kQ2_K: return 10;
+    case GgmlType::kQ3_K: return 11;  // Q3_K_S
+    case GgmlType::kQ4_K: return 14;  // Q4_K_S
+    case GgmlType::kQ5_K: return 16;  // Q5_K_S
+    case GgmlType::kQ6_K: return 18;
+    default: return 32;  // BF16
+  }
+}
+
+// llama.cpp's use_more_bits: the layers that Q4_K_M / Q5_K_M give more bits.
+bool use_more_bits(int i_layer, int n_layer) {
+  return i_layer < n_layer / 8 || i_layer >= 7 * n_layer / 8 || (i_layer - n_layer / 8) % 3 == 2;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
+
+GgmlType random_llama_matrix_type(const RandomLlamaSpec& spec, const std::string& name, int layer,
+                                  int64_t ne0) {
+  GgmlType t = spec.weight_type;
+  if (spec.mix != WeightMix::kUniform) {
+    t = spec.mix == WeightMix::kQ4_K_M ? GgmlType::kQ4_K : GgmlType::kQ5_K;
+    const bool is_output = name == "output.weight" || (spec.tied_output && name == "token_embd.weight");
+    if (is_output) {
+      t = ne0 % kQK_K != 0 ? GgmlType::kQ8_0 : GgmlType::kQ6_K;
+    } else if ((ends_with(name, ".attn_v.weight") || ends_with(name, ".ffn_down.weight")) &&
+               layer >= 0 && use_more_bits(layer, spec.n_layer)) {
+      t = GgmlType::kQ6_K;
+    }
+  }
+  if (ne0 % ggml_block_size(t) != 0) {
+    switch (t) {
+      case GgmlType::kQ4_K: t = GgmlType::kQ5_0; break;
+      case GgmlType::kQ5_K: t = GgmlType::kQ5_1; break;
+      case GgmlType::kQ6_K: t = GgmlType::kQ8_0; break;
+      case GgmlType::kQ2_K:
+      case GgmlType::kQ3_K: t = GgmlType::kQ4_0; break;
+      default: break;
+    }
+    if (ne0 % ggml_block_size(t) != 0) t = GgmlType::kF16;
+  }
+  return t;
+}
 
 Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& spec) {
   const RandomLlamaSpec& s = spec;
@@ -427,14 +497,12 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
     return Status::invalid_argument("RandomLlamaSpec: rope_freq_factors needs head_dim / 2 values");
   }
   const GgmlType wt = s.weight_type;
-  if (wt != GgmlType::kF32 && wt != GgmlType::kF16 && wt != GgmlType::kBF16 && wt != GgmlType::kQ8_0) {
-    return Status::invalid_argument("RandomLlamaSpec: weight_type must be F32, F16, BF16 or Q8_0");
+  if (s.mix == WeightMix::kUniform && !ggml_type_supported(wt)) {
+    return Status::invalid_argument("RandomLlamaSpec: weight_type must be a type larder reads");
   }
   const int kv_dim = head_dim * s.n_head_kv;
   const int q_dim = head_dim * s.n_head;
-  // general.file_type as llama.cpp's llama_ftype: ALL_F32 0, MOSTLY_F16 1,
-  // MOSTLY_Q8_0 7, MOSTLY_BF16 32.
-  const uint32_t file_type = wt == GgmlType::kF32 ? 0 : wt == GgmlType::kF16 ? 1 : wt == GgmlType::kQ8_0 ? 7 : 32;
+  const uint32_t file_type = llama_ftype_of(s);
 
   GgufWriter w;
   const std::string& arch = s.architecture;
@@ -462,9 +530,9 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
   add_vocab(w, s.n_vocab);
 
   uint64_t index = 0;
+  int layer = -1;
   auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
-    GgmlType t = wt;
-    if (t == GgmlType::kQ8_0 && ne0 % kQ8_0BlockSize != 0) t = GgmlType::kF16;
+    const GgmlType t = random_llama_matrix_type(s, name, layer, ne0);
     return w.add_tensor_rows(name, {ne0, ne1}, t, normal_rows(s.seed, index++, ne0, s.weight_stddev));
   };
   // The optional tensors draw from their own index range, so a spec that
@@ -482,6 +550,7 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
   LARDER_RETURN_IF_ERROR(norm("output_norm.weight"));
   if (!s.tied_output) LARDER_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));
   for (int i = 0; i < s.n_layer; ++i) {
+    layer = i;
     const std::string p = "blk." + std::to_string(i) + ".";
     LARDER_RETURN_IF_ERROR(norm(p + "attn_norm.weight"));
     LARDER_RETURN_IF_ERROR(matrix(p + "attn_q.weight", s.n_embd, q_dim));
@@ -502,6 +571,7 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
     LARDER_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     LARDER_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
   }
+  layer = -1;
   if (!s.rope_freq_factors.empty()) {
     LARDER_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", {int64_t(s.rope_freq_factors.size())},
                                         GgmlType::kF32, s.rope_freq_factors));

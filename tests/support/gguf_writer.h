@@ -1,5 +1,6 @@
 // A small GGUF v3 writer for tests and benchmarks: metadata of every type
-// (nested arrays included), tensors from f32 data stored as F32/F16/BF16/Q8_0,
+// (nested arrays included), tensors from f32 data stored in any type larder
+// reads (F32, F16, BF16, Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K),
 // alignment padding, and hooks to emit deliberately broken files. Also
 // write_random_llama_gguf: a random llama model with a working SPM vocabulary
 // that the whole daemon can run on.
@@ -47,8 +48,10 @@ using GgufRowFn = std::function<void(int64_t row, float* out)>;
 
 // Encodes n f32 values as one row of `type` into dst (ggml_row_size(type, n)
 // bytes). Q8_0 per block of 32: d = max|x|/127 stored as f16, q = round(x/d)
-// (round half away from zero, as ggml's quantize_row_q8_0_ref).
-// Errors: kInvalidArgument for other types or n not a multiple of the block.
+// (round half away from zero, as ggml's quantize_row_q8_0_ref). Q4_0, Q4_1,
+// Q5_0, Q5_1, Q2_K .. Q6_K: min/max blocks of quant_encode.h.
+// Errors: kInvalidArgument for types larder does not read (ggml_type_supported)
+// or n not a multiple of the block.
 Status encode_row(GgmlType type, const float* x, int64_t n, uint8_t* dst);
 
 class GgufSink;  // private to gguf_writer.cpp
@@ -71,7 +74,7 @@ class GgufWriter {
   void add(std::string key, GgufValue value);
 
   // A tensor from f32 values (ne[0]*...*ne[3] of them), stored as `type`
-  // (F32, F16, BF16 or Q8_0). ne in ggml order, 1..4 dims.
+  // (any type encode_row takes). ne in ggml order, 1..4 dims.
   // Errors: kInvalidArgument (count mismatch, type, ne[0] not a block multiple).
   Status add_tensor(std::string name, std::vector<int64_t> ne, GgmlType type,
                     std::vector<float> data);
@@ -111,9 +114,17 @@ class GgufWriter {
 // Writes `bytes` to `path` (replacing it). Errors: kIOError.
 Status write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
-// A random model of the llama family. Matrices are stored as weight_type
-// (a matrix whose row length is not a multiple of 32 falls back to F16 for
-// Q8_0, as llama.cpp's quantizer does); norms are F32 ones.
+// How write_random_llama_gguf picks each matrix's storage type
+// (random_llama_matrix_type has the rule).
+enum class WeightMix {
+  kUniform,  // every matrix weight_type, as `llama-quantize --pure`
+  kQ4_K_M,   // llama.cpp's Q4_K_M (LLAMA_FTYPE_MOSTLY_Q4_K_M); weight_type unused
+  kQ5_K_M,   // llama.cpp's Q5_K_M; weight_type unused
+};
+
+// A random model of the llama family. Matrices are stored as
+// random_llama_matrix_type says (weight_type, or a llama.cpp mix); norms,
+// biases and rope factors are F32.
 struct RandomLlamaSpec {
   int n_vocab = 512;      // >= 259 (3 specials + 256 byte tokens)
   int n_embd = 64;
@@ -122,7 +133,8 @@ struct RandomLlamaSpec {
   int n_head_kv = 2;
   int n_ff = 128;
   int n_ctx = 512;
-  GgmlType weight_type = GgmlType::kF32;  // F32, F16, BF16 or Q8_0
+  GgmlType weight_type = GgmlType::kF32;  // any type encode_row takes
+  WeightMix mix = WeightMix::kUniform;
   uint64_t seed = 42;
   bool tied_output = true;  // false: writes a separate output.weight
 
@@ -139,6 +151,24 @@ struct RandomLlamaSpec {
   std::string rope_scaling_type;         // non-empty: <arch>.rope.scaling.type
   float rope_scaling_factor = 0.0f;      // > 0: <arch>.rope.scaling.factor
 };
+
+// The storage type of matrix `name` ("token_embd.weight", "output.weight",
+// "blk.N.attn_v.weight", ...; `layer` N, -1 outside the blocks) with rows of
+// ne0 values in a model written from `spec`. Mirrors llama.cpp's
+// llama_tensor_get_type (src/llama-quant.cpp):
+//   kUniform: weight_type (llama-quantize --pure).
+//   kQ4_K_M / kQ5_K_M: Q4_K / Q5_K, except
+//     output.weight (token_embd.weight when the output is tied): Q6_K (Q8_0
+//       when ne0 is not a multiple of 256);
+//     attn_v and ffn_down of layer i: Q6_K where use_more_bits(i, n_layer):
+//       i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2  (integer division), e.g.
+//       layers 0 1 4 7 10 13 14 15 of 16, layer 1 of 2.
+// Then rows that do not fill whole blocks fall back as llama.cpp does: Q4_K ->
+// Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0 (llama.cpp uses IQ4_NL,
+// which larder does not read); anything still not fitting -> F16 (llama.cpp
+// refuses such legacy-type tensors; the writer always stored them as F16).
+GgmlType random_llama_matrix_type(const RandomLlamaSpec& spec, const std::string& name, int layer,
+                                  int64_t ne0);
 
 // Llama 3 RoPE frequency factors ("rope_type": "llama3" in HF config.json),
 // one per rotated pair i in [0, n_rot/2), from Meta's published rule: with
@@ -157,8 +187,10 @@ std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, float fa
 // vocabulary: <unk>, <s>, </s>, byte tokens <0x00>..<0xFF> (type 6), "▁",
 // printable ASCII, then "▁"-prefixed and plain lowercase words up to n_vocab;
 // scores 0 for the first 259 ids and -(id-259) after; bos 1, eos 2, unk 0,
-// add_bos_token true. Streams tensors: a Llama-3.2-1B shape in Q8_0 takes
-// seconds. Errors: kInvalidArgument (bad spec), kIOError.
+// add_bos_token true. general.file_type is llama.cpp's llama_ftype of the
+// mix (uniform Q3_K / Q4_K / Q5_K as the _S files: 11, 14, 16). Streams
+// tensors: a Llama-3.2-1B shape in Q8_0 takes seconds. Errors:
+// kInvalidArgument (bad spec), kIOError.
 Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& spec);
 
 }  // namespace larder::testing

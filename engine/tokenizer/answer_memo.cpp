@@ -55,6 +55,67 @@ size_t AnswerMemo::n_tokens() const {
   return n_tokens_;
 }
 
+namespace {
+
+constexpr char kAnswerMagic[4] = {'L', 'D', 'A', 'N'};
+constexpr uint32_t kAnswerVersion = 1;
+constexpr size_t kAnswerHeader = 4 + 4 + 8 + 8 + 4;
+
+template <typename T>
+void put_le(std::string& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(char((uint64_t(v) >> (8 * i)) & 0xff));
+}
+
+template <typename T>
+T get_le(const char* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t(uint8_t(p[i])) << (8 * i);
+  return T(v);
+}
+
+}  // namespace
+
+PageKey answer_key(const PageKey& root, std::string_view text) {
+  std::string buf = "larder-answer";
+  buf.push_back('\0');
+  buf += root.to_bytes();
+  buf.append(text);
+  const XXH128_hash_t h = XXH3_128bits(buf.data(), buf.size());
+  return PageKey{h.high64, h.low64};
+}
+
+std::string encode_answer_record(std::string_view text, std::span<const int32_t> ids) {
+  std::string out(kAnswerMagic, sizeof(kAnswerMagic));
+  put_le<uint32_t>(out, kAnswerVersion);
+  put_le<uint64_t>(out, XXH3_64bits(text.data(), text.size()));
+  put_le<uint64_t>(out, text.size());
+  put_le<uint32_t>(out, uint32_t(ids.size()));
+  for (int32_t id : ids) put_le<uint32_t>(out, uint32_t(id));
+  put_le<uint64_t>(out, XXH3_64bits(out.data(), out.size()));
+  return out;
+}
+
+std::optional<std::vector<int32_t>> decode_answer_record(std::string_view record, std::string_view text,
+                                                         int n_vocab) {
+  if (record.size() < kAnswerHeader + 8) return std::nullopt;
+  const char* p = record.data();
+  if (std::string_view(p, 4) != std::string_view(kAnswerMagic, 4)) return std::nullopt;
+  if (get_le<uint32_t>(p + 4) != kAnswerVersion) return std::nullopt;
+  if (get_le<uint64_t>(p + 8) != XXH3_64bits(text.data(), text.size())) return std::nullopt;
+  if (get_le<uint64_t>(p + 16) != text.size()) return std::nullopt;
+  const uint64_t n = get_le<uint32_t>(p + 24);
+  if (n == 0 || record.size() != kAnswerHeader + 4 * n + 8) return std::nullopt;
+  const size_t body = record.size() - 8;
+  if (get_le<uint64_t>(p + body) != XXH3_64bits(p, body)) return std::nullopt;
+  std::vector<int32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t id = get_le<int32_t>(p + kAnswerHeader + 4 * i);
+    if (id < 0 || id >= n_vocab) return std::nullopt;
+    ids[i] = id;
+  }
+  return ids;
+}
+
 std::string answer_marker(size_t k) {
   static const uint64_t tag = [] {
     std::random_device rd;

@@ -40,6 +40,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "storage/page_store.h"
+
 namespace larder {
 
 class Tokenizer;
@@ -81,6 +83,20 @@ class AnswerMemo {
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
   size_t n_tokens_ = 0;
 };
+
+// Disk form of one answer, kept by the disk tier beside the KV pages so that
+// a returning chat still splices its answers after a restart. Key: XXH3-128
+// of "larder-answer", the cache root key (model, layout, salt) and the text;
+// no page key can collide with it short of a 128-bit hash collision.
+// Record (little-endian): "LDAN" | u32 version 1 | u64 XXH3-64 of the text |
+// u64 text bytes | u32 n | n x i32 ids | u64 XXH3-64 of everything before.
+PageKey answer_key(const PageKey& root, std::string_view text);
+std::string encode_answer_record(std::string_view text, std::span<const int32_t> ids);
+// The ids of a record written for exactly `text`; nullopt for a record that
+// is damaged, of another version, for another text, empty, or holding an id
+// outside [0, n_vocab) (the caller drops it).
+std::optional<std::vector<int32_t>> decode_answer_record(std::string_view record, std::string_view text,
+                                                         int n_vocab);
 
 // The marker that stands for answer `k` in the marked rendering: printable
 // ASCII that no template changes and no conversation contains by accident

@@ -139,3 +139,35 @@ TEST_CASE("splice_answers puts the stored ids of answers into the prompt", "[ans
 }
 
 }  // namespace larder
+
+namespace larder {
+
+TEST_CASE("answer records: round trip, and every damaged or foreign record is refused", "[answer_memo]") {
+  const std::string text = "Hello there!";
+  const std::vector<int32_t> ids = {7, 300, 12, 511};
+  const std::string rec = encode_answer_record(text, ids);
+  // Layout by hand: 28-byte header, 4 bytes per id, 8-byte checksum.
+  REQUIRE(rec.size() == 28 + 4 * 4 + 8);
+  CHECK(rec.substr(0, 4) == "LDAN");
+  CHECK(uint8_t(rec[28 + 4]) == 300 % 256);
+  CHECK(uint8_t(rec[28 + 5]) == 300 / 256);
+  CHECK(decode_answer_record(rec, text, 512) == ids);
+
+  CHECK_FALSE(decode_answer_record(rec, "Hello there?", 512));  // another text
+  CHECK_FALSE(decode_answer_record(rec, text, 511));            // id 511 out of a 511-token vocab
+  for (size_t cut = 0; cut < rec.size(); ++cut) CHECK_FALSE(decode_answer_record(rec.substr(0, cut), text, 512));
+  for (size_t i = 0; i < rec.size(); ++i) {
+    std::string bad = rec;
+    bad[i] = char(bad[i] ^ 0x01);
+    CHECK_FALSE(decode_answer_record(bad, text, 512));
+  }
+  CHECK_FALSE(decode_answer_record(rec + "x", text, 512));
+
+  // Keys differ by text and by cache root; the same inputs give the same key.
+  const PageKey root{1, 2}, other_root{1, 3};
+  CHECK(answer_key(root, text) == answer_key(root, text));
+  CHECK_FALSE(answer_key(root, text) == answer_key(root, "Hello there"));
+  CHECK_FALSE(answer_key(root, text) == answer_key(other_root, text));
+}
+
+}  // namespace larder

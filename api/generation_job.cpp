@@ -35,8 +35,29 @@ void QueueSink::detach() {
 }
 
 GenerationJob::GenerationJob(CompletionMeta meta, bool stream, bool include_usage,
-                             std::shared_ptr<QueueSink> sink)
-    : meta_(std::move(meta)), stream_(stream), include_usage_(include_usage), sink_(std::move(sink)) {}
+                             std::shared_ptr<QueueSink> sink, ToolCallOptions tools, uint64_t tool_call_id_seed)
+    : meta_(std::move(meta)),
+      stream_(stream),
+      include_usage_(include_usage),
+      sink_(std::move(sink)),
+      tools_(tools),
+      tool_stream_(std::move(tools)),
+      id_rng_(tool_call_id_seed) {}
+
+void GenerationJob::write_text_chunk(ResponseWriter& writer, const std::string& text) {
+  if (text.empty()) return;
+  start_stream(writer);
+  writer.write_stream(sse_event(dump_json(text_chunk_json(meta_, text))));
+}
+
+std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
+  std::vector<ToolCall> out;
+  for (ParsedToolCall& c : calls) {
+    out.push_back({make_tool_call_id(tools_.syntax == ToolCallSyntax::kMistral, id_rng_), std::move(c.name),
+                   std::move(c.arguments)});
+  }
+  return out;
+}
 
 GenerationJob::~GenerationJob() {
   if (!done_) sink_->cancel();
@@ -75,8 +96,7 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
   if (!e.done) {
     if (stream_) {
       if (e.text.empty()) return;
-      start_stream(writer);
-      writer.write_stream(sse_event(dump_json(text_chunk_json(meta_, e.text))));
+      write_text_chunk(writer, tool_stream_.push(e.text));
     } else {
       text_ += e.text;
     }
@@ -100,11 +120,18 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
   }
   done_ = true;
   if (!stream_) {
-    writer.send(json_response(200, completion_json(meta_, text_, e)));
+    ToolCallParse parsed = parse_tool_calls(tools_, text_);
+    writer.send(json_response(200, completion_json(meta_, parsed.content, e, with_ids(std::move(parsed.calls)))));
     return;
   }
+  ToolCallParse rest = tool_stream_.finish();
+  write_text_chunk(writer, rest.content);
+  std::vector<ToolCall> calls = with_ids(std::move(rest.calls));
   start_stream(writer);
-  writer.write_stream(sse_event(dump_json(finish_chunk_json(meta_, e))));
+  for (size_t i = 0; i < calls.size(); ++i) {
+    writer.write_stream(sse_event(dump_json(tool_call_chunk_json(meta_, static_cast<int>(i), calls[i]))));
+  }
+  writer.write_stream(sse_event(dump_json(finish_chunk_json(meta_, e, !calls.empty()))));
   if (include_usage_) writer.write_stream(sse_event(dump_json(usage_chunk_json(meta_, e))));
   writer.write_stream(kSseDone);
   writer.end_stream();

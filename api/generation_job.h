@@ -16,10 +16,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "api/http_message.h"
 #include "api/openai_response.h"
+#include "api/tool_calls.h"
 #include "engine/generation.h"
 
 namespace larder {
@@ -66,7 +69,11 @@ class ResponseJob {
 class GenerationJob : public ResponseJob {
  public:
   // stream: SSE chunks; include_usage: a usage chunk before [DONE].
-  GenerationJob(CompletionMeta meta, bool stream, bool include_usage, std::shared_ptr<QueueSink> sink);
+  // tools.syntax != kNone (chat with tools offered): tool calls in the answer
+  // become message.tool_calls / delta.tool_calls (api/tool_calls.h), with
+  // ids drawn from `tool_call_id_seed`.
+  GenerationJob(CompletionMeta meta, bool stream, bool include_usage, std::shared_ptr<QueueSink> sink,
+                ToolCallOptions tools = {}, uint64_t tool_call_id_seed = 0);
   ~GenerationJob() override;  // unfinished: cancel + detach the sink
 
   void pump(ResponseWriter& writer) override;
@@ -76,11 +83,16 @@ class GenerationJob : public ResponseJob {
   void on_event(ResponseWriter& writer, GenerationEvent& event);
   void start_stream(ResponseWriter& writer);
   void finish_with_error(ResponseWriter& writer, const ApiError& error);
+  void write_text_chunk(ResponseWriter& writer, const std::string& text);
+  std::vector<ToolCall> with_ids(std::vector<ParsedToolCall> calls);
 
   CompletionMeta meta_;
   bool stream_;
   bool include_usage_;
   std::shared_ptr<QueueSink> sink_;
+  ToolCallOptions tools_;
+  ToolCallStream tool_stream_;  // streaming with tools: holds back text that may be a call
+  std::mt19937_64 id_rng_;
   std::string text_;        // non-streaming: the whole completion so far
   bool started_ = false;    // streaming: head and role chunk sent
   bool done_ = false;

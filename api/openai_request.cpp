@@ -1,15 +1,19 @@
 #include "api/openai_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 namespace larder {
 namespace {
 
-using nlohmann::json;
+// Ordered: "tools" reach the chat template with the client's key order, as
+// Python's json keeps it for transformers.
+using json = nlohmann::ordered_json;
 
 constexpr size_t kMaxStopStrings = 4;  // OpenAI: "Up to 4 sequences"
 
@@ -141,12 +145,6 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   }
 
   // Fields larder cannot honour yet are refused rather than silently ignored.
-  if (const json* v = field(obj, "tools"); v && !(v->is_array() && v->empty())) {
-    return ApiError::invalid("'tools' (function calling) is not supported yet", "tools");
-  }
-  if (const json* v = field(obj, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none")) {
-    return ApiError::invalid("'tool_choice' is not supported yet", "tool_choice");
-  }
   if (const json* v = field(obj, "response_format")) {
     const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
     if (!text) return ApiError::invalid("'response_format' other than {\"type\": \"text\"} is not supported", "response_format");
@@ -171,10 +169,12 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
 }
 
 // One message's content -> text.
-std::optional<ApiError> parse_content(const json& msg, const std::string& role, std::string* out) {
+std::optional<ApiError> parse_content(const json& msg, const std::string& role, std::string* out,
+                                      bool* is_null) {
   const json* c = field(msg, "content");
   if (!c) {
     // Assistant turns that only carried tool calls have no content.
+    *is_null = true;
     if (role == "assistant") return std::nullopt;
     return ApiError::invalid("each message needs 'content' (only assistant messages may omit it)", "messages");
   }
@@ -204,6 +204,124 @@ std::optional<ApiError> parse_content(const json& msg, const std::string& role, 
   return std::nullopt;
 }
 
+bool valid_function_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-';
+  });
+}
+
+// "tools" -> out->chat.tools_json and out->tool_names; "tool_choice" "none"
+// leaves both empty.
+std::optional<ApiError> parse_tools(const json& obj, ChatCompletionRequest* out) {
+  bool choice_none = false;
+  if (const json* v = field(obj, "tool_choice")) {
+    if (v->is_string()) {
+      const std::string& c = v->get_ref<const std::string&>();
+      if (c == "none") {
+        choice_none = true;
+      } else if (c == "required") {
+        return ApiError::invalid("tool_choice \"required\" is not supported: larder cannot force the model to call "
+                                 "a tool (no constrained decoding); use \"auto\"", "tool_choice");
+      } else if (c != "auto") {
+        return ApiError::invalid("'tool_choice' must be \"none\" or \"auto\", got " + show(*v), "tool_choice");
+      }
+    } else if (v->is_object()) {
+      return ApiError::invalid("a 'tool_choice' naming a function is not supported: larder cannot force the model "
+                               "to call a tool (no constrained decoding); use \"auto\"", "tool_choice");
+    } else {
+      return ApiError::invalid("'tool_choice' must be a string", "tool_choice");
+    }
+  }
+  if (const json* v = field(obj, "parallel_tool_calls"); v && !v->is_boolean()) {
+    return ApiError::invalid("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
+  }
+  const json* tools = field(obj, "tools");
+  if (!tools) return std::nullopt;
+  if (!tools->is_array()) return ApiError::invalid("'tools' must be an array", "tools");
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) return ApiError::invalid("'" + at + "' must be an object", at);
+    const json* type = field(t, "type");
+    if (!type || !type->is_string() || type->get_ref<const std::string&>() != "function") {
+      return ApiError::invalid("'" + at + ".type' must be \"function\" (the only tool type supported)", at + ".type");
+    }
+    const json* fn = field(t, "function");
+    if (!fn || !fn->is_object()) return ApiError::invalid("'" + at + ".function' must be an object", at + ".function");
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string() || !valid_function_name(name->get_ref<const std::string&>())) {
+      return ApiError::invalid("'" + at + ".function.name' must be a string of 1 to 64 letters, digits, '_' or '-'",
+                               at + ".function.name");
+    }
+    if (!seen.insert(name->get<std::string>()).second) {
+      return ApiError::invalid("'" + at + ".function.name': the function " + show(*name) + " is offered twice",
+                               at + ".function.name");
+    }
+    if (const json* d = field(*fn, "description"); d && !d->is_string()) {
+      return ApiError::invalid("'" + at + ".function.description' must be a string", at + ".function.description");
+    }
+    if (const json* p = field(*fn, "parameters"); p && !p->is_object()) {
+      return ApiError::invalid("'" + at + ".function.parameters' must be a JSON Schema object",
+                               at + ".function.parameters");
+    }
+    if (const json* st = field(*fn, "strict"); st && !st->is_boolean()) {
+      return ApiError::invalid("'" + at + ".function.strict' must be a boolean", at + ".function.strict");
+    }
+    names.push_back(name->get<std::string>());
+  }
+  if (names.empty() || choice_none) return std::nullopt;
+  out->chat.tools_json = tools->dump(-1, ' ', false, json::error_handler_t::replace);
+  out->tool_names = std::move(names);
+  return std::nullopt;
+}
+
+// An assistant message's "tool_calls" -> msg->tool_calls. `at` is the
+// message's path, e.g. "messages[2]".
+std::optional<ApiError> parse_tool_calls_field(const json& m, const std::string& at, ChatMessage* msg) {
+  const json* calls = field(m, "tool_calls");
+  if (!calls) return std::nullopt;
+  const std::string base = at + ".tool_calls";
+  if (msg->role != "assistant") {
+    return ApiError::invalid("'" + base + "': only assistant messages may carry tool calls", base);
+  }
+  if (!calls->is_array()) return ApiError::invalid("'" + base + "' must be an array", base);
+  for (size_t i = 0; i < calls->size(); ++i) {
+    const json& c = (*calls)[i];
+    const std::string ci = base + "[" + std::to_string(i) + "]";
+    if (!c.is_object()) return ApiError::invalid("'" + ci + "' must be an object", ci);
+    ToolCall call;
+    const json* id = field(c, "id");
+    if (!id || !id->is_string()) return ApiError::invalid("'" + ci + ".id' must be a string", ci + ".id");
+    call.id = id->get<std::string>();
+    if (const json* type = field(c, "type"); type && !(type->is_string() && type->get_ref<const std::string&>() == "function")) {
+      return ApiError::invalid("'" + ci + ".type' must be \"function\"", ci + ".type");
+    }
+    const json* fn = field(c, "function");
+    if (!fn || !fn->is_object()) return ApiError::invalid("'" + ci + ".function' must be an object", ci + ".function");
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+      return ApiError::invalid("'" + ci + ".function.name' must be a non-empty string", ci + ".function.name");
+    }
+    call.name = name->get<std::string>();
+    const json* args = field(*fn, "arguments");
+    if (!args) {
+      call.arguments = "{}";
+    } else if (args->is_string()) {
+      call.arguments = args->get<std::string>();
+    } else if (args->is_object()) {
+      call.arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
+    } else {
+      return ApiError::invalid("'" + ci + ".function.arguments' must be a string of JSON (or an object)",
+                               ci + ".function.arguments");
+    }
+    msg->tool_calls.push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_chat_completion_request(std::string_view body,
@@ -217,8 +335,10 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
   if (!msgs) return ApiError::invalid("'messages' is required", "messages");
   if (!msgs->is_array()) return ApiError::invalid("'messages' must be an array", "messages");
   if (msgs->empty()) return ApiError::invalid("'messages' must not be empty", "messages");
-  out->messages.clear();
-  for (const json& m : *msgs) {
+  out->chat.messages.clear();
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return ApiError::invalid("each message must be an object", "messages");
     const json* role = field(m, "role");
     if (!role || !role->is_string()) {
@@ -226,10 +346,23 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
     }
     ChatMessage msg;
     msg.role = role->get<std::string>();
-    if (auto e = parse_content(m, msg.role, &msg.content)) return e;
-    out->messages.push_back(std::move(msg));
+    if (auto e = parse_content(m, msg.role, &msg.content, &msg.content_null)) return e;
+    if (auto e = parse_tool_calls_field(m, at, &msg)) return e;
+    if (msg.role == "tool") {
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) {
+        return ApiError::invalid("'" + at + ".tool_call_id' must be a string: a tool message answers one tool call",
+                                 at + ".tool_call_id");
+      }
+      msg.tool_call_id = id->get<std::string>();
+    }
+    if (const json* name = field(m, "name")) {
+      if (!name->is_string()) return ApiError::invalid("'" + at + ".name' must be a string", at + ".name");
+      msg.name = name->get<std::string>();
+    }
+    out->chat.messages.push_back(std::move(msg));
   }
-  return std::nullopt;
+  return parse_tools(obj, out);
 }
 
 std::optional<ApiError> parse_completion_request(std::string_view body,

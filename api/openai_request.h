@@ -15,6 +15,22 @@
 //   seed integer (-1: random); stop string | array of <= 4 strings;
 //   n == 1; stream bool; stream_options.include_usage bool;
 //   logprobs true / > 0 -> 400 "not supported".
+// Function calling (chat):
+//   tools                 array of {"type": "function", "function": {"name"
+//                         (1-64 of [A-Za-z0-9_-]), "description"?: string,
+//                         "parameters"?: object, "strict"?: bool}}
+//   tool_choice           "auto" (default) | "none" (tools are then not shown
+//                         to the model and no calls are parsed); "required"
+//                         and {"type": "function", ...} -> 400: larder cannot
+//                         force a call (no constrained decoding)
+//   parallel_tool_calls   bool, accepted; every call the model writes is returned
+//   messages: assistant messages may carry "tool_calls" ([{"id": string,
+//   "type": "function", "function": {"name": string, "arguments": JSON text
+//   (an object is accepted too)}}]) with content null or absent; "tool"
+//   messages need "tool_call_id" (string) and content; any message may carry
+//   a string "name".
+// Errors name the offending path, e.g. param "tools[1].function.name" or
+// "messages[2].tool_calls[0].function.arguments".
 // null counts as "not given" for every optional field; unknown fields are
 // ignored.
 #pragma once
@@ -45,7 +61,8 @@ struct GenerationOptions {
 
 struct ChatCompletionRequest {
   GenerationOptions options;
-  std::vector<ChatMessage> messages;
+  ChatRequest chat;                     // messages; tools_json "" when no tools are offered
+  std::vector<std::string> tool_names;  // names of the offered tools (empty: none offered)
 };
 
 struct CompletionRequest {

@@ -16,6 +16,13 @@ std::string make_completion_id(std::string_view prefix, std::mt19937_64& rng) {
   return id;
 }
 
+std::string make_tool_call_id(bool short_id, std::mt19937_64& rng) {
+  if (!short_id) return make_completion_id("call_", rng);
+  std::string id = make_completion_id("", rng);
+  id.resize(9);
+  return id;
+}
+
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json error_json(const ApiError& error) {
@@ -68,19 +75,30 @@ json stream_choice(const CompletionMeta& meta, json delta_or_text, json finish_r
   return c;
 }
 
+json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 }  // namespace
 
-json completion_json(const CompletionMeta& meta, const std::string& text, const GenerationEvent& final_event) {
+json completion_json(const CompletionMeta& meta, const std::string& text, const GenerationEvent& final_event,
+                     const std::vector<ToolCall>& tool_calls) {
   bool chat = meta.kind == CompletionKind::kChat;
   json body = envelope(meta, chat ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}};
-  if (chat) {
+  if (chat && !tool_calls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& c : tool_calls) calls.push_back(tool_call_json(c));
+    choice["message"] = {{"role", "assistant"},
+                         {"content", text.empty() ? json(nullptr) : json(text)},
+                         {"tool_calls", std::move(calls)}};
+  } else if (chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = openai_finish_reason(final_event.finish);
+  choice["finish_reason"] = tool_calls.empty() ? openai_finish_reason(final_event.finish) : "tool_calls";
   if (meta.return_tokens) choice["tokens"] = final_event.output_tokens;
   body["choices"] = json::array({std::move(choice)});
   body["usage"] = usage_json(final_event);
@@ -101,10 +119,20 @@ json text_chunk_json(const CompletionMeta& meta, const std::string& text) {
   return body;
 }
 
-json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event) {
+json tool_call_chunk_json(const CompletionMeta& meta, int index, const ToolCall& call) {
+  json body = envelope(meta, chunk_object(meta));
+  json c = tool_call_json(call);
+  json entry = {{"index", index}};
+  for (auto& [k, v] : c.items()) entry[k] = v;
+  body["choices"] = json::array({stream_choice(meta, {{"tool_calls", json::array({std::move(entry)})}}, nullptr)});
+  return body;
+}
+
+json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event, bool tool_calls) {
   json body = envelope(meta, chunk_object(meta));
   json payload = meta.kind == CompletionKind::kChat ? json::object() : json("");
-  body["choices"] = json::array({stream_choice(meta, std::move(payload), openai_finish_reason(final_event.finish))});
+  json reason = tool_calls ? "tool_calls" : openai_finish_reason(final_event.finish);
+  body["choices"] = json::array({stream_choice(meta, std::move(payload), std::move(reason))});
   body["timings"] = timings_json(final_event);
   return body;
 }

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,15 +50,27 @@ nlohmann::json usage_json(const GenerationEvent& final_event);
 // llama.cpp-style {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms"}.
 nlohmann::json timings_json(const GenerationEvent& final_event);
 
-// The whole non-streaming body: chat.completion or text_completion.
+// The whole non-streaming body: chat.completion or text_completion. Chat
+// with tool calls: message.content is `text` or null when empty,
+// message.tool_calls lists the calls, finish_reason is "tool_calls".
 nlohmann::json completion_json(const CompletionMeta& meta, const std::string& text,
-                               const GenerationEvent& final_event);
+                               const GenerationEvent& final_event,
+                               const std::vector<ToolCall>& tool_calls = {});
+
+// A tool call id: "call_" + 24 random [A-Za-z0-9]; `short_id` (Mistral
+// templates check it): 9 random [A-Za-z0-9].
+std::string make_tool_call_id(bool short_id, std::mt19937_64& rng);
 
 // Streamed chunks. Chat: chat.completion.chunk with choices[0].delta; text:
 // text_completion with choices[0].text.
 nlohmann::json role_chunk_json(const CompletionMeta& meta);  // chat only: delta {"role":"assistant","content":""}
 nlohmann::json text_chunk_json(const CompletionMeta& meta, const std::string& text);
-nlohmann::json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event);
+// Chat: delta {"tool_calls": [{"index", "id", "type": "function",
+// "function": {"name", "arguments"}}]}, the whole call in one chunk.
+nlohmann::json tool_call_chunk_json(const CompletionMeta& meta, int index, const ToolCall& call);
+// tool_calls: finish_reason "tool_calls".
+nlohmann::json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event,
+                                 bool tool_calls = false);
 nlohmann::json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event);  // "choices": []
 
 // Server-sent events framing: "data: <payload>\n\n".

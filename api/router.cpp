@@ -96,10 +96,24 @@ HandlerResult ApiRouter::chat_completions(const HttpRequest& request) {
     return error_response(*e);
   }
   if (auto e = check_model(parsed.options)) return error_response(*e);
-  Result<std::string> rendered = generator_.render_chat(parsed.messages);
-  if (!rendered.is_ok()) return error_response(ApiError::invalid(rendered.status().message(), "messages"));
+  ToolCallOptions tools;
+  if (!parsed.chat.tools_json.empty()) {
+    tools.syntax = generator_.tool_call_syntax();
+    tools.tool_names = parsed.tool_names;
+    if (tools.syntax == ToolCallSyntax::kNone) {
+      return error_response(ApiError::invalid(
+          "this model cannot be offered tools: its chat template does not render them (a Jinja "
+          "tokenizer.chat_template that uses `tools` is needed)",
+          "tools"));
+    }
+  }
+  Result<std::string> rendered = generator_.render_chat(parsed.chat);
+  if (!rendered.is_ok()) {
+    const bool tools_error = rendered.status().code() == StatusCode::kUnsupported;
+    return error_response(ApiError::invalid(rendered.status().message(), tools_error ? "tools" : "messages"));
+  }
   std::vector<int32_t> tokens = generator_.tokenize(*rendered, generator_.chat_uses_special_tokens());
-  return submit(CompletionKind::kChat, parsed.options, std::move(tokens), "messages");
+  return submit(CompletionKind::kChat, parsed.options, std::move(tokens), "messages", std::move(tools));
 }
 
 HandlerResult ApiRouter::completions(const HttpRequest& request) {
@@ -115,7 +129,8 @@ HandlerResult ApiRouter::completions(const HttpRequest& request) {
 }
 
 HandlerResult ApiRouter::submit(CompletionKind kind, const GenerationOptions& options,
-                                std::vector<int32_t> prompt_tokens, const char* prompt_param) {
+                                std::vector<int32_t> prompt_tokens, const char* prompt_param,
+                                ToolCallOptions tools) {
   const ModelInfo& info = generator_.model_info();
   const int n_prompt = static_cast<int>(prompt_tokens.size());
   if (n_prompt == 0) return error_response(ApiError::invalid("the prompt is empty", prompt_param));
@@ -144,7 +159,9 @@ HandlerResult ApiRouter::submit(CompletionKind kind, const GenerationOptions& op
   meta.return_tokens = options.return_tokens;
 
   auto sink = std::make_shared<QueueSink>(waker_);
-  auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink);
+  const uint64_t tool_call_id_seed = rng_();
+  auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
+                                             std::move(tools), tool_call_id_seed);
   generator_.submit(std::move(req), sink);
   return std::unique_ptr<ResponseJob>(std::move(job));
 }

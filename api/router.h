@@ -33,7 +33,8 @@ class ApiRouter {
   // Shared tail of both endpoints: model check, context check, max_tokens
   // clamp, submit. `prompt_param` names the field blamed for an over-long prompt.
   HandlerResult submit(CompletionKind kind, const GenerationOptions& options,
-                       std::vector<int32_t> prompt_tokens, const char* prompt_param);
+                       std::vector<int32_t> prompt_tokens, const char* prompt_param,
+                       ToolCallOptions tools = {});
   std::optional<ApiError> check_model(const GenerationOptions& options) const;
 
   Generator& generator_;

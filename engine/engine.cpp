@@ -585,9 +585,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   m.info.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  spdlog::info("model {}: {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}; chat format {}",
+  spdlog::info("model {}: {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}; chat format {}, tool calls {}",
                m.info.id, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, m.n_ctx,
-               m.chat->name());
+               m.chat->name(), tool_call_syntax_name(m.chat->tool_call_syntax()));
   spdlog::info("KV cache: {} pages of {} tokens ({} bytes each, {}), disk tier {}", m.pool->n_pages(), ps,
                page_bytes, kv_dtype_name(dtype), options.cache_dir.empty() ? "off" : options.cache_dir);
   spdlog::info("backend: {}", m.backend->describe());
@@ -626,9 +626,11 @@ std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_specia
   return ids;
 }
 
-Result<std::string> Engine::render_chat(const std::vector<ChatMessage>& messages) const {
-  return impl_->chat->render(messages);
+Result<std::string> Engine::render_chat(const ChatRequest& request) const {
+  return impl_->chat->render_request(request);
 }
+
+ToolCallSyntax Engine::tool_call_syntax() const { return impl_->chat->tool_call_syntax(); }
 
 bool Engine::chat_uses_special_tokens() const { return impl_->chat->uses_special_tokens(); }
 

@@ -41,7 +41,8 @@ class Engine : public Generator {
 
   const ModelInfo& model_info() const override;
   std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const override;
-  Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const override;
+  Result<std::string> render_chat(const ChatRequest& request) const override;
+  ToolCallSyntax tool_call_syntax() const override;
   bool chat_uses_special_tokens() const override;
   void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
 

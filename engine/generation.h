@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "storage/status.h"
@@ -82,10 +83,45 @@ class GenerationSink {
   std::atomic<bool> cancelled_{false};
 };
 
+// One function call the assistant made (OpenAI "tool_calls" item).
+struct ToolCall {
+  std::string id;         // e.g. "call_..." (Mistral templates want 9 alphanumerics)
+  std::string name;       // function name
+  std::string arguments;  // JSON text of the arguments object, as the client sent it
+};
+
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string role_, std::string content_) : role(std::move(role_)), content(std::move(content_)) {}
+
   std::string role;     // "system", "user", "assistant", "tool"
   std::string content;
+  bool content_null = false;        // content was null or absent (an assistant turn with only tool calls)
+  std::vector<ToolCall> tool_calls; // assistant turns
+  std::string tool_call_id;         // "tool" turns: the call answered ("" when not given)
+  std::string name;                 // optional "name" field of the message ("" when not given)
 };
+
+// Everything the chat template renders for one request.
+struct ChatRequest {
+  std::vector<ChatMessage> messages;
+  // The function tools offered to the model: the JSON text of the request's
+  // "tools" array exactly as the client sent it (key order kept), validated
+  // by the API layer; "" when none are offered (no tools, or tool_choice
+  // "none"). Passed to the template as `tools`, as transformers does.
+  std::string tools_json;
+};
+
+// How a model writes a tool call in its output, detected from its chat
+// template (engine/tokenizer/chat_format.h says how).
+enum class ToolCallSyntax {
+  kNone,       // the chat format cannot render tools (no Jinja template, or one that never mentions tools)
+  kHermes,     // <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>, repeated (Hermes, Qwen 2.5, Qwen 3)
+  kLlama3Json, // the whole answer is {"name": ..., "parameters": {...}} (Llama 3.1/3.2), maybe after <|python_tag|>
+  kMistral,    // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral / Nemo)
+  kGeneric,    // a template that renders tools in another way: Hermes tags or a bare JSON object are accepted
+};
+const char* tool_call_syntax_name(ToolCallSyntax s);  // "none", "hermes", "llama3_json", "mistral", "generic"
 
 struct ModelInfo {
   std::string id;       // model id shown by /v1/models (file stem unless configured)
@@ -103,9 +139,13 @@ class Generator {
   // Text -> token ids. add_bos follows the model's add_bos_token;
   // parse_special: text like "<|im_start|>" becomes its control token.
   virtual std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const = 0;
-  // Renders messages with the model's chat format, ending with the prompt for
-  // the assistant's turn. Errors: kInvalidArgument (e.g. unknown role).
-  virtual Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const = 0;
+  // Renders messages (and tools) with the model's chat format, ending with
+  // the prompt for the assistant's turn. Errors: kInvalidArgument (e.g.
+  // unknown role, a template's raise_exception); kUnsupported when tools are
+  // given and tool_call_syntax() is kNone.
+  virtual Result<std::string> render_chat(const ChatRequest& request) const = 0;
+  // How this model writes tool calls; kNone: it cannot be offered tools.
+  virtual ToolCallSyntax tool_call_syntax() const = 0;
   // Whether render_chat output contains control-token text to parse.
   virtual bool chat_uses_special_tokens() const = 0;
   // Queues a request; events arrive on `sink`. Never blocks on the engine.

@@ -69,6 +69,7 @@ Result<ChatFormat> ChatFormat::from_jinja(std::string_view chat_template, std::s
   f.template_ = std::move(t).value();
   f.bos_token_ = std::move(bos_token);
   f.eos_token_ = std::move(eos_token);
+  f.probe_tool_support(chat_template);
   return f;
 }
 
@@ -83,7 +84,7 @@ Result<std::string> ChatFormat::render_values(const tmpl::Value& messages, const
   g.set("add_generation_prompt", tmpl::Value(add_generation_prompt));
   g.set("bos_token", tmpl::Value(bos_token_));
   g.set("eos_token", tmpl::Value(eos_token_));
-  return template_->render(g);
+  return template_->render(g, render_options_);
 }
 
 ChatFormat ChatFormat::from_template(std::string_view chat_template) {
@@ -118,17 +119,17 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
     return Status::invalid_argument("chat: role '" + m.role + "' is not supported by the " + name() +
                                     " chat format");
   };
-  switch (kind_) {
-    case ChatFormatKind::kJinja: {
-      tmpl::List list;
-      for (const ChatMessage& m : messages) {
-        tmpl::Dict d;
-        d.set("role", tmpl::Value(m.role));
-        d.set("content", tmpl::Value(m.content));
-        list.push_back(tmpl::Value(std::move(d)));
+  if (kind_ != ChatFormatKind::kJinja) {
+    for (const ChatMessage& m : messages) {
+      if (!m.tool_calls.empty()) {
+        return Status::invalid_argument(std::string("chat: tool calls in the messages need a Jinja chat template; "
+                                                    "this model uses the ") + name() + " chat format");
       }
-      return render_values(tmpl::Value(std::move(list)), tmpl::Value::none(), true);
     }
+  }
+  switch (kind_) {
+    case ChatFormatKind::kJinja:
+      return render_values(message_values(messages), tmpl::Value::none(), true);
     case ChatFormatKind::kChatML:
       for (const ChatMessage& m : messages) {
         if (!is_one_of(m.role, {"system", "user", "assistant", "tool"})) return bad_role(m);

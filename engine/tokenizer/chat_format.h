@@ -4,8 +4,9 @@
 //   kJinja   (the GGUF has tokenizer.chat_template): the template itself,
 //            run by our Jinja interpreter (engine/template) the way
 //            transformers' apply_chat_template runs it: messages as
-//            [{"role", "content"}], tools = None, add_generation_prompt =
-//            true, bos_token / eos_token = the text of the GGUF's BOS/EOS
+//            [{"role", "content", ...}], tools (None unless offered; see
+//            "Tools" below), add_generation_prompt = true,
+//            bos_token / eos_token = the text of the GGUF's BOS/EOS
 //            tokens. The template is parsed once by load(); a construct we do
 //            not support fails there with the construct and its line.
 //            Tested byte-identical to Python's Jinja2 on real templates
@@ -30,6 +31,27 @@
 //            the text ends with "Assistant:" (no trailing space: the answer's
 //            first piece brings its own "▁"). Roles: system, user, assistant.
 //            No control tokens, so tokenize it with parse_special = false.
+//
+// Tools (kJinja only; the fixed formats refuse tools and tool calls). The
+// request's data reaches the template as transformers' apply_chat_template
+// passes it: `tools` is the request's "tools" array as sent (None when no
+// tools are offered); a message is {"role", "content"} plus "tool_calls"
+// ([{"id", "type": "function", "function": {"name", "arguments"}}]) when it
+// has any, "tool_call_id" and "name" when given. Two adaptations, found by
+// rendering a probe conversation once at load (as llama.cpp's minja does):
+//   - OpenAI clients send `arguments` as a JSON string. Templates that print
+//     `arguments | tojson` (Llama 3.2, Qwen 2.5, Mistral Nemo) would print
+//     it double-encoded, so when the probe shows that a template prints an
+//     object's JSON but not a string's, arguments are passed as the parsed
+//     object (a string that is not a JSON object stays a string). Templates
+//     that take strings (Qwen 3, DeepSeek) get the string.
+//   - OpenAI clients send `content: null` with tool calls. When a template
+//     fails on that or prints "None" (Qwen 3, Phi, SmolLM2, Llama 3.1), it
+//     gets "" instead.
+// The tool-call syntax of the output is read from the template text: no
+// mention of "tools" -> kNone (tools are refused: the model would never see
+// them); "<tool_call>" -> kHermes; "[TOOL_CALLS]" -> kMistral;
+// "<|start_header_id|>" -> kLlama3Json; else kGeneric.
 //
 // Prefix property (what the KV prefix cache relies on): for every format the
 // rendering of turns 1..k is a text prefix of the rendering of turns 1..k plus
@@ -102,6 +124,22 @@ class ChatFormat {
   // message (raise_exception, e.g. "roles must alternate") or the failing line.
   Result<std::string> render(const std::vector<ChatMessage>& messages) const;
 
+  // Renders a whole chat request: messages with their tool calls, tool
+  // results, and the tools offered (see "Tools" above). Errors as render();
+  // also Status::unsupported when tools are offered but tool_call_syntax()
+  // is kNone, Status::invalid_argument when tools_json is not a JSON array,
+  // and for the fixed formats when a message carries tool calls.
+  Result<std::string> render_request(const ChatRequest& request) const;
+
+  // Options for every later render (tests fix the clock of strftime_now).
+  void set_render_options(tmpl::RenderOptions options) { render_options_ = std::move(options); }
+
+  // How the model writes tool calls (kNone unless kJinja; see "Tools").
+  ToolCallSyntax tool_call_syntax() const { return tool_syntax_; }
+  // What probing the template found (kJinja; both false otherwise).
+  bool requires_object_arguments() const { return requires_object_arguments_; }
+  bool requires_non_null_content() const { return requires_non_null_content_; }
+
   // kJinja only: renders arbitrary message data (lists of dicts with role,
   // content, tool_calls, ...), `tools` (none or a list of tool schemas) and
   // add_generation_prompt. Other kinds: Status::unsupported.
@@ -127,12 +165,21 @@ class ChatFormat {
  private:
   ChatFormat(ChatFormatKind kind, std::string reason) : kind_(kind), reason_(std::move(reason)) {}
 
+  // Messages as the template sees them (chat_tools.cpp).
+  tmpl::Value message_values(const std::vector<ChatMessage>& messages) const;
+  // Sets tool_syntax_ and the requires_* flags from the template (chat_tools.cpp).
+  void probe_tool_support(std::string_view chat_template);
+
   ChatFormatKind kind_ = ChatFormatKind::kPlain;
   std::string reason_ = "default";
+  ToolCallSyntax tool_syntax_ = ToolCallSyntax::kNone;
+  bool requires_object_arguments_ = false;
+  bool requires_non_null_content_ = false;
   // kJinja:
   std::optional<tmpl::Template> template_;
   std::string bos_token_;
   std::string eos_token_;
+  tmpl::RenderOptions render_options_;
   Status load_error_;  // detect() of a template that failed to parse
 };
 

@@ -1,6 +1,10 @@
 // FakeGenerator: a scripted Generator for the API tests.
 //   tokenize:     a BOS (id 256) then one token per byte
-//   render_chat:  "role: content\n" per message (roles system/user/assistant/tool)
+//   render_chat:  "tools: <tools_json>\n" when tools are offered, then
+//                 "role: content\n" per message (roles system/user/assistant/
+//                 tool), each tool call as "role: content call(id name args)\n";
+//                 it keeps the last ChatRequest it got
+//   tool_call_syntax: kHermes unless set_tool_call_syntax() says otherwise
 //   submit:       answers on its own thread with the scripted text pieces, then
 //                 a final event with usage numbers; honours cancel().
 // It records every request it got.
@@ -41,6 +45,9 @@ class FakeGenerator : public Generator {
     for (auto& t : threads_) t.join();
   }
 
+  // Call before the first request (tools make long prompts: 1 token per byte).
+  void set_n_ctx(int n_ctx) { info_.n_ctx = n_ctx; }
+
   void set_script(FakeScript script) {
     std::lock_guard<std::mutex> lock(mu_);
     script_ = std::move(script);
@@ -58,15 +65,32 @@ class FakeGenerator : public Generator {
     return out;
   }
 
-  Result<std::string> render_chat(const std::vector<ChatMessage>& messages) const override {
+  Result<std::string> render_chat(const ChatRequest& request) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_chat_ = request;
+    }
     std::string out;
-    for (const auto& m : messages) {
+    if (!request.tools_json.empty()) {
+      if (syntax_ == ToolCallSyntax::kNone) return Status::unsupported("no tools here");
+      out += "tools: " + request.tools_json + "\n";
+    }
+    for (const auto& m : request.messages) {
       if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool") {
         return Status::invalid_argument("unknown role '" + m.role + "'");
       }
-      out += m.role + ": " + m.content + "\n";
+      out += m.role + ": " + m.content;
+      for (const ToolCall& c : m.tool_calls) out += " call(" + c.id + " " + c.name + " " + c.arguments + ")";
+      out += "\n";
     }
     return out;
+  }
+
+  ToolCallSyntax tool_call_syntax() const override { return syntax_; }
+  void set_tool_call_syntax(ToolCallSyntax s) { syntax_ = s; }
+  ChatRequest last_chat() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_chat_;
   }
 
   bool chat_uses_special_tokens() const override { return true; }
@@ -136,6 +160,8 @@ class FakeGenerator : public Generator {
   }
 
   ModelInfo info_;
+  std::atomic<ToolCallSyntax> syntax_{ToolCallSyntax::kHermes};
+  mutable ChatRequest last_chat_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   FakeScript script_;

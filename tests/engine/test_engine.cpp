@@ -114,7 +114,7 @@ TEST_CASE("restart: a returning chat restores every full page of its earlier tur
   std::string answer;
   {
     auto engine = make_engine(options_for(model, dir.str()));
-    turn1_prompt = engine->tokenize(engine->render_chat(chat).value(), engine->chat_uses_special_tokens());
+    turn1_prompt = engine->tokenize(engine->render_chat(ChatRequest{chat, ""}).value(), engine->chat_uses_special_tokens());
     Generated g = generate(*engine, greedy_request(turn1_prompt, 40));
     answer = g.text;
     turn1_seq = turn1_prompt;
@@ -125,7 +125,7 @@ TEST_CASE("restart: a returning chat restores every full page of its earlier tur
 
   auto engine = make_engine(options_for(model, dir.str()));
   std::vector<int32_t> turn2_prompt =
-      engine->tokenize(engine->render_chat(chat).value(), engine->chat_uses_special_tokens());
+      engine->tokenize(engine->render_chat(ChatRequest{chat, ""}).value(), engine->chat_uses_special_tokens());
   Generated warm = generate(*engine, greedy_request(turn2_prompt, 24));
 
   // Pages sealed in turn 1 cover the positions whose K/V was computed: the

@@ -1,0 +1,192 @@
+#include "api/tool_calls.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace larder {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::string_view trim_left(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+std::optional<OrderedJson> parse_json(std::string_view text) {
+  OrderedJson j = OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+std::string dump(const OrderedJson& j) { return j.dump(-1, ' ', false, OrderedJson::error_handler_t::replace); }
+
+// {"name": N, "arguments" | "parameters": {...} or "<JSON object>"} -> a call.
+std::optional<ParsedToolCall> call_from_json(const OrderedJson& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
+  auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");
+  ParsedToolCall call;
+  call.name = name->get<std::string>();
+  if (args == j.end() || args->is_null()) {
+    call.arguments = "{}";
+  } else if (args->is_object()) {
+    call.arguments = dump(*args);
+  } else if (args->is_string()) {
+    std::optional<OrderedJson> inner = parse_json(args->get_ref<const std::string&>());
+    if (!inner || !inner->is_object()) return std::nullopt;
+    call.arguments = dump(*inner);
+  } else {
+    return std::nullopt;
+  }
+  return call;
+}
+
+ToolCallParse no_calls(std::string_view text) { return {std::string(text), {}}; }
+
+ToolCallParse parse_hermes(std::string_view text) {
+  ToolCallParse out;
+  std::string content;
+  size_t pos = 0;
+  for (size_t open; (open = text.find(kHermesOpen, pos)) != std::string_view::npos;) {
+    content += text.substr(pos, open - pos);
+    const size_t body = open + kHermesOpen.size();
+    const size_t close = text.find(kHermesClose, body);
+    std::string_view inner = close == std::string_view::npos ? text.substr(body) : text.substr(body, close - body);
+    std::optional<OrderedJson> j = parse_json(trim(inner));
+    std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
+    if (!call) return no_calls(text);
+    out.calls.push_back(std::move(*call));
+    pos = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
+  }
+  if (out.calls.empty()) return no_calls(text);
+  content += text.substr(pos);
+  out.content = std::string(trim(content));
+  return out;
+}
+
+bool offered(const ToolCallOptions& options, const std::string& name) {
+  return options.tool_names.empty() ||
+         std::find(options.tool_names.begin(), options.tool_names.end(), name) != options.tool_names.end();
+}
+
+// The whole answer is one call object, maybe after <|python_tag|>.
+ToolCallParse parse_bare_json(const ToolCallOptions& options, std::string_view text) {
+  std::string_view t = trim(text);
+  if (t.starts_with(kPythonTag)) t = trim(t.substr(kPythonTag.size()));
+  std::optional<OrderedJson> j = parse_json(t);
+  std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
+  if (!call || !offered(options, call->name)) return no_calls(text);
+  ToolCallParse out;
+  out.calls.push_back(std::move(*call));
+  return out;
+}
+
+ToolCallParse parse_mistral(std::string_view text) {
+  std::string_view t = trim(text);
+  if (t.starts_with(kMistralTag)) t = trim(t.substr(kMistralTag.size()));
+  std::optional<OrderedJson> j = parse_json(t);
+  if (!j) return no_calls(text);
+  ToolCallParse out;
+  const OrderedJson items = j->is_array() ? *j : OrderedJson::array({*j});
+  for (const OrderedJson& item : items) {
+    std::optional<ParsedToolCall> call = call_from_json(item);
+    if (!call) return no_calls(text);
+    out.calls.push_back(std::move(*call));
+  }
+  if (out.calls.empty()) return no_calls(text);
+  return out;
+}
+
+// Length of the longest proper prefix of `tag` that `s` ends with.
+size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
+  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k) {
+    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+  }
+  return 0;
+}
+
+}  // namespace
+
+ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text) {
+  switch (options.syntax) {
+    case ToolCallSyntax::kHermes: return parse_hermes(text);
+    case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);
+    case ToolCallSyntax::kMistral: return parse_mistral(text);
+    case ToolCallSyntax::kGeneric:
+      if (text.find(kHermesOpen) != std::string_view::npos) return parse_hermes(text);
+      return parse_bare_json(options, text);
+    case ToolCallSyntax::kNone: break;
+  }
+  return no_calls(text);
+}
+
+std::string ToolCallStream::push(std::string_view delta) {
+  const ToolCallSyntax syntax = options_.syntax;
+  if (syntax == ToolCallSyntax::kNone) return std::string(delta);
+  held_ += delta;
+  if (mode_ == Mode::kHeld) return {};
+  const bool scans_tags = syntax == ToolCallSyntax::kHermes || syntax == ToolCallSyntax::kGeneric;
+
+  if (mode_ == Mode::kStart) {
+    std::string_view t = trim_left(held_);
+    if (t.empty()) return {};
+    // Syntaxes where a call opens the answer.
+    std::string_view tag;
+    if (syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGeneric) tag = kPythonTag;
+    if (syntax == ToolCallSyntax::kMistral) tag = kMistralTag;
+    if (!tag.empty() || syntax == ToolCallSyntax::kGeneric) {
+      const bool opens = (syntax == ToolCallSyntax::kMistral ? t.front() == '[' : t.front() == '{') ||
+                         (!tag.empty() && t.starts_with(tag));
+      if (opens) {
+        mode_ = Mode::kHeld;
+        return {};
+      }
+      if (!tag.empty() && tag.starts_with(t)) return {};  // could still become the tag
+    }
+    mode_ = Mode::kContent;
+  }
+
+  // kContent
+  if (!scans_tags) return std::exchange(held_, {});
+  size_t cut;
+  const size_t open = held_.find(kHermesOpen);
+  if (open != std::string::npos) {
+    cut = open;
+    mode_ = Mode::kHeld;
+  } else {
+    cut = held_.size() - partial_tag_suffix(held_, kHermesOpen);
+  }
+  // Whitespace right before a (possible) call waits too: content is trimmed
+  // around calls.
+  while (cut > 0 && is_space(held_[cut - 1])) --cut;
+  std::string out = held_.substr(0, cut);
+  held_.erase(0, cut);
+  return out;
+}
+
+ToolCallParse ToolCallStream::finish() {
+  std::string rest = std::exchange(held_, {});
+  if (mode_ != Mode::kHeld) return no_calls(rest);
+  return parse_tool_calls(options_, rest);
+}
+
+}  // namespace larder

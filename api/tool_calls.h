@@ -1,0 +1,77 @@
+// Tool calls in a model's output: finds them in the generated text by the
+// syntax the model's chat template uses (engine ToolCallSyntax), for one
+// whole answer (parse_tool_calls) or while it streams (ToolCallStream).
+//
+// Syntaxes (what the templates tell the model to write; llama.cpp's
+// common/chat.cpp parses the same families):
+//   kHermes      text <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call> ...
+//                (Hermes, Qwen 2.5, Qwen 3; one block per call; text around
+//                the blocks is content; a last block without </tool_call>
+//                counts when its JSON is complete)
+//   kLlama3Json  the whole answer (after an optional <|python_tag|>) is
+//                {"name": N, "parameters": {...}} (Llama 3.1/3.2)
+//   kMistral     the answer starts with [TOOL_CALLS] (a control token, so
+//                usually not in the text) and then a JSON array of
+//                {"name": N, "arguments": {...}} (Mistral, Nemo)
+//   kGeneric     kHermes blocks, or the whole answer is one JSON object as
+//                for kLlama3Json
+// In every call object "arguments" and "parameters" are both accepted, and
+// the arguments must be a JSON object (or a string holding one). A bare JSON
+// answer (kLlama3Json, kGeneric without tags) only counts as a call when it
+// names one of the offered tools, so a JSON answer that merely looks like a
+// call stays content.
+//
+// Malformed calls (JSON that does not parse, a missing name, arguments that
+// are not an object) never fail a request: the whole answer is then content,
+// as if no call had been found.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/generation.h"
+
+namespace larder {
+
+struct ToolCallOptions {
+  ToolCallSyntax syntax = ToolCallSyntax::kNone;  // kNone: never look for calls
+  std::vector<std::string> tool_names;            // the offered functions' names
+};
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // compact JSON text of the arguments object, key order kept
+};
+
+struct ToolCallParse {
+  std::string content;                 // the text outside the calls (trimmed when there are calls)
+  std::vector<ParsedToolCall> calls;   // empty: no (well-formed) call; content is then the whole text
+};
+
+// Parses one complete answer.
+ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text);
+
+// Streaming: push() each text delta and send what it returns as content at
+// once; text that may still turn out to be (part of) a tool call is held
+// back. finish() at the end of generation parses what was held: its content
+// (not sent yet) and the calls. Content that push() returned is never part
+// of a call.
+class ToolCallStream {
+ public:
+  explicit ToolCallStream(ToolCallOptions options) : options_(std::move(options)) {}
+  std::string push(std::string_view delta);
+  ToolCallParse finish();
+
+ private:
+  enum class Mode {
+    kStart,    // only whitespace so far: the answer may still open with a call
+    kContent,  // content streams, except a tail that may begin an opening tag
+    kHeld,     // a call may have started: everything from held_ on waits for finish()
+  };
+  ToolCallOptions options_;
+  Mode mode_ = Mode::kStart;
+  std::string held_;  // text not sent yet
+};
+
+}  // namespace larder

@@ -1,0 +1,220 @@
+// Tool-call parsing (api/tool_calls.h) on hand-written model outputs in the
+// shapes the templates ask for (Qwen 2.5 / Hermes, Llama 3.2, Mistral Nemo;
+// see tests/template/fixtures/templates). Expected values are written by hand.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "api/tool_calls.h"
+
+using namespace larder;
+
+namespace {
+
+ToolCallOptions opts(ToolCallSyntax syntax, std::vector<std::string> names = {"get_weather", "get_time"}) {
+  return {syntax, std::move(names)};
+}
+
+// Feeds `pieces` through a ToolCallStream: what was sent as content at once,
+// and the final parse.
+struct Streamed {
+  std::vector<std::string> sent;  // non-empty push() results, in order
+  ToolCallParse rest;
+  std::string all_content() const {
+    std::string s;
+    for (const auto& p : sent) s += p;
+    return s + rest.content;
+  }
+};
+
+Streamed stream(const ToolCallOptions& o, const std::vector<std::string>& pieces) {
+  ToolCallStream s(o);
+  Streamed out;
+  for (const std::string& p : pieces) {
+    std::string sent = s.push(p);
+    if (!sent.empty()) out.sent.push_back(sent);
+  }
+  out.rest = s.finish();
+  return out;
+}
+
+// Every split of `text` into single bytes.
+std::vector<std::string> bytes(const std::string& text) {
+  std::vector<std::string> out;
+  for (char c : text) out.emplace_back(1, c);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Hermes / Qwen: one or several <tool_call> blocks", "[api][tools]") {
+  const auto o = opts(ToolCallSyntax::kHermes);
+  // Qwen 2.5 writes exactly this (its template's instructions).
+  auto one = parse_tool_calls(o, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+  REQUIRE(one.calls.size() == 1);
+  CHECK(one.calls[0].name == "get_weather");
+  CHECK(one.calls[0].arguments == R"({"city":"Paris"})");
+  CHECK(one.content.empty());
+
+  auto two = parse_tool_calls(
+      o, "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n"
+         "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>");
+  REQUIRE(two.calls.size() == 2);
+  CHECK(two.calls[0].arguments == R"({"city":"Paris","unit":"c"})");  // key order kept
+  CHECK(two.calls[1].name == "get_time");
+  CHECK(two.calls[1].arguments == "{}");
+  CHECK(two.content == "Let me look.");
+
+  // Arguments given as a string holding JSON, "parameters" instead of
+  // "arguments", no arguments at all, and a last block without its closing tag.
+  auto variants = parse_tool_calls(
+      o, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}</tool_call>"
+         "<tool_call>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\"}}</tool_call>"
+         "<tool_call>{\"name\": \"get_time\"}</tool_call>"
+         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}}\n");
+  REQUIRE(variants.calls.size() == 4);
+  CHECK(variants.calls[0].arguments == R"({"city":"Oslo"})");
+  CHECK(variants.calls[1].arguments == R"({"city":"Rome"})");
+  CHECK(variants.calls[2].arguments == "{}");
+  CHECK(variants.calls[3].arguments == R"({"tz":"UTC"})");
+
+  // Unicode in the arguments survives.
+  auto uni = parse_tool_calls(o, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\"}}</tool_call>");
+  REQUIRE(uni.calls.size() == 1);
+  CHECK(uni.calls[0].arguments == "{\"city\":\"Zürich\"}");
+}
+
+TEST_CASE("plain answers and malformed calls stay content", "[api][tools]") {
+  const auto o = opts(ToolCallSyntax::kHermes);
+  const std::vector<std::string> texts = {
+      "It is sunny in Paris.",
+      "",
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",       // cut off (max_tokens)
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": [1, 2]}\n</tool_call>",  // arguments not an object
+      "<tool_call>\n{\"arguments\": {}}\n</tool_call>",                                // no name
+      "<tool_call>\nget_weather(city=Paris)\n</tool_call>",                            // not JSON
+      "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call><tool_call>oops</tool_call>",  // one bad: all content
+      "<tool_call>{\"name\": \"get_time\", \"arguments\": \"not json\"}</tool_call>",
+  };
+  for (const std::string& t : texts) {
+    INFO(t);
+    auto r = parse_tool_calls(o, t);
+    CHECK(r.calls.empty());
+    CHECK(r.content == t);
+    // Streamed byte by byte: the same text comes out, no calls.
+    Streamed s = stream(o, bytes(t));
+    CHECK(s.rest.calls.empty());
+    CHECK(s.all_content() == t);
+  }
+  // Without tools (kNone) nothing is ever a call, and nothing is held back.
+  const auto none = opts(ToolCallSyntax::kNone);
+  const std::string call = "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+  CHECK(parse_tool_calls(none, call).calls.empty());
+  ToolCallStream st(none);
+  CHECK(st.push("<tool_call>") == "<tool_call>");
+}
+
+TEST_CASE("Llama 3.x: the answer is one JSON object naming an offered tool", "[api][tools]") {
+  const auto o = opts(ToolCallSyntax::kLlama3Json);
+  // Llama 3.2's template asks for {"name": ..., "parameters": ...}.
+  auto r = parse_tool_calls(o, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}");
+  REQUIRE(r.calls.size() == 1);
+  CHECK(r.calls[0].name == "get_weather");
+  CHECK(r.calls[0].arguments == R"({"city":"Paris"})");
+  CHECK(r.content.empty());
+  // After <|python_tag|>, with surrounding whitespace, with "type" first.
+  auto tagged = parse_tool_calls(
+      o, " <|python_tag|>{\"type\": \"function\", \"name\": \"get_time\", \"parameters\": {}}\n");
+  REQUIRE(tagged.calls.size() == 1);
+  CHECK(tagged.calls[0].name == "get_time");
+  // JSON that names no offered tool, or text around the object: content.
+  for (std::string t : {"{\"name\": \"Bob\", \"parameters\": {\"age\": 3}}",
+                        "Sure: {\"name\": \"get_time\", \"parameters\": {}}",
+                        "{\"name\": \"get_time\", \"parameters\": {}} and more"}) {
+    INFO(t);
+    auto c = parse_tool_calls(o, t);
+    CHECK(c.calls.empty());
+    CHECK(c.content == t);
+  }
+}
+
+TEST_CASE("Mistral: [TOOL_CALLS] and a JSON array", "[api][tools]") {
+  const auto o = opts(ToolCallSyntax::kMistral);
+  // With the control token's text, and without it (control tokens decode to "").
+  for (std::string prefix : {"[TOOL_CALLS]", "", " [TOOL_CALLS] "}) {
+    auto r = parse_tool_calls(o, prefix + "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
+                                          "\"id\": \"abc123XYZ\"}, {\"name\": \"get_time\", \"arguments\": {}}]");
+    INFO(prefix);
+    REQUIRE(r.calls.size() == 2);
+    CHECK(r.calls[0].arguments == R"({"city":"Paris"})");
+    CHECK(r.calls[1].name == "get_time");
+  }
+  CHECK(parse_tool_calls(o, "[1] is a footnote.").calls.empty());
+  CHECK(parse_tool_calls(o, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}").calls.empty());
+}
+
+TEST_CASE("Generic: Hermes tags or a bare JSON object", "[api][tools]") {
+  const auto o = opts(ToolCallSyntax::kGeneric);
+  CHECK(parse_tool_calls(o, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>").calls.size() == 1);
+  CHECK(parse_tool_calls(o, "{\"name\": \"get_time\", \"arguments\": {}}").calls.size() == 1);
+  CHECK(parse_tool_calls(o, "{\"answer\": 42}").calls.empty());
+}
+
+TEST_CASE("streaming: content flows, a call is held back and parsed at the end", "[api][tools]") {
+  const auto hermes = opts(ToolCallSyntax::kHermes);
+  SECTION("plain text streams as it comes, except a possible tag start") {
+    Streamed s = stream(hermes, {"Hello", " wor", "ld <", "tool", "s are fun"});
+    CHECK(s.sent == std::vector<std::string>{"Hello", " wor", "ld", " <tools are fun"});
+    CHECK(s.rest.calls.empty());
+    CHECK(s.rest.content.empty());
+  }
+  SECTION("text, then a call split at every byte") {
+    const std::string text =
+        "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    Streamed s = stream(hermes, bytes(text));
+    std::string sent;
+    for (const auto& p : s.sent) sent += p;
+    CHECK(sent == "Checking.");  // the newline before the call is not content
+    REQUIRE(s.rest.calls.size() == 1);
+    CHECK(s.rest.calls[0].arguments == R"({"city":"Paris"})");
+    CHECK(s.rest.content.empty());
+  }
+  SECTION("streamed and whole parses agree on the calls") {
+    const std::string text =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\"}}\n</tool_call>";
+    Streamed s = stream(hermes, {text.substr(0, 7), text.substr(7, 30), text.substr(37)});
+    auto whole = parse_tool_calls(hermes, text);
+    CHECK(s.sent.empty());
+    REQUIRE(s.rest.calls.size() == 2);
+    REQUIRE(whole.calls.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(s.rest.calls[i].name == whole.calls[i].name);
+      CHECK(s.rest.calls[i].arguments == whole.calls[i].arguments);
+    }
+  }
+  SECTION("Llama 3: an answer opening with '{' waits; other answers stream") {
+    const auto llama = opts(ToolCallSyntax::kLlama3Json);
+    Streamed call = stream(llama, {"\n", "{\"name\": ", "\"get_time\", \"parameters\": {}}"});
+    CHECK(call.sent.empty());
+    REQUIRE(call.rest.calls.size() == 1);
+    Streamed text = stream(llama, {" It", " is", " noon <tool_call>"});
+    CHECK(text.sent == std::vector<std::string>{" It", " is", " noon <tool_call>"});
+    Streamed json = stream(llama, {"{\"a\"", ": 1}"});  // JSON but not a call: content at the end
+    CHECK(json.sent.empty());
+    CHECK(json.rest.calls.empty());
+    CHECK(json.rest.content == "{\"a\": 1}");
+    Streamed tag = stream(llama, {"<|python", "_tag|>{\"name\": \"get_time\", \"parameters\": {}}"});
+    CHECK(tag.sent.empty());
+    CHECK(tag.rest.calls.size() == 1);
+  }
+  SECTION("Mistral: an answer opening with '[' waits") {
+    const auto mistral = opts(ToolCallSyntax::kMistral);
+    Streamed call = stream(mistral, {"[TOOL_", "CALLS][{\"name\": \"get_time\", \"arguments\": {}}]"});
+    CHECK(call.sent.empty());
+    CHECK(call.rest.calls.size() == 1);
+    Streamed text = stream(mistral, {"Sure", ", [1]"});
+    CHECK(text.sent == std::vector<std::string>{"Sure", ", [1]"});
+  }
+}

@@ -107,13 +107,12 @@ HandlerResult ApiRouter::chat_completions(const HttpRequest& request) {
           "tools"));
     }
   }
-  Result<std::string> rendered = generator_.render_chat(parsed.chat);
-  if (!rendered.is_ok()) {
-    const bool tools_error = rendered.status().code() == StatusCode::kUnsupported;
-    return error_response(ApiError::invalid(rendered.status().message(), tools_error ? "tools" : "messages"));
+  Result<std::vector<int32_t>> tokens = generator_.chat_prompt(parsed.chat);
+  if (!tokens.is_ok()) {
+    const bool tools_error = tokens.status().code() == StatusCode::kUnsupported;
+    return error_response(ApiError::invalid(tokens.status().message(), tools_error ? "tools" : "messages"));
   }
-  std::vector<int32_t> tokens = generator_.tokenize(*rendered, generator_.chat_uses_special_tokens());
-  return submit(CompletionKind::kChat, parsed.options, std::move(tokens), "messages", std::move(tools));
+  return submit(CompletionKind::kChat, parsed.options, std::move(*tokens), "messages", std::move(tools));
 }
 
 HandlerResult ApiRouter::completions(const HttpRequest& request) {
@@ -150,6 +149,7 @@ HandlerResult ApiRouter::submit(CompletionKind kind, const GenerationOptions& op
   req.max_tokens = max_tokens;
   req.stop = options.stop;
   req.ignore_eos = options.ignore_eos;
+  req.remember_answer = kind == CompletionKind::kChat;
 
   CompletionMeta meta;
   meta.kind = kind;

@@ -20,6 +20,7 @@
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/model.h"
 #include "engine/sequence.h"
+#include "engine/tokenizer/answer_memo.h"
 #include "engine/tokenizer/chat_format.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/page_record.h"
@@ -112,11 +113,15 @@ struct Engine::Impl {
   void handle_token(Sequence& s, int32_t token, Sequence::Clock::time_point now);
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
+  void remember_answer(const Sequence& s);
+  std::optional<std::vector<int32_t>> find_answer(const std::string& text);
   void explain_cache_miss(Sequence& s);
   // The tokens of the most recent finished sequence per first page key, so
   // that a prompt which shares the start of an earlier one but misses the
   // cache part-way can say where it differs (bounded: cleared past 1024).
   std::unordered_map<PageKey, std::vector<int32_t>, PageKeyHash> recent_by_first_page;
+  // Ids of finished answers by their text, for chat prompts (answer_memo.h).
+  AnswerMemo answers;
   Sequence* find_seq(uint64_t id);
   void write_back(int page, const PageKey& key);
 };
@@ -447,10 +452,44 @@ void Engine::Impl::handle_token(Sequence& s, int32_t token, Sequence::Clock::tim
 }
 
 void Engine::Impl::emit(Sequence& s, std::string text, std::vector<int32_t> tokens) {
+  s.emitted_text += text;
   GenerationEvent ev;
   ev.text = std::move(text);
   ev.tokens = std::move(tokens);
   s.sink->on_event(std::move(ev));
+}
+
+// The answer's ids (without the end-of-generation token that closed it) when
+// they give exactly the text the client received: not after a stop string
+// cut the text inside a token.
+void Engine::Impl::remember_answer(const Sequence& s) {
+  if (!s.request.remember_answer || int(s.tokens.size()) <= s.n_prompt || s.emitted_text.empty()) return;
+  std::span<const int32_t> ids(s.tokens.data() + s.n_prompt, s.tokens.size() - size_t(s.n_prompt));
+  if (tokenizer->is_end_of_generation(ids.back())) ids = ids.first(ids.size() - 1);
+  if (ids.empty()) return;
+  const int32_t prev = s.tokens[size_t(s.n_prompt) - 1];
+  if (tokenizer->decode_text(ids, prev) != s.emitted_text) return;
+  answers.remember(s.emitted_text, ids);
+  if (workers) workers->put_async(answer_key(root, s.emitted_text), encode_answer_record(s.emitted_text, ids));
+}
+
+// Memory first, then the disk tier (a synchronous point read of a small
+// record, on the caller's thread: a returning chat after a restart).
+std::optional<std::vector<int32_t>> Engine::Impl::find_answer(const std::string& text) {
+  if (auto ids = answers.find(text)) return ids;
+  if (!store) return std::nullopt;
+  const PageKey key = answer_key(root, text);
+  Result<std::optional<std::string>> record = store->get(key);
+  if (!record.is_ok() || !*record) return std::nullopt;
+  std::optional<std::vector<int32_t>> ids = decode_answer_record(**record, text, n_vocab);
+  if (!ids) {
+    ++stats.records_rejected;
+    spdlog::warn("dropping a damaged answer record {} from the disk tier", key.to_hex());
+    if (workers) workers->erase_async(key);
+    return std::nullopt;
+  }
+  answers.remember(text, *ids);
+  return ids;
 }
 
 void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
@@ -463,6 +502,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
     if (!out.stopped) tail += s.stop.flush();
     if (!tail.empty()) emit(s, std::move(tail), {});
   }
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) remember_answer(s);
   auto now = Sequence::Clock::now();
   GenerationEvent ev;
   ev.done = true;
@@ -628,6 +668,39 @@ std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_specia
 
 Result<std::string> Engine::render_chat(const ChatRequest& request) const {
   return impl_->chat->render_request(request);
+}
+
+Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) const {
+  Impl& m = *impl_;
+  Result<std::string> rendered = render_chat(request);
+  if (!rendered.is_ok()) return rendered.status();
+  const bool special = chat_uses_special_tokens();
+  // Answers whose ids we still have: render again with a marker in place of
+  // each, and splice their ids in where the markers are.
+  std::vector<SplicedAnswer> answers;
+  ChatRequest marked = request;
+  for (size_t i = 0; i < request.messages.size(); ++i) {
+    const ChatMessage& msg = request.messages[i];
+    if (msg.role != "assistant" || msg.content_null) continue;
+    std::optional<std::string> marked_content = answer_marked_content(msg.content, answers.size());
+    if (!marked_content) continue;
+    std::optional<std::vector<int32_t>> ids = m.find_answer(msg.content);
+    if (!ids) continue;
+    marked.messages[i].content = std::move(*marked_content);
+    answers.push_back(SplicedAnswer{msg.content, std::move(*ids)});
+  }
+  if (!answers.empty()) {
+    Result<std::string> marked_text = render_chat(marked);
+    if (marked_text.is_ok()) {
+      if (auto ids = splice_answers(*m.tokenizer, *rendered, *marked_text, answers, m.tokenizer->add_bos(), special)) {
+        spdlog::debug("chat prompt: {} earlier answer(s) use the ids the model sampled", answers.size());
+        return std::move(*ids);
+      }
+    }
+    spdlog::debug("chat prompt: the template does not render {} remembered answer(s) verbatim; tokenizing the text",
+                  answers.size());
+  }
+  return tokenize(*rendered, special);
 }
 
 ToolCallSyntax Engine::tool_call_syntax() const { return impl_->chat->tool_call_syntax(); }

@@ -44,6 +44,7 @@ class Engine : public Generator {
   Result<std::string> render_chat(const ChatRequest& request) const override;
   ToolCallSyntax tool_call_syntax() const override;
   bool chat_uses_special_tokens() const override;
+  Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request) const override;
   void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
 
   // Blocks until every queued page write has reached the store (tests, SIGTERM).

@@ -39,6 +39,9 @@ struct GenerationRequest {
   // Tests and diagnostics: put the logits at the last prompt position into the
   // final event (GenerationEvent::prompt_logits, [n_vocab]).
   bool return_prompt_logits = false;
+  // Chat requests: when the answer ends (stop or length), keep its ids under
+  // its text so that the next turn's prompt reuses them (Generator::chat_prompt).
+  bool remember_answer = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -148,6 +151,17 @@ class Generator {
   virtual ToolCallSyntax tool_call_syntax() const = 0;
   // Whether render_chat output contains control-token text to parse.
   virtual bool chat_uses_special_tokens() const = 0;
+  // The prompt ids of a chat request: render_chat, then tokenize with
+  // special-token parsing where the format has control tokens. The engine
+  // overrides it to put the ids the model sampled for earlier answers in
+  // place of their text, where that gives the same text
+  // (engine/tokenizer/answer_memo.h), so a returning chat matches the KV
+  // pages of its earlier turns. Errors: as render_chat.
+  virtual Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request) const {
+    Result<std::string> rendered = render_chat(request);
+    if (!rendered.is_ok()) return rendered.status();
+    return tokenize(*rendered, chat_uses_special_tokens());
+  }
   // Queues a request; events arrive on `sink`. Never blocks on the engine.
   virtual void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
 };

@@ -56,6 +56,7 @@ struct Sequence {
   FinishReason finish = FinishReason::kNone;
   std::string error;
   std::vector<float> prompt_logits;  // (n_vocab) when request.return_prompt_logits
+  std::string emitted_text;          // all text sent to the sink so far
   int cache_divergence_pos = -1;     // see GenerationEvent::cache_divergence_pos
 
   Clock::time_point t_admit = Clock::now();

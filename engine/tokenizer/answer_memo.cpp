@@ -1,7 +1,9 @@
 #include "engine/tokenizer/answer_memo.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
+#include <utility>
 
 #include <xxhash.h>
 
@@ -126,6 +128,30 @@ std::string answer_marker(size_t k) {
   return buf;
 }
 
+namespace {
+
+constexpr std::string_view kWhitespace = " \t\n\r";
+
+// Lengths of the leading and trailing whitespace of `text`; nullopt when it
+// is all whitespace.
+std::optional<std::pair<size_t, size_t>> whitespace_edges(std::string_view text) {
+  const size_t first = text.find_first_not_of(kWhitespace);
+  if (first == std::string_view::npos) return std::nullopt;
+  const size_t last = text.find_last_not_of(kWhitespace);
+  return std::make_pair(first, text.size() - last - 1);
+}
+
+}  // namespace
+
+std::optional<std::string> answer_marked_content(std::string_view text, size_t k) {
+  auto edges = whitespace_edges(text);
+  if (!edges) return std::nullopt;
+  std::string out(text.substr(0, edges->first));
+  out += answer_marker(k);
+  out.append(text.substr(text.size() - edges->second));
+  return out;
+}
+
 std::optional<std::vector<int32_t>> splice_answers(const Tokenizer& tok, std::string_view rendered,
                                                    std::string_view marked,
                                                    std::span<const SplicedAnswer> answers, bool add_bos,
@@ -139,14 +165,26 @@ std::optional<std::vector<int32_t>> splice_answers(const Tokenizer& tok, std::st
   std::string rebuilt;
   rebuilt.reserve(rendered.size());
   for (size_t k = 0; k < answers.size(); ++k) {
+    const std::string_view text = answers[k].text;
+    auto edges = whitespace_edges(text);
+    if (!edges) return std::nullopt;
     const std::string marker = answer_marker(k);
     const size_t hit = marked.find(marker, pos);
     if (hit == std::string_view::npos) return std::nullopt;
     if (marked.find(marker, hit + marker.size()) != std::string_view::npos) return std::nullopt;
-    pieces.push_back(marked.substr(pos, hit - pos));
+    // The answer spans its whitespace edges around the marker, if the
+    // template kept them.
+    const size_t begin = hit - std::min(hit - pos, edges->first);
+    const size_t end = hit + marker.size() + edges->second;
+    if (hit - begin != edges->first || end > marked.size()) return std::nullopt;
+    if (marked.substr(begin, hit - begin) != text.substr(0, edges->first)) return std::nullopt;
+    if (marked.substr(hit + marker.size(), edges->second) != text.substr(text.size() - edges->second)) {
+      return std::nullopt;
+    }
+    pieces.push_back(marked.substr(pos, begin - pos));
     rebuilt.append(pieces.back());
-    rebuilt.append(answers[k].text);
-    pos = hit + marker.size();
+    rebuilt.append(text);
+    pos = end;
   }
   pieces.push_back(marked.substr(pos));
   rebuilt.append(pieces.back());

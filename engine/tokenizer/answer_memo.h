@@ -103,6 +103,13 @@ std::optional<std::vector<int32_t>> decode_answer_record(std::string_view record
 // (it carries a per-process random tag).
 std::string answer_marker(size_t k);
 
+// The content that stands for answer `k` (text) in the marked rendering: the
+// text's leading whitespace, answer_marker(k), its trailing whitespace, so a
+// template that looks at the edges of the content (a space after
+// "Assistant:", trim) sees the same edges. Nullopt for text that is empty or
+// only whitespace (nothing to splice).
+std::optional<std::string> answer_marked_content(std::string_view text, size_t k);
+
 // One answer to splice: its text and the ids to use for it.
 struct SplicedAnswer {
   std::string text;
@@ -110,7 +117,8 @@ struct SplicedAnswer {
 };
 
 // Prompt ids for `rendered` with answers[k].ids in place of answers[k].text,
-// which `marked` holds as answer_marker(k) (each exactly once, in order).
+// which `marked` holds as answer_marked_content(text, k) (its marker exactly
+// once, in order).
 // add_bos: prepend BOS as Tokenizer::encode would. Each answer's ids must
 // detokenize to its text right after the ids before them
 // (Tokenizer::decode_text). Returns nullopt when any check fails; the caller

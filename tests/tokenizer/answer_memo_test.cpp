@@ -77,6 +77,13 @@ TEST_CASE("answer_marker is printable ASCII, distinct per answer and stable", "[
   for (char c : m0) CHECK((c >= 0x21 && c <= 0x7e));
 }
 
+TEST_CASE("answer_marked_content keeps the whitespace edges of the answer", "[answer_memo]") {
+  CHECK(answer_marked_content("  hi there \n", 3) == "  " + answer_marker(3) + " \n");
+  CHECK(answer_marked_content("x", 0) == answer_marker(0));
+  CHECK_FALSE(answer_marked_content("", 0));
+  CHECK_FALSE(answer_marked_content(" \n\t ", 0));
+}
+
 TEST_CASE("encode_continuation gives no space prefix at the start of the text", "[answer_memo]") {
   LARDER_REQUIRE_MODEL(path, "stories260K.gguf");
   auto tok = load_stories_tokenizer(path);
@@ -97,7 +104,9 @@ TEST_CASE("splice_answers puts the stored ids of answers into the prompt", "[ans
   const std::string p0 = "User: Tell me a story.\nAssistant:", p1 = "\nUser: More.\nAssistant:",
                     p2 = "\nUser: Again.\nAssistant:";
   const std::string rendered = p0 + answer1 + p1 + answer2 + p2;
-  const std::string marked = p0 + answer_marker(0) + p1 + answer_marker(1) + p2;
+  // The answers keep their leading space around the marker.
+  const std::string marked = p0 + " " + answer_marker(0) + p1 + " " + answer_marker(1) + p2;
+  REQUIRE(marked == p0 + *answer_marked_content(answer1, 0) + p1 + *answer_marked_content(answer2, 1) + p2);
   const std::vector<SplicedAnswer> answers = {{answer1, char_by_char(*tok, answer1)},
                                               {answer2, char_by_char(*tok, answer2)}};
   REQUIRE(answers[0].ids != tok->encode_continuation(answer1, false));  // really not canonical
@@ -120,13 +129,17 @@ TEST_CASE("splice_answers puts the stored ids of answers into the prompt", "[ans
     CHECK(std::vector<int32_t>(ids->begin() + 1, ids->end()) == *no_bos);
   }
   SECTION("a marker missing or twice: no splice") {
-    CHECK_FALSE(splice_answers(*tok, rendered, p0 + answer1 + p1 + answer_marker(1) + p2, answers, true, false));
+    CHECK_FALSE(splice_answers(*tok, rendered, p0 + answer1 + p1 + " " + answer_marker(1) + p2, answers, true, false));
     CHECK_FALSE(splice_answers(*tok, rendered, marked + answer_marker(1), answers, true, false));
   }
   SECTION("the template changed the answer (the marked rendering does not give back the text): no splice") {
     // As a template that trims content renders the answer without its leading space.
     const std::string trimmed = p0 + answer1.substr(1) + p1 + answer2 + p2;
     CHECK_FALSE(splice_answers(*tok, trimmed, marked, answers, true, false));
+  }
+  SECTION("the template dropped the answer's leading space around the marker: no splice") {
+    CHECK_FALSE(splice_answers(*tok, rendered, p0 + answer_marker(0) + p1 + " " + answer_marker(1) + p2, answers,
+                               true, false));
   }
   SECTION("ids that do not decode to the answer's text: no splice") {
     std::vector<SplicedAnswer> wrong = answers;

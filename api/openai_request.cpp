@@ -161,6 +161,7 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   if (auto e = read_bool(obj, "stream", "stream", &out->stream)) return e;
   if (auto e = read_bool(obj, "ignore_eos", "ignore_eos", &out->ignore_eos)) return e;
   if (auto e = read_bool(obj, "return_tokens", "return_tokens", &out->return_tokens)) return e;
+  if (auto e = read_bool(obj, "parse_special", "parse_special", &out->parse_special)) return e;
   if (const json* v = field(obj, "stream_options")) {
     if (!v->is_object()) return ApiError::invalid("'stream_options' must be an object", "stream_options");
     if (auto e = read_bool(*v, "include_usage", "stream_options.include_usage", &out->include_usage)) return e;

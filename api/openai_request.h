@@ -57,6 +57,10 @@ struct GenerationOptions {
   // llama.cpp extensions:
   bool ignore_eos = false;           // "ignore_eos": keep generating past end-of-generation tokens
   bool return_tokens = false;        // "return_tokens": non-streaming choices carry "tokens" (generated ids)
+  // "parse_special": control-token text ("<|im_end|>") in the prompt text or
+  // in message contents becomes the control token (llama.cpp's behaviour);
+  // default: it stays text (a chat template's own control tokens are always parsed).
+  bool parse_special = false;
 };
 
 struct ChatCompletionRequest {

@@ -107,6 +107,7 @@ HandlerResult ApiRouter::chat_completions(const HttpRequest& request) {
           "tools"));
     }
   }
+  parsed.chat.special_in_content = parsed.options.parse_special;
   Result<std::vector<int32_t>> tokens = generator_.chat_prompt(parsed.chat);
   if (!tokens.is_ok()) {
     const bool tools_error = tokens.status().code() == StatusCode::kUnsupported;
@@ -123,7 +124,7 @@ HandlerResult ApiRouter::completions(const HttpRequest& request) {
   }
   if (auto e = check_model(parsed.options)) return error_response(*e);
   std::vector<int32_t> tokens =
-      parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens) : generator_.tokenize(parsed.prompt_text, false);
+      parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens) : generator_.tokenize(parsed.prompt_text, parsed.options.parse_special);
   return submit(CompletionKind::kText, parsed.options, std::move(tokens), "prompt");
 }
 

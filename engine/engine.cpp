@@ -22,6 +22,7 @@
 #include "engine/sequence.h"
 #include "engine/tokenizer/answer_memo.h"
 #include "engine/tokenizer/chat_format.h"
+#include "engine/tokenizer/chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
@@ -675,30 +676,33 @@ Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) con
   Result<std::string> rendered = render_chat(request);
   if (!rendered.is_ok()) return rendered.status();
   const bool special = chat_uses_special_tokens();
-  // Answers whose ids we still have: render again with a marker in place of
-  // each, and splice their ids in where the markers are.
-  std::vector<SplicedAnswer> answers;
+  // Mark every message content (chat_prompt.h), with the stored ids of the
+  // answers we remember; render again and tokenize knowing where they are.
+  std::vector<ChatContent> contents;
   ChatRequest marked = request;
   for (size_t i = 0; i < request.messages.size(); ++i) {
     const ChatMessage& msg = request.messages[i];
-    if (msg.role != "assistant" || msg.content_null) continue;
-    std::optional<std::string> marked_content = answer_marked_content(msg.content, answers.size());
-    if (!marked_content) continue;
-    std::optional<std::vector<int32_t>> ids = m.find_answer(msg.content);
-    if (!ids) continue;
-    marked.messages[i].content = std::move(*marked_content);
-    answers.push_back(SplicedAnswer{msg.content, std::move(*ids)});
+    if (msg.content_null) continue;
+    std::optional<std::string> stand_in = marked_content(msg.content, contents.size());
+    if (!stand_in) continue;
+    ChatContent c{msg.content, std::nullopt};
+    if (msg.role == "assistant") c.ids = m.find_answer(msg.content);
+    marked.messages[i].content = std::move(*stand_in);
+    contents.push_back(std::move(c));
   }
-  if (!answers.empty()) {
+  const bool any_ids = std::any_of(contents.begin(), contents.end(), [](const ChatContent& c) { return c.ids.has_value(); });
+  const bool plain_contents = special && !request.special_in_content;
+  if (!contents.empty() && (any_ids || plain_contents)) {
     Result<std::string> marked_text = render_chat(marked);
     if (marked_text.is_ok()) {
-      if (auto ids = splice_answers(*m.tokenizer, *rendered, *marked_text, answers, m.tokenizer->add_bos(), special)) {
-        spdlog::debug("chat prompt: {} earlier answer(s) use the ids the model sampled", answers.size());
-        return std::move(*ids);
+      if (auto out = tokenize_marked_chat(*m.tokenizer, *rendered, *marked_text, contents, m.tokenizer->add_bos(),
+                                          special, request.special_in_content)) {
+        if (out->n_spliced > 0) spdlog::debug("chat prompt: {} earlier answer(s) use the ids the model sampled", out->n_spliced);
+        return std::move(out->ids);
       }
     }
-    spdlog::debug("chat prompt: the template does not render {} remembered answer(s) verbatim; tokenizing the text",
-                  answers.size());
+    spdlog::debug("chat prompt: the template rewrites message contents; tokenizing the rendered text as a whole{}",
+                  special ? " (control-token text in contents is parsed)" : "");
   }
   return tokenize(*rendered, special);
 }

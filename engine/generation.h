@@ -113,6 +113,10 @@ struct ChatRequest {
   // by the API layer; "" when none are offered (no tools, or tool_choice
   // "none"). Passed to the template as `tools`, as transformers does.
   std::string tools_json;
+  // Control-token text inside message contents ("<|im_end|>" typed by a
+  // user) becomes the control token, as in llama.cpp's server. Default: it
+  // stays text, and only the template's own control tokens are parsed.
+  bool special_in_content = false;
 };
 
 // How a model writes a tool call in its output, detected from its chat

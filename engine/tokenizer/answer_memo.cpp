@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 #include <utility>
 
 #include <xxhash.h>
@@ -114,92 +113,6 @@ std::optional<std::vector<int32_t>> decode_answer_record(std::string_view record
     const int32_t id = get_le<int32_t>(p + kAnswerHeader + 4 * i);
     if (id < 0 || id >= n_vocab) return std::nullopt;
     ids[i] = id;
-  }
-  return ids;
-}
-
-std::string answer_marker(size_t k) {
-  static const uint64_t tag = [] {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-  }();
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "@@larder-answer-%zu-%016llx@@", k, static_cast<unsigned long long>(tag));
-  return buf;
-}
-
-namespace {
-
-constexpr std::string_view kWhitespace = " \t\n\r";
-
-// Lengths of the leading and trailing whitespace of `text`; nullopt when it
-// is all whitespace.
-std::optional<std::pair<size_t, size_t>> whitespace_edges(std::string_view text) {
-  const size_t first = text.find_first_not_of(kWhitespace);
-  if (first == std::string_view::npos) return std::nullopt;
-  const size_t last = text.find_last_not_of(kWhitespace);
-  return std::make_pair(first, text.size() - last - 1);
-}
-
-}  // namespace
-
-std::optional<std::string> answer_marked_content(std::string_view text, size_t k) {
-  auto edges = whitespace_edges(text);
-  if (!edges) return std::nullopt;
-  std::string out(text.substr(0, edges->first));
-  out += answer_marker(k);
-  out.append(text.substr(text.size() - edges->second));
-  return out;
-}
-
-std::optional<std::vector<int32_t>> splice_answers(const Tokenizer& tok, std::string_view rendered,
-                                                   std::string_view marked,
-                                                   std::span<const SplicedAnswer> answers, bool add_bos,
-                                                   bool parse_special) {
-  if (answers.empty()) return std::nullopt;
-  // Split `marked` at the markers, in order, each exactly once; check that
-  // the answers' texts put back give `rendered`.
-  std::vector<std::string_view> pieces;
-  pieces.reserve(answers.size() + 1);
-  size_t pos = 0;
-  std::string rebuilt;
-  rebuilt.reserve(rendered.size());
-  for (size_t k = 0; k < answers.size(); ++k) {
-    const std::string_view text = answers[k].text;
-    auto edges = whitespace_edges(text);
-    if (!edges) return std::nullopt;
-    const std::string marker = answer_marker(k);
-    const size_t hit = marked.find(marker, pos);
-    if (hit == std::string_view::npos) return std::nullopt;
-    if (marked.find(marker, hit + marker.size()) != std::string_view::npos) return std::nullopt;
-    // The answer spans its whitespace edges around the marker, if the
-    // template kept them.
-    const size_t begin = hit - std::min(hit - pos, edges->first);
-    const size_t end = hit + marker.size() + edges->second;
-    if (hit - begin != edges->first || end > marked.size()) return std::nullopt;
-    if (marked.substr(begin, hit - begin) != text.substr(0, edges->first)) return std::nullopt;
-    if (marked.substr(hit + marker.size(), edges->second) != text.substr(text.size() - edges->second)) {
-      return std::nullopt;
-    }
-    pieces.push_back(marked.substr(pos, begin - pos));
-    rebuilt.append(pieces.back());
-    rebuilt.append(text);
-    pos = end;
-  }
-  pieces.push_back(marked.substr(pos));
-  rebuilt.append(pieces.back());
-  if (rebuilt != rendered) return std::nullopt;
-
-  std::vector<int32_t> ids = tok.encode(pieces[0], /*add_bos=*/false, parse_special);
-  if (add_bos && tok.bos_id() >= 0 && (ids.empty() || ids.front() != tok.bos_id())) {
-    ids.insert(ids.begin(), tok.bos_id());
-  }
-  for (size_t k = 0; k < answers.size(); ++k) {
-    const int32_t prev = ids.empty() ? -1 : ids.back();
-    if (tok.decode_text(answers[k].ids, prev) != answers[k].text) return std::nullopt;
-    ids.insert(ids.end(), answers[k].ids.begin(), answers[k].ids.end());
-    std::vector<int32_t> rest = tok.encode_continuation(pieces[k + 1], parse_special);
-    ids.insert(ids.end(), rest.begin(), rest.end());
   }
   return ids;
 }

@@ -16,17 +16,7 @@
 // ids that produced it. In memory, bounded by the total number of ids kept
 // (least recently used answers are dropped first). Thread-safe.
 //
-// splice_answers: tokenizes a rendered chat prompt with the stored ids of its
-// answers in place of their text. The caller renders the conversation twice:
-// normally (`rendered`) and with each remembered answer's content replaced by
-// a marker (`marked`, markers from answer_marker()). The markers locate the
-// answers in the rendering without guessing how the template quotes content;
-// the splice is used only when substituting each answer's text for its
-// marker in `marked` gives back `rendered` exactly (a template that trims,
-// escapes or rewrites an answer fails that check and the prompt is tokenized
-// as usual). Pieces between answers are tokenized on their own
-// (Tokenizer::encode_continuation after the first), so the ids detokenize to
-// `rendered` exactly.
+// engine/tokenizer/chat_prompt.h builds a chat prompt's ids with them.
 #pragma once
 
 #include <cstddef>
@@ -97,35 +87,5 @@ std::string encode_answer_record(std::string_view text, std::span<const int32_t>
 // outside [0, n_vocab) (the caller drops it).
 std::optional<std::vector<int32_t>> decode_answer_record(std::string_view record, std::string_view text,
                                                          int n_vocab);
-
-// The marker that stands for answer `k` in the marked rendering: printable
-// ASCII that no template changes and no conversation contains by accident
-// (it carries a per-process random tag).
-std::string answer_marker(size_t k);
-
-// The content that stands for answer `k` (text) in the marked rendering: the
-// text's leading whitespace, answer_marker(k), its trailing whitespace, so a
-// template that looks at the edges of the content (a space after
-// "Assistant:", trim) sees the same edges. Nullopt for text that is empty or
-// only whitespace (nothing to splice).
-std::optional<std::string> answer_marked_content(std::string_view text, size_t k);
-
-// One answer to splice: its text and the ids to use for it.
-struct SplicedAnswer {
-  std::string text;
-  std::vector<int32_t> ids;
-};
-
-// Prompt ids for `rendered` with answers[k].ids in place of answers[k].text,
-// which `marked` holds as answer_marked_content(text, k) (its marker exactly
-// once, in order).
-// add_bos: prepend BOS as Tokenizer::encode would. Each answer's ids must
-// detokenize to its text right after the ids before them
-// (Tokenizer::decode_text). Returns nullopt when any check fails; the caller
-// then tokenizes `rendered` as usual.
-std::optional<std::vector<int32_t>> splice_answers(const Tokenizer& tok, std::string_view rendered,
-                                                   std::string_view marked,
-                                                   std::span<const SplicedAnswer> answers, bool add_bos,
-                                                   bool parse_special);
 
 }  // namespace larder

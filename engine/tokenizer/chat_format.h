@@ -12,7 +12,9 @@
 //            Tested byte-identical to Python's Jinja2 on real templates
 //            (tests/template/). Like transformers, the output is tokenized
 //            with special-token parsing and without an added BOS (the
-//            template renders bos_token where the model wants it).
+//            template renders bos_token where the model wants it); unlike
+//            transformers, control-token text inside message contents stays
+//            text by default (engine/tokenizer/chat_prompt.h).
 //   The fixed renderings below remain for of_kind() and from_template():
 //
 //   kChatML  (template contains "<|im_start|>"), per message

@@ -61,8 +61,13 @@ std::vector<int32_t> Tokenizer::encode_continuation(std::string_view text, bool 
   return encode_impl(text, /*add_bos=*/false, parse_special, /*at_input_start=*/false);
 }
 
+std::vector<int32_t> Tokenizer::encode_chat(std::string_view text, bool at_input_start,
+                                            std::span<const ByteRange> plain) const {
+  return encode_impl(text, /*add_bos=*/false, /*parse_special=*/true, at_input_start, plain);
+}
+
 std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_bos, bool parse_special,
-                                            bool at_input_start) const {
+                                            bool at_input_start, std::span<const ByteRange> plain) const {
   std::vector<int32_t> out;
   const bool add_special = add_bos && vocab_.bos_id >= 0;
   if (add_special) out.push_back(vocab_.bos_id);
@@ -75,6 +80,14 @@ std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_bos,
     const TokenType type = vocab_.types[id];
     if (!parse_special && (type == TokenType::kControl || type == TokenType::kUnknown)) continue;
     const std::string_view special = vocab_.tokens[id];
+    // Control/unknown token text inside a plain range stays text.
+    const bool restricted = !plain.empty() && (type == TokenType::kControl || type == TokenType::kUnknown);
+    const auto in_plain = [&](size_t begin) {
+      for (const ByteRange& r : plain) {
+        if (r.begin < begin + special.size() && begin < r.end) return true;
+      }
+      return false;
+    };
     next.clear();
     for (const Fragment& f : fragments) {
       if (f.token >= 0 || f.length < special.size()) {
@@ -83,9 +96,14 @@ std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_bos,
       }
       const std::string_view raw = text.substr(f.offset, f.length);
       size_t pos = 0;
-      for (size_t hit; (hit = raw.find(special, pos)) != std::string_view::npos; pos = hit + special.size()) {
+      for (size_t search = 0, hit; (hit = raw.find(special, search)) != std::string_view::npos;) {
+        if (restricted && in_plain(f.offset + hit)) {
+          search = hit + 1;
+          continue;
+        }
         if (hit > pos) next.push_back({-1, f.offset + pos, hit - pos});
         next.push_back({id, 0, 0});
+        pos = search = hit + special.size();
       }
       if (pos < raw.size()) next.push_back({-1, f.offset + pos, raw.size() - pos});
     }

@@ -146,6 +146,18 @@ class Tokenizer {
   // token inside `text` still does). Used to splice stored token ids of
   // earlier answers into a chat prompt (engine/answer_memo.h).
   std::vector<int32_t> encode_continuation(std::string_view text, bool parse_special) const;
+  // A byte range [begin, end) of a text.
+  struct ByteRange {
+    size_t begin = 0, end = 0;
+  };
+  // Chat prompts: as encode(text, false, true) (at_input_start) or
+  // encode_continuation(text, true), except that control-token text lying
+  // in one of `plain` (byte ranges of text, sorted, disjoint: the message
+  // contents) stays plain text, so a user cannot write "<|im_end|>" into a
+  // message and close its turn. User-defined tokens are cut everywhere, as
+  // in encode.
+  std::vector<int32_t> encode_chat(std::string_view text, bool at_input_start,
+                                   std::span<const ByteRange> plain) const;
 
   // Bytes token `id` adds to the output text (see the top of this file).
   // A byte token gives one raw byte, possibly part of a UTF-8 character.
@@ -162,7 +174,7 @@ class Tokenizer {
  private:
   Status init(VocabData vocab);
   std::vector<int32_t> encode_impl(std::string_view text, bool add_bos, bool parse_special,
-                                   bool at_input_start) const;
+                                   bool at_input_start, std::span<const ByteRange> plain = {}) const;
   // SentencePiece merge of one already escaped fragment, appending to `out`.
   void encode_fragment(std::string_view text, std::vector<int32_t>& out) const;
   void emit_bytes(std::string_view bytes, std::vector<int32_t>& out) const;

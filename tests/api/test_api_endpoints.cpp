@@ -186,8 +186,27 @@ TEST_CASE("completions endpoint, non-streaming and streaming", "[api]") {
     REQUIRE(reqs.size() == 1);
     CHECK(reqs[0].prompt_tokens == std::vector<int32_t>{FakeGenerator::kBos, 'a', 'b', 'c'});
     CHECK(reqs[0].max_tokens == 4);
-    // Completions never parse special-token text.
+    // Completions parse special-token text only when asked ("parse_special").
     CHECK(ts.fake().parse_special_seen() == std::vector<bool>{false});
+    auto special = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"abc","max_tokens":4,"parse_special":true})");
+    REQUIRE(special);
+    CHECK(special->status == 200);
+    CHECK(ts.fake().parse_special_seen() == std::vector<bool>{false, true});
+  }
+  SECTION("parse_special reaches the chat request; a non-boolean is a 400 naming it") {
+    auto r = http(ts.port(), "POST", "/v1/chat/completions",
+                  R"({"messages":[{"role":"user","content":"Hi"}],"parse_special":true})");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(ts.fake().last_chat().special_in_content);
+    r = http(ts.port(), "POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}]})");
+    REQUIRE(r);
+    CHECK_FALSE(ts.fake().last_chat().special_in_content);
+    r = http(ts.port(), "POST", "/v1/chat/completions",
+             R"({"messages":[{"role":"user","content":"Hi"}],"parse_special":"yes"})");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->json()["error"]["param"] == "parse_special");
   }
   SECTION("extensions: return_tokens and ignore_eos") {
     auto r = http(ts.port(), "POST", "/v1/completions",

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "tests/support/temp_dir.h"
 
 namespace larder::bench {
 
@@ -112,27 +113,7 @@ inline std::unique_ptr<Engine> make_engine(const EngineOptions& opt) {
   return std::move(r).value();
 }
 
-// A fresh, empty directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag = "larder-bench") {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            (tag + "-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string str() const { return path_.string(); }
-  std::filesystem::path path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = ::larder::testing::TempDir;  // tests/support/temp_dir.h
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;

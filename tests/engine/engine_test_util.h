@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/test_models.h"
 
 namespace larder::testing {
@@ -86,26 +87,6 @@ inline Generated generate(Engine& engine, GenerationRequest req) {
   g.final = std::move(sink->final_);
   return g;
 }
-
-// A fresh, empty directory under the system temp dir, removed on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("larder-test-" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::filesystem::path path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline nlohmann::json load_reference() {
   auto dir = test_models_dir();

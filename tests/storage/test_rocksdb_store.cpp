@@ -12,10 +12,10 @@
 
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
-#include "tests/storage/temp_dir.h"
+#include "tests/support/temp_dir.h"
 
 using namespace larder;
-using larder::test::TempDir;
+using larder::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {

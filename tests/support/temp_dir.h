@@ -1,5 +1,6 @@
-// TempDir: a uniquely named directory under the system temp directory,
-// removed (with its contents) on destruction. Test helper.
+// TempDir: a uniquely named, freshly created directory under the system temp
+// directory, removed (with its contents) on destruction. For tests and
+// benchmarks.
 #pragma once
 
 #include <atomic>
@@ -10,11 +11,11 @@
 
 #include <unistd.h>
 
-namespace larder::test {
+namespace larder::testing {
 
 class TempDir {
  public:
-  explicit TempDir(const std::string& tag) {
+  explicit TempDir(const std::string& tag = "test") {
     static std::atomic<int> counter{0};
     const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
     path_ = std::filesystem::temp_directory_path() /
@@ -30,6 +31,7 @@ class TempDir {
   TempDir& operator=(const TempDir&) = delete;
 
   const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
   // A subdirectory path (not created).
   std::string sub(const std::string& name) const { return (path_ / name).string(); }
 
@@ -37,4 +39,4 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-}  // namespace larder::test
+}  // namespace larder::testing

@@ -46,55 +46,22 @@ Status cublas_status(cublasStatus_t st, const char* call, const char* file, int 
   return Status::io_error(std::move(msg));
 }
 
-Status DeviceBuffer::allocate(size_t bytes, const char* what) {
-  reset();
-  if (bytes == 0) return Status::ok();
-  const cudaError_t err = cudaMalloc(&ptr_, bytes);
-  if (err != cudaSuccess) {
-    ptr_ = nullptr;
-    (void)cudaGetLastError();  // clear the sticky-free allocation error
-    size_t free_b = 0, total_b = 0;
-    (void)cudaMemGetInfo(&free_b, &total_b);
-    return Status::resource_exhausted(std::string("GPU memory for ") + what + ": cudaMalloc of " +
-                                      std::to_string(bytes) + " bytes (" + cuda_plan::format_bytes(bytes) +
-                                      ") failed: " + cudaGetErrorString(err) + "; free " +
-                                      cuda_plan::format_bytes(free_b) + " of " +
-                                      cuda_plan::format_bytes(total_b));
-  }
-  bytes_ = bytes;
-  return Status::ok();
+void warn_release_failed(const char* call, cudaError_t err) {
+  spdlog::warn("{}: {}", call, cudaGetErrorString(err));
 }
 
-void DeviceBuffer::reset() {
-  if (ptr_ != nullptr) {
-    const cudaError_t err = cudaFree(ptr_);
-    if (err != cudaSuccess) spdlog::warn("cudaFree: {}", cudaGetErrorString(err));
-  }
-  ptr_ = nullptr;
-  bytes_ = 0;
+Status DeviceAlloc::failure(size_t bytes, const char* what, cudaError_t err) {
+  size_t free_b = 0, total_b = 0;
+  (void)cudaMemGetInfo(&free_b, &total_b);
+  return Status::resource_exhausted(std::string("GPU memory for ") + what + ": cudaMalloc of " +
+                                    std::to_string(bytes) + " bytes (" + cuda_plan::format_bytes(bytes) +
+                                    ") failed: " + cudaGetErrorString(err) + "; free " +
+                                    cuda_plan::format_bytes(free_b) + " of " + cuda_plan::format_bytes(total_b));
 }
 
-Status PinnedBuffer::allocate(size_t bytes, const char* what) {
-  reset();
-  if (bytes == 0) return Status::ok();
-  const cudaError_t err = cudaMallocHost(&ptr_, bytes);
-  if (err != cudaSuccess) {
-    ptr_ = nullptr;
-    (void)cudaGetLastError();
-    return Status::resource_exhausted(std::string("pinned host memory for ") + what + ": " +
-                                      std::to_string(bytes) + " bytes: " + cudaGetErrorString(err));
-  }
-  bytes_ = bytes;
-  return Status::ok();
-}
-
-void PinnedBuffer::reset() {
-  if (ptr_ != nullptr) {
-    const cudaError_t err = cudaFreeHost(ptr_);
-    if (err != cudaSuccess) spdlog::warn("cudaFreeHost: {}", cudaGetErrorString(err));
-  }
-  ptr_ = nullptr;
-  bytes_ = 0;
+Status PinnedAlloc::failure(size_t bytes, const char* what, cudaError_t err) {
+  return Status::resource_exhausted(std::string("pinned host memory for ") + what + ": " +
+                                    std::to_string(bytes) + " bytes: " + cudaGetErrorString(err));
 }
 
 Stream::~Stream() {

@@ -40,12 +40,19 @@ Status cublas_status(cublasStatus_t st, const char* call, const char* file, int 
 
 namespace larder::cuda {
 
-// Device memory (cudaMalloc / cudaFree).
-class DeviceBuffer {
+// Logs a failed cudaFree / cudaFreeHost (nothing else can be done about it).
+void warn_release_failed(const char* call, cudaError_t err);
+
+// Memory from one CUDA allocator, freed on destruction; move-only.
+// Alloc: static cudaError_t allocate(void**, size_t), static cudaError_t
+// release(void*), static Status failure(size_t bytes, const char* what,
+// cudaError_t) and kReleaseCall (for the log line of a failed release).
+template <typename Alloc>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaBuffer() = default;
+  CudaBuffer(CudaBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
     if (this != &o) {
       reset();
       ptr_ = std::exchange(o.ptr_, nullptr);
@@ -53,10 +60,28 @@ class DeviceBuffer {
     }
     return *this;
   }
-  ~DeviceBuffer() { reset(); }
+  ~CudaBuffer() { reset(); }
   // Errors: kResourceExhausted naming `what` and the size.
-  Status allocate(size_t bytes, const char* what);
-  void reset();
+  Status allocate(size_t bytes, const char* what) {
+    reset();
+    if (bytes == 0) return Status::ok();
+    const cudaError_t err = Alloc::allocate(&ptr_, bytes);
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      (void)cudaGetLastError();  // clear the (non-sticky) allocation error
+      return Alloc::failure(bytes, what, err);
+    }
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  void reset() {
+    if (ptr_ != nullptr) {
+      const cudaError_t err = Alloc::release(ptr_);
+      if (err != cudaSuccess) warn_release_failed(Alloc::kReleaseCall, err);
+    }
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
   void* get() const { return ptr_; }
   template <typename T> T* as() const { return static_cast<T*>(ptr_); }
   size_t bytes() const { return bytes_; }
@@ -65,24 +90,24 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// Device memory (cudaMalloc / cudaFree).
+struct DeviceAlloc {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static cudaError_t release(void* p) { return cudaFree(p); }
+  static Status failure(size_t bytes, const char* what, cudaError_t err);  // with free/total GPU memory
+  static constexpr const char* kReleaseCall = "cudaFree";
+};
+using DeviceBuffer = CudaBuffer<DeviceAlloc>;
 
 // Page-locked host memory (cudaMallocHost / cudaFreeHost).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { reset(); }
-  Status allocate(size_t bytes, const char* what);
-  void reset();
-  void* get() const { return ptr_; }
-  template <typename T> T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
+struct PinnedAlloc {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static cudaError_t release(void* p) { return cudaFreeHost(p); }
+  static Status failure(size_t bytes, const char* what, cudaError_t err);
+  static constexpr const char* kReleaseCall = "cudaFreeHost";
 };
+using PinnedBuffer = CudaBuffer<PinnedAlloc>;
 
 class Stream {
  public:

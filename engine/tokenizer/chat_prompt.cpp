@@ -75,8 +75,8 @@ std::optional<ChatPromptIds> tokenize_marked_chat(const Tokenizer& tok, std::str
     const size_t end = trail_kept ? after + trail : after;
     const std::string_view kept =
         text.substr(lead_kept ? 0 : lead, text.size() - (lead_kept ? 0 : lead) - (trail_kept ? 0 : trail));
-    pieces.push_back(Piece{marked.substr(pos, begin - pos)});
-    Piece content{kept, true};
+    pieces.push_back(Piece{marked.substr(pos, begin - pos), false, nullptr, {}});
+    Piece content{kept, true, nullptr, {}};
     if (contents[k].ids && lead_kept && trail_kept) {
       content.ids = &*contents[k].ids;
       content.whole = text;
@@ -86,7 +86,7 @@ std::optional<ChatPromptIds> tokenize_marked_chat(const Tokenizer& tok, std::str
     rebuilt.append(kept);
     pos = end;
   }
-  pieces.push_back(Piece{marked.substr(pos)});
+  pieces.push_back(Piece{marked.substr(pos), false, nullptr, {}});
   rebuilt.append(pieces.back().text);
   if (rebuilt != rendered) return std::nullopt;
 

@@ -63,7 +63,8 @@ TEST_CASE("encode_continuation gives no space prefix at the start of the text", 
   for (const std::string text : {"Once upon a time", "\nUser: hi", "x", " leading space"}) {
     INFO(text);
     // encode() treats the text as the input start: SentencePiece adds "▁".
-    CHECK(tok->decode(tok->encode(text, false, false)) == " " + text);
+    const std::string with_prefix = std::string(1, ' ').append(text);
+    CHECK(tok->decode(tok->encode(text, false, false)) == with_prefix);
     CHECK(tok->decode(tok->encode_continuation(text, false)) == text);
   }
   CHECK(tok->encode_continuation("", false).empty());
@@ -100,7 +101,7 @@ TEST_CASE("tokenize_marked_chat splices stored answer ids into the prompt", "[ch
   const std::string rendered = p0 + user1 + p1 + answer1 + p2 + user2 + p3 + answer2 + p4 + user3 + p5;
   const std::string marked_text = p0 + marked(user1, 0) + p1 + marked(answer1, 1) + p2 + marked(user2, 2) + p3 +
                                   marked(answer2, 3) + p4 + marked(user3, 4) + p5;
-  REQUIRE(marked_text.find(" " + content_marker(1)) != std::string::npos);  // the answer's space is kept
+  REQUIRE(marked_text.find(std::string(1, ' ').append(content_marker(1))) != std::string::npos);  // space kept
   std::vector<ChatContent> contents = {{user1, std::nullopt},
                                        {answer1, char_by_char(*tok, answer1)},
                                        {user2, std::nullopt},

@@ -28,10 +28,14 @@ log() { echo "[$(( $(date +%s) - start ))s] $*" | tee -a "$out/progress.log"; }
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1
 
 log "configure + build (sm_90)"
-# LARDER_GPU_PREBUILT=1: use an existing $build (built elsewhere for sm_90 and
-# carried over) when the device machine lacks the build dependencies.
+# LARDER_GPU_PREBUILT=1: use the $build that scripts/gpu-bundle.sh made
+# elsewhere and that was carried over, when the device machine lacks the
+# build dependencies (the lent H200 image has no RocksDB, libuv, spdlog...).
 if [ "${LARDER_GPU_PREBUILT:-0}" = 1 ]; then
-  echo "build: prebuilt $build" >> "$summary"
+  # scripts/gpu-bundle.sh made $build: its shared libraries are in $build/lib.
+  case "$build" in /*) libdir="$build/lib" ;; *) libdir="$PWD/$build/lib" ;; esac
+  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "build: prebuilt $build (commit $(cat "$build/COMMIT" 2>/dev/null || echo unknown))" >> "$summary"
 elif ! { cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
        && cmake --build "$build" -j"$(nproc)" --target test_cuda test_engine bench_gpu; } > "$out/build.log" 2>&1; then
   log "BUILD FAILED (see build.log)"

@@ -545,6 +545,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   LARDER_ASSIGN_OR_RETURN(m.model, Model::load(options.model_path));
   LARDER_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(m.model->gguf()));
   LARDER_ASSIGN_OR_RETURN(m.chat, ChatFormat::load(m.model->gguf()));
+  if (options.strftime_now) m.chat->set_render_options(tmpl::RenderOptions{options.strftime_now});
   const LlamaHparams& hp = m.model->hparams();
   m.n_vocab = hp.n_vocab;
   if (m.tokenizer->n_vocab() != hp.n_vocab) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,9 @@ struct EngineOptions {
   std::string kv_dtype = "f32";      // "f32" | "f16"
   std::string cache_salt;            // mixed into the root prefix hash
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
+  // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
+  // empty: the local clock. Tests fix it to compare renderings.
+  std::function<std::string(const std::string& format)> strftime_now;
 };
 
 class Engine : public Generator {

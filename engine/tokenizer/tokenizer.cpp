@@ -15,10 +15,43 @@ namespace {
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 "▁"
 constexpr std::string_view kUnknownPiece = "\xE2\x96\x85";  // U+2585 "▅" (llama.cpp)
 
-// Texts of turn-ending control tokens (llama.cpp's end-of-generation list).
-constexpr std::string_view kEndOfTurnTexts[] = {
-    "<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<|endoftext|>", "<|end|>",
+// Tokens llama.cpp finds by their text when it loads a vocabulary
+// (src/llama-vocab.cpp, llama_vocab::impl::load, "auto-detect special tokens
+// by text"; llama.cpp of node-llama-cpp 3.21.1). Each becomes a control token
+// whatever type the file gives it (it is not rendered as text and is parsed
+// only with parse_special), and those of kEndOfGenerationTexts and the FIM
+// pad / repo / file-separator tokens end generation (special_eog_ids).
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",  // <｜end▁of▁sentence｜> (DeepSeek)
+    "[e~[",
 };
+// FIM pad, repo and file-separator tokens: control and end of generation.
+constexpr std::string_view kFimEndTexts[] = {
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]",                    // FIM_PAD
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>",        // FIM_REP
+    "<|file_sep|>",                                                               // FIM_SEP
+};
+// FIM prefix, suffix and middle tokens: control only. (The end-of-turn and
+// end-of-message texts llama.cpp looks for are all in kEndOfGenerationTexts.)
+constexpr std::string_view kControlTexts[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "begin\xEF\xBD\x9C>",
+    "<PRE>", "\xE2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "hole\xEF\xBD\x9C>",
+    "<SUF>", "\xE2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xEF\xBD\x9C" "fim\xE2\x96\x81" "end\xEF\xBD\x9C>",
+    "<MID>", "\xE2\x96\x81<MID>", "<|code_middle|>", "<|middle|>",
+};
+
+template <size_t N>
+bool is_one_of(std::string_view text, const std::string_view (&list)[N]) {
+  for (std::string_view t : list) {
+    if (text == t) return true;
+  }
+  return false;
+}
 
 // "<0xXX>" -> XX (either hex case), or -1.
 int parse_byte_token(std::string_view text) {
@@ -96,6 +129,31 @@ Status Tokenizer::init(VocabData vocab) {
     vocab.add_space_prefix = false;
   }
 
+  // llama.cpp's overrides by text (see kEndOfGenerationTexts): control type,
+  // and the end-of-generation set. gpt-oss / solar-open vocabularies, which
+  // have "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>"), keep
+  // "<|end|>" as a user-defined token that does not end generation.
+  std::vector<bool> end_by_text(n, false);
+  {
+    bool has_return = false, has_call = false, has_flush = false;
+    int32_t end_id = -1;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view text = vocab.tokens[i];
+      const bool eog = is_one_of(text, kEndOfGenerationTexts) || is_one_of(text, kFimEndTexts);
+      if (eog || is_one_of(text, kControlTexts)) vocab.types[i] = TokenType::kControl;
+      end_by_text[i] = eog;
+      if (!eog) continue;
+      has_return |= text == "<|return|>";
+      has_call |= text == "<|call|>" || text == "<|calls|>";
+      has_flush |= text == "<|flush|>";
+      if (text == "<|end|>") end_id = static_cast<int32_t>(i);
+    }
+    if (end_id >= 0 && has_call && (has_return || has_flush)) {
+      end_by_text[size_t(end_id)] = false;
+      vocab.types[size_t(end_id)] = TokenType::kUserDefined;
+    }
+  }
+
   vocab_ = std::move(vocab);
   if (is_bpe) {
     auto bpe = BpeModel::create(vocab_.tokens, vocab_.merges, pre_info);
@@ -151,11 +209,7 @@ Status Tokenizer::init(VocabData vocab) {
         return Status::invalid_argument("tokenizer: token " + std::to_string(id) + " has unknown type " +
                                         std::to_string(static_cast<int32_t>(type)));
     }
-    if (type == TokenType::kControl || type == TokenType::kUserDefined) {
-      for (std::string_view end_text : kEndOfTurnTexts) {
-        if (text == end_text) end_of_generation_[i] = true;
-      }
-    }
+    if (end_by_text[i]) end_of_generation_[i] = true;
   }
   if (vocab_.eos_id >= 0) end_of_generation_[vocab_.eos_id] = true;
   if (vocab_.eot_id >= 0) end_of_generation_[vocab_.eot_id] = true;

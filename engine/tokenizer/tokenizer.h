@@ -129,10 +129,13 @@ class Tokenizer {
   // Id of the token whose text is exactly `text` (any type), or -1.
   int32_t find_token(std::string_view text) const;
 
-  // True for EOS, EOT, and control / user-defined tokens that end a turn
-  // when present: <|im_end|>, <|eot_id|>, <|end_of_text|>, <end_of_turn>,
-  // <|endoftext|>, <|end|> (the list follows llama.cpp's end-of-generation
-  // detection in llama-vocab.cpp).
+  // True for EOS, EOT, and the tokens llama.cpp's vocabulary loader marks
+  // as end of generation by their text, whatever their type: <|eot_id|>,
+  // <|eom_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>,
+  // <|end_of_text|>, </s>, <eos>, ... and the FIM pad / repo / file-separator
+  // tokens (<|fim_pad|>, <|repo_name|>, <|file_sep|>). Those tokens, and the
+  // FIM prefix / suffix / middle ones, are control tokens here as there
+  // (kEndOfGenerationTexts in tokenizer.cpp has the lists and the source).
   bool is_end_of_generation(int32_t id) const;
 
   // Text -> ids (see the top of this file). add_bos (llama.cpp's

@@ -422,6 +422,39 @@ void add_vocab(GgufWriter& w, int n_vocab) {
   w.add("tokenizer.ggml.add_space_prefix", gguf_bool(true));
 }
 
+void add_bpe_vocab(GgufWriter& w, const BpeVocabSpec& v) {
+  w.add("tokenizer.ggml.model", gguf_str("gpt2"));
+  w.add("tokenizer.ggml.pre", gguf_str(v.pre));
+  w.add("tokenizer.ggml.tokens", gguf_str_array(v.tokens));
+  w.add("tokenizer.ggml.token_type", gguf_i32_array(v.types));
+  w.add("tokenizer.ggml.merges", gguf_str_array(v.merges));
+  if (v.bos_id >= 0) w.add("tokenizer.ggml.bos_token_id", gguf_u32(uint32_t(v.bos_id)));
+  if (v.eos_id >= 0) w.add("tokenizer.ggml.eos_token_id", gguf_u32(uint32_t(v.eos_id)));
+  if (v.eot_id >= 0) w.add("tokenizer.ggml.eot_token_id", gguf_u32(uint32_t(v.eot_id)));
+  if (v.padding_id >= 0) w.add("tokenizer.ggml.padding_token_id", gguf_u32(uint32_t(v.padding_id)));
+  w.add("tokenizer.ggml.add_bos_token", gguf_bool(v.add_bos));
+}
+
+// Rows of token_embd and output (one per token id): zero for unused BPE
+// ids, scaled where the spec says.
+GgufRowFn embd_rows(const RandomLlamaSpec& s, GgufRowFn normal) {
+  std::vector<float> scale(size_t(s.n_vocab), 1.0f);
+  if (s.bpe) {
+    for (size_t i = 0; i < scale.size(); ++i) {
+      if (s.bpe->types[i] == 5) scale[i] = 0.0f;
+    }
+  }
+  for (const auto& [id, f] : s.embd_row_scales) scale[size_t(id)] *= f;
+  const int64_t ne0 = s.n_embd;
+  return [normal = std::move(normal), scale = std::move(scale), ne0](int64_t row, float* out) {
+    normal(row, out);
+    const float f = scale[size_t(row)];
+    if (f != 1.0f) {
+      for (int64_t i = 0; i < ne0; ++i) out[i] *= f;
+    }
+  };
+}
+
 // general.file_type: llama.cpp's llama_ftype for the spec.
 uint32_t llama_ftype_of(const RandomLlamaSpec& s) {
   if (s.mix == WeightMix::kQ4_K_M) return 15;
@@ -496,6 +529,12 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
   if (!s.rope_freq_factors.empty() && int(s.rope_freq_factors.size()) != head_dim / 2) {
     return Status::invalid_argument("RandomLlamaSpec: rope_freq_factors needs head_dim / 2 values");
   }
+  if (s.bpe && (int(s.bpe->tokens.size()) != s.n_vocab || s.bpe->types.size() != s.bpe->tokens.size())) {
+    return Status::invalid_argument("RandomLlamaSpec: bpe needs n_vocab tokens and types");
+  }
+  for (const auto& [id, f] : s.embd_row_scales) {
+    if (id < 0 || id >= s.n_vocab) return Status::invalid_argument("RandomLlamaSpec: embd_row_scales id out of range");
+  }
   const GgmlType wt = s.weight_type;
   if (s.mix == WeightMix::kUniform && !ggml_type_supported(wt)) {
     return Status::invalid_argument("RandomLlamaSpec: weight_type must be a type larder reads");
@@ -527,7 +566,12 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
   w.add(a + "rope.freq_base", gguf_f32(s.rope_freq_base));
   if (!s.rope_scaling_type.empty()) w.add(a + "rope.scaling.type", gguf_str(s.rope_scaling_type));
   if (s.rope_scaling_factor > 0.0f) w.add(a + "rope.scaling.factor", gguf_f32(s.rope_scaling_factor));
-  add_vocab(w, s.n_vocab);
+  if (s.bpe) {
+    add_bpe_vocab(w, *s.bpe);
+  } else {
+    add_vocab(w, s.n_vocab);
+  }
+  if (!s.chat_template.empty()) w.add("tokenizer.chat_template", gguf_str(s.chat_template));
 
   uint64_t index = 0;
   int layer = -1;
@@ -546,9 +590,19 @@ Status write_random_llama_gguf(const std::string& path, const RandomLlamaSpec& s
     ++index;
     return w.add_tensor_rows(name, {s.n_embd}, GgmlType::kF32, ones_rows(s.n_embd));
   };
-  LARDER_RETURN_IF_ERROR(matrix("token_embd.weight", s.n_embd, s.n_vocab));
+  {
+    const std::string name = "token_embd.weight";
+    const GgmlType t = random_llama_matrix_type(s, name, layer, s.n_embd);
+    LARDER_RETURN_IF_ERROR(w.add_tensor_rows(name, {s.n_embd, s.n_vocab}, t,
+                                             embd_rows(s, normal_rows(s.seed, index++, s.n_embd, s.weight_stddev))));
+  }
   LARDER_RETURN_IF_ERROR(norm("output_norm.weight"));
-  if (!s.tied_output) LARDER_RETURN_IF_ERROR(matrix("output.weight", s.n_embd, s.n_vocab));
+  if (!s.tied_output) {
+    const std::string name = "output.weight";
+    const GgmlType t = random_llama_matrix_type(s, name, layer, s.n_embd);
+    LARDER_RETURN_IF_ERROR(w.add_tensor_rows(name, {s.n_embd, s.n_vocab}, t,
+                                             embd_rows(s, normal_rows(s.seed, index++, s.n_embd, s.weight_stddev))));
+  }
   for (int i = 0; i < s.n_layer; ++i) {
     layer = i;
     const std::string p = "blk." + std::to_string(i) + ".";

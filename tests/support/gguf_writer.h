@@ -3,7 +3,8 @@
 // reads (F32, F16, BF16, Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K),
 // alignment padding, and hooks to emit deliberately broken files. Also
 // write_random_llama_gguf: a random llama model with a working SPM vocabulary
-// that the whole daemon can run on.
+// (or a given byte-level BPE one and a chat template) that the whole daemon
+// can run on.
 //
 // Format: https://github.com/ggerganov/ggml/blob/master/docs/gguf.md
 // Tensor data is produced row by row at write time and streamed to the file,
@@ -14,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/gguf/ggml_types.h"
@@ -122,6 +124,22 @@ enum class WeightMix {
   kQ5_K_M,   // llama.cpp's Q5_K_M; weight_type unused
 };
 
+// A byte-level BPE vocabulary (tokenizer.ggml.model "gpt2") for
+// write_random_llama_gguf, written with the keys llama.cpp's
+// convert_hf_to_gguf.py writes. tests/support/chat_models.h builds real ones
+// (Llama 3.2, Qwen 2.5 ids) from the tokenizer fixtures.
+struct BpeVocabSpec {
+  std::string pre;                  // tokenizer.ggml.pre: "llama-bpe", "qwen2", ...
+  std::vector<std::string> tokens;  // byte-level token texts, one per id (n_vocab of them)
+  std::vector<int32_t> types;       // llama.cpp token types: 1 normal, 3 control, 4 user-defined, 5 unused
+  std::vector<std::string> merges;  // "left right", by rank
+  int32_t bos_id = -1;              // each < 0: the key is not written
+  int32_t eos_id = -1;
+  int32_t eot_id = -1;
+  int32_t padding_id = -1;
+  bool add_bos = false;             // tokenizer.ggml.add_bos_token
+};
+
 // A random model of the llama family. Matrices are stored as
 // random_llama_matrix_type says (weight_type, or a llama.cpp mix); norms,
 // biases and rope factors are F32.
@@ -150,6 +168,18 @@ struct RandomLlamaSpec {
   std::vector<float> rope_freq_factors;  // non-empty: rope_freqs.weight [head_dim / 2] (Llama 3)
   std::string rope_scaling_type;         // non-empty: <arch>.rope.scaling.type
   float rope_scaling_factor = 0.0f;      // > 0: <arch>.rope.scaling.factor
+
+  // Vocabulary and chat template. A BPE vocabulary needs bpe->tokens.size()
+  // == n_vocab; the rows of token_embd and output.weight for its ids of type
+  // unused (5) are zero, as untrained rows of real models are near zero, so
+  // a greedy random model picks real tokens.
+  std::optional<BpeVocabSpec> bpe;     // nullopt: the synthetic SPM vocabulary
+  std::string chat_template;           // non-empty: tokenizer.chat_template
+  // Rows of token_embd and output.weight (token ids) multiplied by a factor
+  // after drawing (every other value stays as drawn): e.g. a larger
+  // end-of-turn output row makes a short greedy run of a random model end
+  // its turn.
+  std::vector<std::pair<int32_t, float>> embd_row_scales;
 };
 
 // The storage type of matrix `name` ("token_embd.weight", "output.weight",
@@ -187,7 +217,8 @@ std::vector<float> llama3_rope_freq_factors(int n_rot, float freq_base, float fa
 // vocabulary: <unk>, <s>, </s>, byte tokens <0x00>..<0xFF> (type 6), "▁",
 // printable ASCII, then "▁"-prefixed and plain lowercase words up to n_vocab;
 // scores 0 for the first 259 ids and -(id-259) after; bos 1, eos 2, unk 0,
-// add_bos_token true. general.file_type is llama.cpp's llama_ftype of the
+// add_bos_token true; or spec.bpe's vocabulary (see RandomLlamaSpec), and
+// spec.chat_template. general.file_type is llama.cpp's llama_ftype of the
 // mix (uniform Q3_K / Q4_K / Q5_K as the _S files: 11, 14, 16). Streams
 // tensors: a Llama-3.2-1B shape in Q8_0 takes seconds. Errors:
 // kInvalidArgument (bad spec), kIOError.

@@ -41,7 +41,8 @@ class Tokenizer;
 std::string content_marker(size_t k);
 
 // What stands for content `text` (number k) in the marked rendering: its
-// leading whitespace, content_marker(k), its trailing whitespace. Nullopt
+// leading whitespace, content_marker(k), its trailing whitespace
+// (whitespace as Python's str.isspace(), which Jinja's trim uses). Nullopt
 // for text that is empty or only whitespace (such a content is not marked).
 std::optional<std::string> marked_content(std::string_view text, size_t k);
 

@@ -55,6 +55,11 @@ TEST_CASE("content markers: printable ASCII, distinct, stable; marked content ke
   CHECK(marked_content("x", 0) == content_marker(0));
   CHECK_FALSE(marked_content("", 0));
   CHECK_FALSE(marked_content(" \n\t ", 0));
+  // Unicode spaces count, as in Python's str.strip (U+3000, U+00A0, U+2009);
+  // other characters that are not ASCII do not (U+00E9, U+4E2D).
+  CHECK(marked_content("\u3000hi\u00a0\u2009", 1) == "\u3000" + content_marker(1) + "\u00a0\u2009");
+  CHECK(marked_content("\u00e9\u4e2d", 2) == content_marker(2));
+  CHECK_FALSE(marked_content("\u3000 \u2028", 0));
 }
 
 TEST_CASE("encode_continuation gives no space prefix at the start of the text", "[chat_prompt]") {

@@ -230,9 +230,8 @@ void matmul_rows_quant(const WeightView& w, const float* x, int n_tokens, float*
                        bool int8_activations) {
   if (n_tokens <= 0 || row_begin >= row_end) return;
 #ifdef LARDER_KQUANT_AVX512
-  // Q6_K stays on the f32 path: its integer kernel measured slower at 4+
-  // tokens (23 vs 55 GFLOP/s) and a path may not depend on the batch size.
-  if (int8_activations && (w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ5_K)) {
+  if (int8_activations &&
+      (w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ5_K || w.type == GgmlType::kQ6_K)) {
     // Each caller (thread) quantizes the activations itself: n_tokens * K
     // work against n_tokens * K * rows for the product; same values always.
     thread_local std::vector<BlockQ8K> xq;

@@ -35,8 +35,8 @@ TEST_CASE("quantized matmul throughput, 4096 x 4096", "[.bench-quant]") {
     }
     WeightView w{type, {K, kRows}, data.data(), row_bytes};
     for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) {
-      // kVnni: int8 activations for Q8_0 and Q4_K / Q5_K.
-      const bool k_int = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
+      // kVnni: int8 activations for Q8_0 and Q4_K / Q5_K / Q6_K.
+      const bool k_int = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
       if (type != GgmlType::kQ8_0 && !k_int && path == Q8Path::kVnni) continue;
       for (int n : {1, 4, 64}) {
         std::vector<float> x(size_t(n) * K), y(size_t(n) * kRows);

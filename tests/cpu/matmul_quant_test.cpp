@@ -5,6 +5,7 @@
 // tile (memcmp).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -53,6 +54,10 @@ std::vector<uint8_t> random_matrix(GgmlType t, int rows, int K, std::mt19937& rn
   return m;
 }
 
+bool is_int8_type(GgmlType t) {
+  return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+}
+
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
                            GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
                            GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
@@ -65,8 +70,8 @@ TEST_CASE("quantized matmul matches a double reference", "[cpu][matmul][quant]")
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (GgmlType t : kTypes) {
     for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) {
-      // kVnni: Q4_K/Q5_K take int8 activations (other types ignore it).
-      const bool int8 = path == Q8Path::kVnni && (t == GgmlType::kQ4_K || t == GgmlType::kQ5_K);
+      // kVnni: Q4_K/Q5_K/Q6_K take int8 activations (other types ignore it).
+      const bool int8 = path == Q8Path::kVnni && is_int8_type(t);
       INFO(ggml_type_name(t) << (int8 ? " int8 activations" : " f32 activations"));
       REQUIRE(matmul_type_supported(t));
       std::vector<uint8_t> data = random_matrix(t, kRows, K, rng);
@@ -161,6 +166,95 @@ TEST_CASE("quantized matmul rows do not depend on batch or row range", "[cpu][ma
       matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, 0, split, path);
       matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, split, kRows, path);
       CHECK(std::memcmp(y.data(), full.data(), y.size() * 4) == 0);
+    }
+  }
+}
+
+}  // namespace larder
+
+namespace larder {
+
+TEST_CASE("quantize_rows_q8k matches a scalar reference", "[cpu][matmul][quant]") {
+  // d = max|x| / 127, q = lround(x / d) (half away from zero), bsums of 16;
+  // inputs include exact halves (x = (n + 0.5) * d) and an all-zero block.
+  constexpr int K = 1024;
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> x(K);
+  for (float& v : x) v = u(rng);
+  for (int i = 0; i < 256; ++i) x[256 + i] = (i == 0 ? 127.0f : float(i % 50 - 25) + 0.5f) * (i % 3 ? 1 : -1);
+  for (int i = 0; i < 256; ++i) x[512 + i] = 0.0f;
+  std::vector<BlockQ8K> q(K / 256);
+  quantize_rows_q8k(x.data(), 1, K, q.data());
+  for (int b = 0; b < K / 256; ++b) {
+    INFO("block " << b);
+    float amax = 0.0f;
+    for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(x[256 * b + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    CHECK(q[b].d == d);
+    int bad = 0;
+    for (int i = 0; i < 256; ++i) {
+      const long want = std::clamp<long>(std::lround(x[256 * b + i] * id), -127, 127);
+      bad += q[b].qs[i] != want;
+    }
+    CHECK(bad == 0);
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += q[b].qs[16 * j + i];
+      CHECK(q[b].bsums[j] == sum);
+    }
+  }
+}
+
+TEST_CASE("int8 k-quant matmul: extreme quants and scales stay exact", "[cpu][matmul][quant]") {
+  // Every quant bit set (Q4_K 15, Q5_K 31, Q6_K stored 63), or none, with the
+  // largest scales and activations of +-127 after quantization: the integer
+  // lanes are at their bounds (matmul_kquant_int.cpp) and must neither
+  // saturate nor wrap. Reference: dequantize_row and a double dot product.
+  constexpr int K = 512, kRows = 5, kTokens = 3;
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    for (uint8_t fill : {uint8_t(0xFF), uint8_t(0x00), uint8_t(0xA5)}) {
+      INFO(ggml_type_name(t) << " fill " << int(fill));
+      std::vector<uint8_t> data(ggml_row_size(t, K) * kRows, fill);
+      const size_t bb = ggml_type_size(t);
+      for (size_t off = 0; off < data.size(); off += bb) {
+        if (t == GgmlType::kQ6_K) {  // scales -128 / 127 alternating, d = 2^-8
+          for (int s = 0; s < 16; ++s) data[off + offsetof(BlockQ6_K, scales) + s] = s % 2 ? 0x7F : 0x80;
+        } else {  // 6-bit scales and mins at 63 (all scale bits set)
+          std::memset(&data[off + offsetof(BlockQ4_K, scales)], 0xFF, 12);
+        }
+        for (size_t f : f16_fields(t)) {
+          const uint16_t h = fp32_to_fp16(f == 0 ? 1.0f / 256 : 1.0f / 512);
+          std::memcpy(&data[off + f], &h, 2);
+        }
+      }
+      const WeightView w{t, {K, kRows}, data.data(), ggml_row_size(t, K)};
+      std::vector<float> x(size_t(kTokens) * K);
+      for (int k = 0; k < K; ++k) {
+        x[k] = 1.0f;                       // all +127
+        x[K + k] = -1.0f;                  // all -127
+        x[2 * K + k] = k % 2 ? 2.0f : -2.0f;
+      }
+      std::vector<float> y(size_t(kTokens) * kRows);
+      matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, 0, kRows, Q8Path::kVnni);
+      std::vector<BlockQ8K> xq(size_t(kTokens) * K / 256);
+      quantize_rows_q8k(x.data(), kTokens, K, xq.data());
+      std::vector<float> wr(K);
+      for (int r = 0; r < kRows; ++r) {
+        dequantize_row(t, w.row(r), wr.data(), K);
+        for (int tk = 0; tk < kTokens; ++tk) {
+          double ref = 0.0, mag = 0.0;
+          for (int k = 0; k < K; ++k) {
+            const size_t i = size_t(tk) * K + k;
+            const double xv = double(xq[i / 256].d) * xq[i / 256].qs[i % 256];
+            ref += double(wr[k]) * xv;
+            mag += std::fabs(double(wr[k]) * xv);
+          }
+          const double err = std::fabs(double(y[size_t(tk) * kRows + r]) - ref);
+          CHECK(err <= 64 * std::ldexp(1.0, -24) * mag);
+        }
+      }
     }
   }
 }

@@ -1,0 +1,187 @@
+// Decode (one token) and short-prefill throughput on Llama-3.2-1B-shaped
+// matrices, weights streamed from memory rather than cache (hidden: run with
+// `test_cpu "[.bench-decode]"`).
+//
+// One "pass" multiplies one activation row by every matrix of n_layers
+// layers (q 2048x2048, k and v 512x2048, o 2048x2048, gate and up
+// 8192x2048, down 2048x8192), as the forward pass does: rows split over a
+// ThreadPool in multiples of 4, Q8_0 activations quantized once per matrix.
+// Enough layers are allocated (>= 160 MB per type) that the 32 MB L3 holds
+// none of them when a matrix comes round again. GB/s counts the weight bytes
+// of a pass over its time; "read" is a plain AVX-512 read of the same
+// buffers, split the same way, measured in the same rounds (the wall).
+// Rounds interleave every type and thread count; medians are printed.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/gguf/quant_blocks.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace larder {
+namespace {
+
+struct Shape { int64_t rows, K; };
+constexpr Shape kLayer[] = {{2048, 2048}, {512, 2048}, {512, 2048}, {2048, 2048},
+                            {8192, 2048}, {8192, 2048}, {2048, 8192}};
+
+struct TypeSet {
+  GgmlType type;
+  std::vector<std::vector<uint8_t>> data;  // one buffer per matrix
+  std::vector<WeightView> views;
+  size_t bytes = 0;
+};
+
+// Random quant bytes with small finite f16 scales at every 16-bit field a
+// block's scales could sit at (as matmul_quant_bench.cpp).
+// total_mb < 8: one 512 x 2048 matrix (k / v shape), which stays in L2:
+// the kernel's arithmetic speed without memory in the way.
+TypeSet make_set(GgmlType type, std::mt19937& rng, int total_mb) {
+  TypeSet s{type, {}, {}, 0};
+  std::vector<Shape> shapes(std::begin(kLayer), std::end(kLayer));
+  if (total_mb < 8) shapes = {Shape{512, 2048}};
+  size_t layer_bytes = 0;
+  for (const Shape& sh : shapes) layer_bytes += ggml_row_size(type, sh.K) * sh.rows;
+  const int n_layers = total_mb < 8 ? 1 : int((size_t(total_mb) << 20) / layer_bytes + 1);
+  const size_t bb = ggml_type_size(type);
+  const uint16_t small = fp32_to_fp16(1.0f / 256);
+  for (int l = 0; l < n_layers; ++l)
+    for (const Shape& sh : shapes) {
+      const size_t rb = ggml_row_size(type, sh.K);
+      std::vector<uint8_t> d(rb * sh.rows);
+      for (size_t i = 0; i + 4 <= d.size(); i += 4) {
+        const uint32_t v = rng();
+        std::memcpy(&d[i], &v, 4);
+      }
+      for (size_t off = 0; off < d.size(); off += bb)
+        for (size_t f : {size_t(0), size_t(2), bb - 4, bb - 2}) std::memcpy(&d[off + f], &small, 2);
+      s.bytes += d.size();
+      s.data.push_back(std::move(d));
+      s.views.push_back(WeightView{type, {sh.K, sh.rows}, s.data.back().data(), rb});
+    }
+  return s;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One pass of n tokens over every matrix of s. x: [n][8192], y: [n][8192].
+double pass(const TypeSet& s, ThreadPool& pool, int n, const float* x, float* y,
+            std::vector<BlockQ8_0>& xq) {
+  const double t0 = now_s();
+  for (const WeightView& w : s.views) {
+    const int K = int(w.ne[0]);
+    const int64_t rows = w.ne[1];
+    const BlockQ8_0* xin = nullptr;
+    if (w.type == GgmlType::kQ8_0) {
+      quantize_rows_q8_0(x, n, K, xq.data());
+      xin = xq.data();
+    }
+    pool.parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
+      matmul_rows(w, x, xin, n, y, int(rows), b, e, default_q8_path());
+    });
+  }
+  return now_s() - t0;
+}
+
+// Plain read of every buffer of s, split like the matmuls.
+double read_pass(const TypeSet& s, ThreadPool& pool, volatile float* sink) {
+  const double t0 = now_s();
+  for (const WeightView& w : s.views) {
+    pool.parallel_for(w.ne[1], 4, [&](int64_t b, int64_t e, int thread) {
+      const uint8_t* p = w.row(b);
+      const size_t n = size_t(e - b) * w.row_bytes / 64;
+#if defined(__AVX512F__)
+      __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+      size_t i = 0;
+      for (; i + 2 <= n; i += 2) {
+        a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(p + 64 * i));
+        a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(p + 64 * i + 64));
+      }
+      alignas(64) int32_t lanes[16];  // (not _mm512_reduce_add_epi32: GCC 12 warns inside it)
+      _mm512_store_si512(lanes, _mm512_xor_si512(a0, a1));
+      int32_t folded = 0;
+      for (int32_t v : lanes) folded ^= v;
+      sink[thread] = float(folded);
+#else
+      uint64_t a = 0;
+      for (size_t i = 0; i < n * 8; ++i) a ^= reinterpret_cast<const uint64_t*>(p)[i];
+      sink[thread] = float(a);
+#endif
+    });
+  }
+  return now_s() - t0;
+}
+
+double n_weights(const TypeSet& s) {
+  double n = 0;
+  for (const WeightView& w : s.views) n += double(w.ne[0]) * double(w.ne[1]);
+  return n;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
+  // LARDER_BENCH_TYPES: comma-separated type names (default Q8_0,Q4_K,Q5_K,Q6_K);
+  // LARDER_BENCH_TOKENS: tokens per pass (default 1); LARDER_BENCH_ROUNDS (default 7);
+  // LARDER_BENCH_MB: weight bytes per type (default 160; < 8: one L2-resident matrix).
+  std::string names = std::getenv("LARDER_BENCH_TYPES") ? std::getenv("LARDER_BENCH_TYPES") : "Q8_0,Q4_K,Q5_K,Q6_K";
+  for (char& c : names) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const int n = std::getenv("LARDER_BENCH_TOKENS") ? std::atoi(std::getenv("LARDER_BENCH_TOKENS")) : 1;
+  const int rounds = std::getenv("LARDER_BENCH_ROUNDS") ? std::atoi(std::getenv("LARDER_BENCH_ROUNDS")) : 7;
+  const int total_mb = std::getenv("LARDER_BENCH_MB") ? std::atoi(std::getenv("LARDER_BENCH_MB")) : 160;
+  std::mt19937 rng(7);
+  std::vector<TypeSet> sets;
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+    if (("," + names + ",").find(std::string(",") + ggml_type_name(t) + ",") != std::string::npos)
+      sets.push_back(make_set(t, rng, total_mb));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(size_t(n) * 8192), y(size_t(n) * 8192);
+  for (float& v : x) v = u(rng);
+  std::vector<BlockQ8_0> xq(size_t(n) * 8192 / 32);
+  ThreadPool pools[2] = {ThreadPool(1), ThreadPool(2)};
+  volatile float sink[2] = {0, 0};
+  // times[set][pool][0 = matmul, 1 = read]
+  std::vector<std::vector<std::vector<double>>> mm(sets.size(), std::vector<std::vector<double>>(2)),
+      rd(sets.size(), std::vector<std::vector<double>>(2));
+  for (int round = 0; round < rounds + 1; ++round)
+    for (size_t i = 0; i < sets.size(); ++i)
+      for (int p = 0; p < 2; ++p) {
+        // A small (cached) set is passed over `inner` times per timing.
+        const int inner = total_mb < 8 ? 100 : 1;
+        double tm = 0, tr = 0;
+        for (int k = 0; k < inner; ++k) tm += pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
+        for (int k = 0; k < inner; ++k) tr += read_pass(sets[i], pools[p], sink) / inner;
+        if (round > 0) mm[i][p].push_back(tm), rd[i][p].push_back(tr);  // round 0 warms up
+      }
+  std::printf("tokens %d, %d rounds, median (GB/s of weights; read = plain read of the same bytes)\n", n, rounds);
+  for (size_t i = 0; i < sets.size(); ++i)
+    for (int p = 0; p < 2; ++p) {
+      const double tm = median(mm[i][p]), tr = median(rd[i][p]);
+      const double gb = double(sets[i].bytes) / 1e9;
+      std::printf("%-5s threads %d: %7.2f ms/pass %6.1f GB/s  read %6.1f GB/s  matmul/read %.2f  (%.0f MB, %.1f GFLOP/s)\n",
+                  ggml_type_name(sets[i].type), p + 1, tm * 1e3, gb / tm, gb / tr, tr / tm,
+                  gb * 1e3, 2.0 * n * n_weights(sets[i]) / tm / 1e9);
+    }
+}
+
+}  // namespace larder

@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   }
 
   const char* name() const override { return "cpu"; }
+  std::string numerics_id() const override { return cpu_numerics_id(); }
   std::string describe() const override {
     return "cpu, " + std::to_string(forward_->n_threads()) + " threads";
   }

@@ -47,6 +47,11 @@ class Backend {
   virtual const char* name() const = 0;
   // One line for the log: device name, memory used.
   virtual std::string describe() const = 0;
+  // The arithmetic that produces K/V (kernels and their version, the
+  // instruction set used): part of the cache's root hash, so that pages
+  // written by other kernels, which differ in the last bits, are never
+  // restored in place of a cold prefill (engine/kv/prefix_hash.h).
+  virtual std::string numerics_id() const = 0;
 
   const KvLayout& kv_layout() const { return pages().layout(); }
   int n_pages() const { return pages().n_pages(); }

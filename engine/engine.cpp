@@ -602,7 +602,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   m.meta.n_layers = uint32_t(hp.n_layer);
   m.meta.page_size = uint32_t(ps);
   m.meta.kv_dim = uint32_t(hp.kv_dim());
-  m.root = prefix_root(m.meta.fingerprint, m.layout, options.cache_salt);
+  m.root = prefix_root(m.meta.fingerprint, m.layout, m.backend->numerics_id(), options.cache_salt);
 
   if (!options.cache_dir.empty()) {
     RocksDbStoreOptions sopt;

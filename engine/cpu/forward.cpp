@@ -14,6 +14,19 @@
 
 namespace larder {
 
+// 2: int8-activation Q4_K/Q5_K/Q6_K kernels with VNNI (2026-12-01).
+constexpr int kCpuArithmeticVersion = 2;
+
+std::string cpu_numerics_id() {
+#if defined(__AVX512F__)
+  const char* isa = "avx512";
+#else
+  const char* isa = "scalar";
+#endif
+  return "cpu-" + std::to_string(kCpuArithmeticVersion) + "-" + isa;
+}
+
+
 namespace {
 
 // Below this many multiply-adds a matmul (or the attention of a batch) runs

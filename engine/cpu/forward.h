@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/kv/page_pool.h"
@@ -47,6 +48,14 @@ struct BatchToken {
 struct SeqBlockTable {
   std::span<const int32_t> pages;
 };
+
+// The CPU arithmetic's identity for the cache's root hash
+// (Backend::numerics_id): "cpu-<version>-<isa>", isa "avx512" or "scalar"
+// (the build's kernels; their sums differ in the last bits). The version is
+// kCpuArithmeticVersion in forward.cpp: bump it with every change to a
+// kernel's arithmetic (not to its speed alone), so that pages written by
+// older builds are recomputed rather than restored.
+std::string cpu_numerics_id();
 
 struct CpuForwardOptions {
   int n_threads = 0;       // 0: all cores

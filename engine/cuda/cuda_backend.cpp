@@ -41,6 +41,8 @@ class CudaBackend final : public Backend {
   Status init(const Model& model, const BackendOptions& options);
 
   const char* name() const override { return "cuda"; }
+  // Bump with any change to the CUDA kernels' or cuBLAS calls' arithmetic.
+  std::string numerics_id() const override { return "cuda-v1"; }
   std::string describe() const override { return describe_; }
   PagePool& pages() override { return *pool_; }
   const PagePool& pages() const override { return *pool_; }

@@ -22,14 +22,16 @@ void put_u64(std::string& out, uint64_t v) {
 }  // namespace
 
 PageKey prefix_root(const std::array<uint8_t, 16>& fingerprint, const KvLayout& layout,
-                    std::string_view cache_salt) {
+                    std::string_view numerics, std::string_view cache_salt) {
   std::string buf;
-  buf.append("larder-kv-root-v1");
+  buf.append("larder-kv-root-v2");
   buf.append(reinterpret_cast<const char*>(fingerprint.data()), fingerprint.size());
   put_u32(buf, uint32_t(layout.n_layer));
   put_u32(buf, uint32_t(layout.kv_dim));
   put_u32(buf, uint32_t(layout.page_size));
   put_u32(buf, uint32_t(layout.dtype));
+  put_u64(buf, numerics.size());
+  buf.append(numerics);
   put_u64(buf, cache_salt.size());
   buf.append(cache_salt);
   return key_from(XXH3_128bits(buf.data(), buf.size()));

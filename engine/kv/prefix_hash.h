@@ -17,9 +17,14 @@
 
 namespace larder {
 
-// Root of every chain for this model, layout and salt.
+// Root of every chain for this model, KV layout, arithmetic and salt:
+// XXH3-128 of "larder-kv-root-v2" | fingerprint (16 bytes) | u32 n_layer,
+// kv_dim, page_size, dtype | u64 size + bytes of `numerics` | u64 size + bytes
+// of `cache_salt` (little-endian). `numerics` is the backend's
+// Backend::numerics_id(): K/V computed by other kernels differ in the last
+// bits, and a restore must give exactly what a cold prefill gives.
 PageKey prefix_root(const std::array<uint8_t, 16>& fingerprint, const KvLayout& layout,
-                    std::string_view cache_salt);
+                    std::string_view numerics, std::string_view cache_salt);
 
 // Key of the page holding `page_tokens` (exactly page_size ids) after `parent`.
 PageKey prefix_next(const PageKey& parent, std::span<const int32_t> page_tokens);

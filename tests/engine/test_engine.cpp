@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/backend.h"
+#include "engine/cpu/forward.h"
 #include "engine/kv/prefix_hash.h"
 #include "engine/model/model.h"
 #include "storage/rocksdb_store.h"
@@ -57,7 +58,7 @@ std::vector<PageKey> page_keys(const std::string& model_path, std::span<const in
   auto model = Model::load(model_path).value();
   const auto& hp = model->hparams();
   KvLayout layout{hp.n_layer, hp.kv_dim(), 16, KvDtype::kF32};
-  return prefix_chain(prefix_root(model->fingerprint(), layout, ""), tokens, 16, n_pages);
+  return prefix_chain(prefix_root(model->fingerprint(), layout, cpu_numerics_id(), ""), tokens, 16, n_pages);
 }
 
 }  // namespace

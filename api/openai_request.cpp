@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_depth.h"
+
 namespace larder {
 namespace {
 
@@ -79,6 +81,10 @@ std::optional<ApiError> read_bool(const json& obj, const char* name, const char*
 
 // Body -> JSON object.
 std::optional<ApiError> parse_object(std::string_view body, json* out) {
+  if (json_nesting_exceeds(body)) {
+    return ApiError::invalid("the request body nests arrays/objects more than " + std::to_string(kMaxJsonDepth) +
+                             " levels deep");
+  }
   *out = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded()) return ApiError::invalid("the request body is not valid JSON");
   if (!out->is_object()) return ApiError::invalid("the request body must be a JSON object");

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/json_depth.h"
+
 namespace larder {
 namespace {
 
@@ -30,6 +32,7 @@ std::string_view trim_left(std::string_view s) {
 }
 
 std::optional<OrderedJson> parse_json(std::string_view text) {
+  if (json_nesting_exceeds(text)) return std::nullopt;  // plain text, never a call
   OrderedJson j = OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
   return j;

@@ -1,6 +1,6 @@
 // A two-turn chat with the official openai SDK; the second turn's
 // usage.prompt_tokens_details.cached_tokens shows the prefix cache at work.
-//   node clients/openai-chat.mjs [BASE_URL]
+//   cd clients && npm install --no-package-lock && node openai-chat.mjs [BASE_URL]
 import OpenAI from 'openai';
 
 const baseURL = (process.argv[2] ?? 'http://127.0.0.1:8080') + '/v1';

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -159,9 +160,9 @@ const KeySpec kSpecs[] = {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 1024)); c.engine.max_running = int(v.i); return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.engine.max_running); }},
   // [sampling]
-  {"sampling", "temperature", Kind::kFloat, "a number between 0 and 100 (0: greedy)",
+  {"sampling", "temperature", Kind::kFloat, "a number between 0 and 2 (0: greedy; the range requests accept)",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 100)); c.server.default_sampling.temperature = float(v.f); return Status::ok(); },
+     LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 2)); c.server.default_sampling.temperature = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.temperature); }},
   {"sampling", "top_k", Kind::kInt, "an integer between 0 and 1000000 (0: off)",
    [](const Value& v, DaemonConfig& c) {
@@ -267,12 +268,10 @@ std::string toml_quote(std::string_view s) {
 std::string format_float(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
+  // The shortest text that reads back as f (10 -> "10", not "1e+01").
   char buf[40];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof buf, "%.*g", precision, f);
-    if (std::strtod(buf, nullptr) == f) break;
-  }
-  std::string s = buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  std::string s = ec == std::errc() ? std::string(buf, end) : std::to_string(f);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
@@ -500,6 +499,10 @@ Result<DaemonConfig> load_config_string(std::string_view toml, DaemonConfig base
 }
 
 Result<DaemonConfig> load_config_file(const std::string& path, DaemonConfig base) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Status::invalid_argument("config error: " + path + " is a directory, not a config file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;

@@ -42,8 +42,13 @@ int main(int argc, char** argv) {
 
   auto engine = larder::Engine::create(config.engine);
   if (!engine.is_ok()) {
-    std::fprintf(stderr, "larderd: cannot serve %s: %s\n", config.engine.model_path.c_str(),
-                 engine.status().message().c_str());
+    // Model errors mostly name the file already.
+    const std::string& msg = engine.status().message();
+    if (msg.find(config.engine.model_path) != std::string::npos) {
+      std::fprintf(stderr, "larderd: cannot serve the model: %s\n", msg.c_str());
+    } else {
+      std::fprintf(stderr, "larderd: cannot serve %s: %s\n", config.engine.model_path.c_str(), msg.c_str());
+    }
     return 1;
   }
 

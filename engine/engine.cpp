@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <mutex>
@@ -29,6 +30,28 @@
 #include "storage/storage_workers.h"
 
 namespace larder {
+
+namespace {
+
+// A token's text for a log line: control characters as \n, \t, \xNN.
+std::string escaped_for_log(const std::string& piece) {
+  std::string out;
+  for (unsigned char c : piece) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out.push_back(char(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
@@ -309,8 +332,8 @@ void Engine::Impl::explain_cache_miss(Sequence& s) {
   s.cache_divergence_pos = int(d);
   spdlog::info("request {}: prefix cache hit {} of {} full pages; the prompt differs from an earlier "
                "request with the same start at token {}: earlier {} '{}', now {} '{}'",
-               s.id, hit, n_full, d, earlier[d], tokenizer->token_to_piece(earlier[d]), s.tokens[d],
-               tokenizer->token_to_piece(s.tokens[d]));
+               s.id, hit, n_full, d, earlier[d], escaped_for_log(tokenizer->token_to_piece(earlier[d])), s.tokens[d],
+               escaped_for_log(tokenizer->token_to_piece(s.tokens[d])));
 }
 
 bool Engine::Impl::ensure_page(Sequence& s, int pos) {

@@ -332,8 +332,13 @@ Result<int> cuda_count_devices() {
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return Status::not_found(std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + " (" +
-                             cudaGetErrorString(err) + ")");
+    // No NVIDIA driver (a machine without a GPU) reads as "driver version is
+    // insufficient"; say what it means.
+    const char* meaning = err == cudaErrorInsufficientDriver ? "no NVIDIA driver or one older than this CUDA; "
+                          : err == cudaErrorNoDevice         ? "no CUDA-capable device; "
+                                                             : "";
+    return Status::not_found(std::string("no usable GPU: ") + meaning + "cudaGetDeviceCount: " +
+                             cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
   }
   return n;
 }

@@ -1,6 +1,8 @@
 // Fixed chat renderings (see chat_format.h).
 #include "engine/tokenizer/chat_format.h"
 
+#include <cctype>
+
 #include "engine/gguf/gguf.h"
 
 namespace larder {
@@ -154,11 +156,15 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
         } else if (m.role == "user") {
           out += "User: " + m.content + "\n";
         } else if (m.role == "assistant") {
-          // The model's own answers start with the space it generated after
-          // "Assistant:"; sent back unchanged they must render exactly as
-          // the prompt plus those tokens did, or the chat misses the cache.
-          const bool has_space = !m.content.empty() && m.content[0] == ' ';
-          out += (has_space ? "Assistant:" : "Assistant: ") + m.content + "\n";
+          // The model's own answers follow "Assistant:" directly (usually
+          // with the space of their first piece, sometimes with '"' or
+          // '\''); sent back unchanged they must render exactly as the
+          // prompt plus those tokens did, or the chat misses the cache. A
+          // space is put in only before a letter, digit or non-ASCII
+          // character: a client-written "Hello" reads "Assistant: Hello".
+          const unsigned char c0 = m.content.empty() ? 0 : static_cast<unsigned char>(m.content[0]);
+          const bool add_space = std::isalnum(c0) != 0 || c0 >= 0x80;
+          out += (add_space ? "Assistant: " : "Assistant:") + m.content + "\n";
         } else {
           return bad_role(m);
         }

@@ -29,9 +29,12 @@
 //            so the caller tokenizes with add_bos = false.
 //   kPlain   (no template, or one matching neither marker; e.g. stories260K):
 //            a system message renders as "{content}\n\n"; a user turn as
-//            "User: {content}\n"; an assistant turn as "Assistant: {content}\n";
-//            the text ends with "Assistant:" (no trailing space: the answer's
-//            first piece brings its own "▁"). Roles: system, user, assistant.
+//            "User: {content}\n"; an assistant turn as "Assistant: {content}\n"
+//            when the content starts with a letter, digit or non-ASCII
+//            character, else "Assistant:{content}\n" (the model's own answers
+//            follow "Assistant:" directly: " Once...", "\"Hi\"..."); the text
+//            ends with "Assistant:" (no trailing space: the answer's first
+//            piece brings its own "▁"). Roles: system, user, assistant.
 //            No control tokens, so tokenize it with parse_special = false.
 //
 // Tools (kJinja only; the fixed formats refuse tools and tool calls). The

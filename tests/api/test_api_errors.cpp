@@ -193,6 +193,29 @@ TEST_CASE("random bytes never take the server down", "[api]") {
   CHECK(server_answers_health(ts.port()));
 }
 
+// Found by a fresh user: 100,000 nested "[" (200 KB, under the body limit)
+// overflowed the stack after parsing and killed the daemon.
+TEST_CASE("deeply nested JSON is refused with a 400, not a crash", "[api]") {
+  TestServer ts;
+  for (int depth : {129, 100000, 1000000}) {
+    INFO("depth " << depth);
+    const std::string body = R"({"messages":[{"role":"user","content":"hi"}],"x":)" + std::string(size_t(depth), '[') +
+                             std::string(size_t(depth), ']') + "}";
+    auto r = http(ts.port(), "POST", "/v1/chat/completions", body);
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->json()["error"]["message"].get<std::string>().find("128 levels") != std::string::npos);
+    CHECK(server_answers_health(ts.port()));
+  }
+  // 128 levels in all (the body object is level 1) are fine, and brackets
+  // inside strings do not count.
+  const std::string ok = R"({"messages":[{"role":"user","content":"[[[[{{{{"}],"x":)" + std::string(127, '[') +
+                         std::string(127, ']') + "}";
+  auto r = http(ts.port(), "POST", "/v1/chat/completions", ok);
+  REQUIRE(r);
+  CHECK(r->status == 200);
+}
+
 TEST_CASE("the context-length error names the token counts", "[api]") {
   TestServer ts;
   // 63 bytes -> BOS + 63 = 64 tokens: exactly n_ctx, which leaves no room.

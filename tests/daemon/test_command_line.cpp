@@ -108,6 +108,12 @@ TEST_CASE("a missing --config file is an error naming it", "[daemon][cli]") {
   CHECK_THAT(r.status().message(), Catch::Contains(missing));
 }
 
+TEST_CASE("--config naming a directory is an error, not the defaults", "[daemon][cli]") {
+  ScopedEnv env("LARDER_CONFIG", nullptr);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK_THAT(error_of({"--config", dir.c_str()}), Catch::Contains(dir + " is a directory"));
+}
+
 TEST_CASE("bad flag values are errors naming the flag and the range", "[daemon][cli]") {
   ScopedEnv env("LARDER_CONFIG", nullptr);
   CHECK(error_of({"--port", "70000"}) == "--port 70000: must be an integer between 0 and 65535 (0: any free port)");

@@ -199,7 +199,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[cache]\npage_size = 0", "cache.page_size = 0: must be a power of two"},
       {"[server]\nport = 70000", "server.port = 70000: must be an integer between 0 and 65535"},
       {"[server]\nport = -1", "server.port = -1: must be an integer between 0 and 65535"},
-      {"[sampling]\ntemperature = -1", "sampling.temperature = -1: must be a number between 0 and 100"},
+      {"[sampling]\ntemperature = -1", "sampling.temperature = -1: must be a number between 0 and 2 (0: greedy; the range requests accept)"},
       {"[sampling]\ntemperature = nan", "sampling.temperature = nan: must be a number"},
       {"[sampling]\ntop_p = 1.5", "sampling.top_p = 1.5: must be a number between 0 and 1"},
       {"[sampling]\nrepeat_penalty = 0", "sampling.repeat_penalty = 0: must be a number above 0"},

@@ -70,6 +70,13 @@ TEST_CASE("plain fallback rendering", "[chat]") {
         "Assistant: 4\n"
         "Assistant:");
   CHECK(render_ok(f, {{"user", "Hi"}}) == "User: Hi\nAssistant:");
+  // Answers as the model writes them follow "Assistant:" directly.
+  CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", " Hello"}, {"user", "Bye"}}) ==
+        "User: Hi\nAssistant: Hello\nUser: Bye\nAssistant:");
+  CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", "\"Hey\" he said"}, {"user", "Bye"}}) ==
+        "User: Hi\nAssistant:\"Hey\" he said\nUser: Bye\nAssistant:");
+  CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", "\u00e9t\u00e9"}, {"user", "Bye"}}) ==
+        "User: Hi\nAssistant: \u00e9t\u00e9\nUser: Bye\nAssistant:");
 }
 
 TEST_CASE("unknown roles and empty lists are errors", "[chat]") {

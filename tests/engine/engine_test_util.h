@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -52,6 +54,25 @@ class CollectSink : public GenerationSink {
   int n_text_events_ = 0;
   int cancel_after_ = 0;
 };
+
+// Engine options for the tests: 16-token pages, 64 MiB of KV memory, one
+// thread, the disk tier in cache_dir ("" for none).
+inline EngineOptions options_for(const std::string& model, const std::string& cache_dir) {
+  EngineOptions o;
+  o.model_path = model;
+  o.cache_dir = cache_dir;
+  o.page_size = 16;
+  o.memory_capacity_bytes = 64 << 20;
+  o.n_threads = 1;
+  return o;
+}
+
+inline std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
+  auto e = Engine::create(o);
+  INFO(e.status().to_string());
+  REQUIRE(e.is_ok());
+  return std::move(e).value();
+}
 
 struct Generated {
   std::string text;

@@ -31,6 +31,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/chat_models.h"
+#include "tests/support/fixed_clock.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -80,33 +81,13 @@ std::vector<ChatMessage> messages_of(const nlohmann::json& a) {
 
 std::vector<int32_t> ids_of(const nlohmann::json& a) { return a.get<std::vector<int32_t>>(); }
 
-// The clock of scripts/template/render_reference.py: 26 Jul 2024 09:30.
-std::string fixed_strftime(const std::string& format) {
-  std::tm tm{};
-  tm.tm_year = 2024 - 1900;
-  tm.tm_mon = 6;
-  tm.tm_mday = 26;
-  tm.tm_hour = 9;
-  tm.tm_min = 30;
-  tm.tm_wday = 5;  // a Friday
-  tm.tm_yday = 207;
-  char buf[256];
-  const size_t n = std::strftime(buf, sizeof buf, format.c_str(), &tm);
-  return std::string(buf, n);
-}
-
 std::string temp_model_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("larder_chat_" + std::to_string(::getpid()) + "_" + name + ".gguf"))
       .string();
 }
 
 EngineOptions chat_options(const std::string& model, const std::string& cache_dir) {
-  EngineOptions o;
-  o.model_path = model;
-  o.cache_dir = cache_dir;
-  o.page_size = 16;
-  o.memory_capacity_bytes = 64 << 20;
-  o.n_threads = 1;
+  EngineOptions o = options_for(model, cache_dir);
   o.n_ctx = 1024;
   o.strftime_now = fixed_strftime;
   return o;

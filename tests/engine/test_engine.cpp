@@ -22,23 +22,6 @@ using namespace larder::testing;
 
 namespace {
 
-EngineOptions options_for(const std::string& model, const std::string& cache_dir) {
-  EngineOptions o;
-  o.model_path = model;
-  o.cache_dir = cache_dir;
-  o.page_size = 16;
-  o.memory_capacity_bytes = 64 << 20;
-  o.n_threads = 1;
-  return o;
-}
-
-std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
-  auto e = Engine::create(o);
-  INFO(e.status().to_string());
-  REQUIRE(e.is_ok());
-  return std::move(e).value();
-}
-
 std::vector<int32_t> json_ids(const nlohmann::json& a) { return a.get<std::vector<int32_t>>(); }
 
 // The prompt tokens of one reference.json case (e.g. "long": 299 tokens).

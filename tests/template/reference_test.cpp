@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/template/template.h"
+#include "tests/support/fixed_clock.h"
 
 namespace larder::tmpl {
 namespace {
@@ -31,20 +32,6 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 Json read_json(const std::string& name) { return Json::parse(read_file(fixture_dir() / name)); }
-
-// The reference script's fixed clock: 2024-07-26 09:30:00.
-std::string fixed_strftime(const std::string& format) {
-  std::tm tm{};
-  tm.tm_year = 124;
-  tm.tm_mon = 6;
-  tm.tm_mday = 26;
-  tm.tm_hour = 9;
-  tm.tm_min = 30;
-  tm.tm_wday = 5;
-  tm.tm_yday = 207;
-  char buf[128];
-  return std::string(buf, std::strftime(buf, sizeof(buf), format.c_str(), &tm));
-}
 
 struct Fixtures {
   std::map<std::string, Template> templates;
@@ -84,7 +71,7 @@ Result<std::string> render(const std::string& tmpl, const std::string& conv, siz
   g.set("bos_token", Value(spec["bos_token"].get<std::string>()));
   g.set("eos_token", Value(spec["eos_token"].get<std::string>()));
   RenderOptions opt;
-  opt.strftime_now = fixed_strftime;
+  opt.strftime_now = larder::testing::fixed_strftime;
   return f.templates.at(tmpl).render(g, opt);
 }
 

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/chat_format.h"
+#include "tests/support/fixed_clock.h"
 
 namespace larder {
 namespace {
@@ -40,20 +41,6 @@ std::string read_text(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
-}
-
-// The reference script's fixed clock: 2024-07-26 09:30:00.
-std::string fixed_strftime(const std::string& format) {
-  std::tm tm{};
-  tm.tm_year = 124;
-  tm.tm_mon = 6;
-  tm.tm_mday = 26;
-  tm.tm_hour = 9;
-  tm.tm_min = 30;
-  tm.tm_wday = 5;
-  tm.tm_yday = 207;
-  char buf[128];
-  return std::string(buf, std::strftime(buf, sizeof(buf), format.c_str(), &tm));
 }
 
 // A fixture conversation as the API layer hands it to the engine.
@@ -127,7 +114,7 @@ TEST_CASE("tools on real templates: probe results and renderings equal Jinja2's"
     auto f = ChatFormat::from_jinja(read_text(fixture_dir() / "templates" / (name + ".jinja")),
                                     spec["bos_token"].get<std::string>(), spec["eos_token"].get<std::string>());
     REQUIRE(f.is_ok());
-    f->set_render_options({fixed_strftime});
+    f->set_render_options({larder::testing::fixed_strftime});
     const Expect& e = kExpect.at(name);
     CHECK(f->tool_call_syntax() == e.syntax);
     CHECK(f->requires_object_arguments() == e.object_arguments);

@@ -699,7 +699,9 @@ Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) con
   Impl& m = *impl_;
   Result<std::string> rendered = render_chat(request);
   if (!rendered.is_ok()) return rendered.status();
-  const bool special = chat_uses_special_tokens();
+  // The plain format has no control tokens of its own; parse_special still
+  // parses control-token text in its contents.
+  const bool special = chat_uses_special_tokens() || request.special_in_content;
   // Mark every message content (chat_prompt.h), with the stored ids of the
   // answers we remember; render again and tokenize knowing where they are.
   std::vector<ChatContent> contents;

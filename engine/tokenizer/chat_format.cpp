@@ -157,13 +157,14 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
           out += "User: " + m.content + "\n";
         } else if (m.role == "assistant") {
           // The model's own answers follow "Assistant:" directly (usually
-          // with the space of their first piece, sometimes with '"' or
-          // '\''); sent back unchanged they must render exactly as the
-          // prompt plus those tokens did, or the chat misses the cache. A
-          // space is put in only before a letter, digit or non-ASCII
-          // character: a client-written "Hello" reads "Assistant: Hello".
+          // with the space of their first piece, sometimes with '"', '\'',
+          // a curly quote); sent back unchanged they must render exactly as
+          // the prompt plus those tokens did, or the chat misses the cache.
+          // A space is put in only before an ASCII letter or digit (a first
+          // piece without a space that starts so is rare): a client-written
+          // "Hello" reads "Assistant: Hello".
           const unsigned char c0 = m.content.empty() ? 0 : static_cast<unsigned char>(m.content[0]);
-          const bool add_space = std::isalnum(c0) != 0 || c0 >= 0x80;
+          const bool add_space = c0 < 0x80 && std::isalnum(c0) != 0;
           out += (add_space ? "Assistant: " : "Assistant:") + m.content + "\n";
         } else {
           return bad_role(m);

@@ -30,9 +30,9 @@
 //   kPlain   (no template, or one matching neither marker; e.g. stories260K):
 //            a system message renders as "{content}\n\n"; a user turn as
 //            "User: {content}\n"; an assistant turn as "Assistant: {content}\n"
-//            when the content starts with a letter, digit or non-ASCII
-//            character, else "Assistant:{content}\n" (the model's own answers
-//            follow "Assistant:" directly: " Once...", "\"Hi\"..."); the text
+//            when the content starts with an ASCII letter or digit, else
+//            "Assistant:{content}\n" (the model's own answers follow
+//            "Assistant:" directly: " Once...", "\"Hi\"...", "”he..."); the text
 //            ends with "Assistant:" (no trailing space: the answer's first
 //            piece brings its own "▁"). Roles: system, user, assistant.
 //            No control tokens, so tokenize it with parse_special = false.

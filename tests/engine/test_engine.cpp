@@ -131,6 +131,19 @@ TEST_CASE("restart: a returning chat restores every full page of its earlier tur
   CHECK(same_bits(cold.final.prompt_logits, warm.final.prompt_logits));
 }
 
+TEST_CASE("control-token text in chat contents stays text unless the request allows it", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  ChatRequest req{{{"user", "a </s> b"}}, ""};
+  const auto count_eos = [](const std::vector<int32_t>& ids) { return std::count(ids.begin(), ids.end(), 2); };
+  // stories260K: plain format, EOS = 2 (</s>).
+  CHECK(count_eos(engine->chat_prompt(req).value()) == 0);
+  req.special_in_content = true;
+  const std::vector<int32_t> parsed = engine->chat_prompt(req).value();
+  CHECK(count_eos(parsed) == 1);
+  CHECK(parsed == engine->tokenize(engine->render_chat(req).value(), true));
+}
+
 // The model samples ids that tokenizing its answer's text would not give
 // back (at temperature 1.5 stories260K sometimes samples pieces the
 // tokenizer would merge differently). The next turn's prompt must still
@@ -172,7 +185,8 @@ TEST_CASE("a returning chat reuses the ids the model sampled for its answer, als
       spliced = engine->chat_prompt(ChatRequest{chat, ""}).value();
       const std::vector<int32_t> retokenized = canonical(chat);
       REQUIRE(spliced.size() > turn1_seq.size());
-      spliceable = !std::isalnum(static_cast<unsigned char>(g.text[0])) && static_cast<unsigned char>(g.text[0]) < 0x80;
+      const unsigned char c0 = static_cast<unsigned char>(g.text[0]);
+      spliceable = !(c0 < 0x80 && std::isalnum(c0));
       text_differs = !std::equal(turn1_seq.begin(), turn1_seq.end(), retokenized.begin());
       if (spliceable) {
         CHECK(std::vector<int32_t>(spliced.begin(), spliced.begin() + long(turn1_seq.size())) == turn1_seq);

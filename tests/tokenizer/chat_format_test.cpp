@@ -75,8 +75,10 @@ TEST_CASE("plain fallback rendering", "[chat]") {
         "User: Hi\nAssistant: Hello\nUser: Bye\nAssistant:");
   CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", "\"Hey\" he said"}, {"user", "Bye"}}) ==
         "User: Hi\nAssistant:\"Hey\" he said\nUser: Bye\nAssistant:");
-  CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", "\u00e9t\u00e9"}, {"user", "Bye"}}) ==
-        "User: Hi\nAssistant: \u00e9t\u00e9\nUser: Bye\nAssistant:");
+  CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", "\u201dhe said"}, {"user", "Bye"}}) ==
+        "User: Hi\nAssistant:\u201dhe said\nUser: Bye\nAssistant:");
+  CHECK(render_ok(f, {{"user", "Hi"}, {"assistant", "7 cats"}, {"user", "Bye"}}) ==
+        "User: Hi\nAssistant: 7 cats\nUser: Bye\nAssistant:");
 }
 
 TEST_CASE("unknown roles and empty lists are errors", "[chat]") {

@@ -29,10 +29,9 @@ std::string cpu_numerics_id() {
 
 namespace {
 
-// Below this many multiply-adds a matmul (or the attention of a batch) runs
-// on the calling thread: waking workers costs more than the work. stories260K
-// decode (at most 512 x 64 per matmul) never leaves the calling thread.
-constexpr int64_t kParallelMinMacs = int64_t(1) << 18;
+// Below this many multiply-adds the attention of a batch runs on the calling
+// thread (as matmul_parallel does for a matmul).
+constexpr int64_t kParallelMinMacs = kMatmulParallelMinMacs;
 
 bool embd_type_supported(GgmlType t) {
   return ggml_type_supported(t);  // dequantize_row handles every supported type
@@ -92,7 +91,7 @@ struct CpuForward::Impl {
   std::vector<float> hb2;        // (n, n_ff) up
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
-  std::vector<BlockQ8_0> xq;     // (n, max(n_embd, q_dim, n_ff) / 32) Q8_0 activations
+  MatmulInput act;               // the current matmul's activations, prepared once
   std::vector<float> scores;     // (n_threads, max pos + 1 rounded up to page_size)
   size_t scores_stride = 0;
   std::vector<int> want;         // batch indices of the tokens with want_logits
@@ -105,24 +104,8 @@ struct CpuForward::Impl {
 };
 
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
-  const int64_t rows = w.ne[1];
-  const int K = int(w.ne[0]);
-  const BlockQ8_0* xin = nullptr;
-  if (w.type == GgmlType::kQ8_0 && q8_path == Q8Path::kVnni) {
-    grow(xq, size_t(n) * (K / kQ8_0BlockSize));
-    quantize_rows_q8_0(in, n, K, xq.data());
-    xin = xq.data();
-  }
-  const int64_t macs = int64_t(n) * rows * K;
-  if (macs < kParallelMinMacs || threads.n_threads() == 1) {
-    matmul_rows(w, in, xin, n, y, int(rows), 0, rows, q8_path);
-    return;
-  }
-  // Rows split in multiples of 4 (the kernel's row tile); each output
-  // element is computed the same way whichever thread owns it.
-  threads.parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
-    matmul_rows(w, in, xin, n, y, int(rows), b, e, q8_path);
-  });
+  act.prepare(w.type, in, n, int(w.ne[0]), q8_path);
+  matmul_parallel(threads, w, act, y, int(w.ne[1]));
 }
 
 void CpuForward::Impl::attention(std::span<const BatchToken> batch,

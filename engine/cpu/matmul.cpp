@@ -1,11 +1,15 @@
 #include "engine/cpu/matmul.h"
 
 #include "engine/cpu/matmul_kquant.h"
+#include "engine/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "engine/gguf/quant_blocks.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define LARDER_MATMUL_AVX512 1
@@ -203,17 +207,13 @@ void tile_q8_fma(const uint8_t* w, size_t row_bytes, const float* x, int K, floa
 // vpdpbusd needs an unsigned operand, and w ^ 0x80 = w + 128 is one, with
 //   sum (w + 128) x = sum w x + 128 sum x,
 // so the accumulator starts at -128 * (sum of the lane's 4 x), precomputed
-// once per token (PreparedQ8 below). The products d_w d_x are exact in f32
+// once per token (prepare_q8 below, from MatmulInput::prepare). The products
+// d_w d_x are exact in f32
 // (two 11-bit significands). Per pair and row that is a load, an xor, a
 // vpdpbusd, a convert, a permute (scales), a multiply and an fma.
 
-// Activations of one token prepared for the kernel, per pair of blocks:
-// 64 quants, 16 int32 start values (-128 * lane sum), 16 f32 scales.
-struct PreparedPair {
-  int8_t qx[64];
-  int32_t neg_c[16];
-  float dx[16];
-};
+// Activations of one token prepared for the kernel: PreparedQ8Pair (matmul.h).
+using PreparedPair = PreparedQ8Pair;
 static_assert(sizeof(PreparedPair) == 192);
 
 inline int n_pairs_of(int K) { return (K / kQ8_0BlockSize + 1) / 2; }
@@ -442,12 +442,43 @@ float row_weight(const WeightView& w, int64_t r, int k) {
 }  // namespace
 #endif
 
-void matmul_rows(const WeightView& w, const float* x, const BlockQ8_0* xq, int n_tokens,
-                 float* y, int y_stride, int64_t row_begin, int64_t row_end, Q8Path q8_path) {
+void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8Path q8_path) {
+  type_ = type;
+  x_ = x;
+  n_tokens_ = n_tokens;
+  k_ = k;
+  q8_path_ = q8_path;
+  has_q8_0_ = has_pairs_ = has_q8k_ = false;
+  if (n_tokens <= 0 || q8_path != Q8Path::kVnni) return;
+  if (type == GgmlType::kQ8_0) {
+    const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
+    if (q8_0_.size() < need) q8_0_.resize(need);
+    quantize_rows_q8_0(x, n_tokens, k, q8_0_.data());
+    has_q8_0_ = true;
+#if defined(LARDER_MATMUL_AVX512) && defined(__AVX512VNNI__)
+    if (n_tokens == 1) {
+      const size_t np = size_t(n_pairs_of(k));
+      if (pairs_.size() < np) pairs_.resize(np);
+      prepare_q8(q8_0_.data(), 1, k, pairs_.data());
+      has_pairs_ = true;
+    }
+#endif
+  } else if (kquant_int_supported(type)) {
+    const size_t need = size_t(n_tokens) * (k / kQK_K);
+    if (q8k_.size() < need) q8k_.resize(need);
+    quantize_rows_q8k(x, n_tokens, k, q8k_.data());
+    has_q8k_ = true;
+  }
+}
+
+void matmul_rows(const WeightView& w, const MatmulInput& in, float* y, int y_stride,
+                 int64_t row_begin, int64_t row_end) {
+  const int n_tokens = in.n_tokens();
+  const float* x = in.x();
   if (n_tokens <= 0 || row_begin >= row_end) return;
+  assert(in.type() == w.type && in.k() == int(w.ne[0]));
   if (matmul_quant_type(w.type)) {  // Q4_0 .. Q6_K: matmul_kquant.cpp
-    matmul_rows_quant(w, x, n_tokens, y, y_stride, row_begin, row_end,
-                      q8_path == Q8Path::kVnni);
+    matmul_rows_quant(w, x, in.q8k(), n_tokens, y, y_stride, row_begin, row_end);
     return;
   }
   const int K = int(w.ne[0]);
@@ -460,16 +491,11 @@ void matmul_rows(const WeightView& w, const float* x, const BlockQ8_0* xq, int n
     case GgmlType::kBF16: run_tiles(kBF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
     case GgmlType::kQ8_0:
 #ifdef __AVX512VNNI__
-      if (q8_path == Q8Path::kVnni) {
-        if (n_tokens == 1) {
-          // Decode: prepare the token's activations for the VNNI tile (a few KB,
-          // each call its own copy; small next to the rows it multiplies).
-          thread_local std::vector<PreparedPair> prepared;
-          const size_t np = size_t(n_pairs_of(K));
-          if (prepared.size() < np) prepared.resize(np);
-          prepare_q8(xq, 1, K, prepared.data());
-          run_tiles(kQ8VnniDecodeTiles, w, reinterpret_cast<const uint8_t*>(prepared.data()),
-                    np * sizeof(PreparedPair), 1, y, y_stride, row_begin, row_end);
+      if (const BlockQ8_0* xq = in.q8_0()) {
+        if (const PreparedPair* xp = in.q8_0_pairs()) {  // decode
+          run_tiles(kQ8VnniDecodeTiles, w, reinterpret_cast<const uint8_t*>(xp),
+                    size_t(n_pairs_of(K)) * sizeof(PreparedPair), 1, y, y_stride, row_begin,
+                    row_end);
           return;
         }
         run_tiles(kQ8VnniTiles, w, reinterpret_cast<const uint8_t*>(xq),
@@ -490,6 +516,23 @@ void matmul_rows(const WeightView& w, const float* x, const BlockQ8_0* xq, int n
       y[size_t(t) * y_stride + r] = acc;
     }
 #endif
+}
+
+void matmul_parallel(ThreadPool& pool, const WeightView& w, const MatmulInput& in, float* y,
+                     int y_stride, int64_t chunk_rows) {
+  const int64_t rows = w.ne[1];
+  const int64_t macs = int64_t(in.n_tokens()) * rows * in.k();
+  if (macs < kMatmulParallelMinMacs || pool.n_threads() == 1) {
+    matmul_rows(w, in, y, y_stride, 0, rows);
+    return;
+  }
+  // Chunks in multiples of 4 rows keep the row tiles where a single call puts
+  // them (the tile does not change the bits either: see the header).
+  assert(chunk_rows % 4 == 0);
+  if (chunk_rows <= 0) chunk_rows = pool.chunk_size(rows, 4);
+  pool.parallel_chunks(rows, chunk_rows, [&](int64_t b, int64_t e, int) {
+    matmul_rows(w, in, y, y_stride, b, e);
+  });
 }
 
 }  // namespace larder

@@ -27,11 +27,15 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/gguf/ggml_types.h"
+#include "engine/cpu/matmul_kquant.h"
 #include "engine/model/model.h"
 
 namespace larder {
+
+class ThreadPool;
 
 enum class Q8Path { kDequantFma, kVnni };
 
@@ -41,12 +45,78 @@ Q8Path default_q8_path();
 // True when the weight type has a kernel here (every type ggml_type_supported() accepts).
 bool matmul_type_supported(GgmlType t);
 
-// y[t][r] for r in [row_begin, row_end), t in [0, n_tokens). x: [n_tokens][K].
-// For a Q8_0 weight with Q8Path::kVnni, xq must hold x quantized by
-// quantize_rows_q8_0 ([n_tokens][K/32] blocks); otherwise xq is ignored.
-void matmul_rows(const WeightView& w, const float* x, const BlockQ8_0* xq, int n_tokens,
-                 float* y, int y_stride, int64_t row_begin, int64_t row_end,
-                 Q8Path q8_path = default_q8_path());
+// One token's Q8_0 activations laid out for the VNNI decode tile, per pair
+// of blocks (b, b+1): the 64 quants, 16 int32 start values (-128 times the
+// sum of each vpdpbusd lane's 4 quants) and 16 f32 scales [d_b x8 | d_b+1 x8]
+// (see tile_q8_vnni in matmul.cpp).
+struct PreparedQ8Pair {
+  int8_t qx[64];
+  int32_t neg_c[16];
+  float dx[16];
+};
+
+// The activations of one matrix product, prepared once for the weight's
+// kernel and then shared, read-only, by every row range and thread that
+// multiplies them: int8 kernels quantize the activations here rather than
+// once per matmul_rows call. The quantized values depend on x only, so any
+// split of the rows gives the same bits.
+class MatmulInput {
+ public:
+  // Prepares x ([n_tokens][k] f32, k the weight's row length) for weights of
+  // type `type` multiplied on q8_path:
+  //   Q8_0, kVnni:              Q8_0 blocks (quantize_rows_q8_0) and, for one
+  //                             token on a VNNI build, the decode tile's pairs;
+  //   Q4_K, Q5_K, Q6_K, kVnni:  256-value int8 blocks (quantize_rows_q8k) when
+  //                             the build has the integer kernels;
+  //   anything else:            x as it is.
+  // x is kept by pointer: it must stay valid and unchanged while the input is
+  // used. Buffers grow to the largest input seen and are reused.
+  void prepare(GgmlType type, const float* x, int n_tokens, int k,
+               Q8Path q8_path = default_q8_path());
+
+  GgmlType type() const { return type_; }
+  const float* x() const { return x_; }
+  int n_tokens() const { return n_tokens_; }
+  int k() const { return k_; }
+  Q8Path q8_path() const { return q8_path_; }
+  // [n_tokens][k / 32]; null unless prepared for Q8_0 on kVnni.
+  const BlockQ8_0* q8_0() const { return has_q8_0_ ? q8_0_.data() : nullptr; }
+  // [(k / 32 + 1) / 2]; null unless q8_0() is set, n_tokens == 1 and the build has VNNI.
+  const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
+  // [n_tokens][k / 256]; null unless prepared for Q4_K / Q5_K / Q6_K integer kernels.
+  const BlockQ8K* q8k() const { return has_q8k_ ? q8k_.data() : nullptr; }
+
+ private:
+  GgmlType type_ = GgmlType::kF32;
+  const float* x_ = nullptr;
+  int n_tokens_ = 0;
+  int k_ = 0;
+  Q8Path q8_path_ = Q8Path::kDequantFma;
+  bool has_q8_0_ = false, has_pairs_ = false, has_q8k_ = false;
+  std::vector<BlockQ8_0> q8_0_;
+  std::vector<PreparedQ8Pair> pairs_;
+  std::vector<BlockQ8K> q8k_;
+};
+
+// y[t][r] for r in [row_begin, row_end), t in [0, in.n_tokens()); y is
+// [n_tokens][y_stride]. `in` must have been prepared for w's type with
+// k = w.ne[0]. Safe to call from several threads at once on disjoint row
+// ranges of the same input.
+void matmul_rows(const WeightView& w, const MatmulInput& in, float* y, int y_stride,
+                 int64_t row_begin, int64_t row_end);
+
+// Below this many multiply-adds (n_tokens * rows * k) matmul_parallel runs on
+// the calling thread: waking workers costs more than the work. stories260K
+// decode (at most 512 x 64 per matmul) never leaves the calling thread.
+constexpr int64_t kMatmulParallelMinMacs = int64_t(1) << 18;
+
+// Every row of w into y ([n_tokens][y_stride]), cut into chunks of
+// chunk_rows rows (0: the pool's parallel_for choice for the row tile of 4;
+// otherwise a multiple of 4) that the pool's threads take as they free up.
+// Same bits as one matmul_rows call over all rows, whatever the thread count
+// or chunk size.
+void matmul_parallel(ThreadPool& pool, const WeightView& w, const MatmulInput& in, float* y,
+                     int y_stride, int64_t chunk_rows = 0);
 
 // Quantizes n_rows rows of k floats (k a multiple of 32) to Q8_0 blocks as
 // llama.cpp quantize_row_q8_0_ref: d = max|x| / 127, q = round(x / d).

@@ -225,22 +225,13 @@ void run_scratch_rows(const WeightView& w, const float* x, int n_tokens, float* 
 
 }  // namespace
 
-void matmul_rows_quant(const WeightView& w, const float* x, int n_tokens, float* y,
-                       int y_stride, int64_t row_begin, int64_t row_end,
-                       bool int8_activations) {
+void matmul_rows_quant(const WeightView& w, const float* x, const BlockQ8K* xq, int n_tokens,
+                       float* y, int y_stride, int64_t row_begin, int64_t row_end) {
   if (n_tokens <= 0 || row_begin >= row_end) return;
+  if (xq != nullptr &&
+      matmul_rows_kquant_int(w, xq, n_tokens, y, y_stride, row_begin, row_end))
+    return;
 #ifdef LARDER_KQUANT_AVX512
-  if (int8_activations &&
-      (w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ5_K || w.type == GgmlType::kQ6_K)) {
-    // Each caller (thread) quantizes the activations itself: n_tokens * K
-    // work against n_tokens * K * rows for the product; same values always.
-    thread_local std::vector<BlockQ8K> xq;
-    const int K = int(w.ne[0]);
-    const size_t need = size_t(n_tokens) * (K / kQK_K);
-    if (xq.size() < need) xq.resize(need);
-    quantize_rows_q8k(x, n_tokens, K, xq.data());
-    if (matmul_rows_kquant_int(w, xq.data(), n_tokens, y, y_stride, row_begin, row_end)) return;
-  }
   switch (w.type) {
     case GgmlType::kQ4_K: run_kquant_tiles(kQ4KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end); return;
     case GgmlType::kQ5_K: run_kquant_tiles(kQ5KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end); return;

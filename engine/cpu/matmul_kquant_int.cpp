@@ -367,6 +367,15 @@ constexpr size_t kTokenBlockBytes = 256 * 1024;  // int8 activations kept in L2
 }  // namespace
 #endif  // LARDER_KQUANT_INT
 
+bool kquant_int_supported(GgmlType t) {
+#ifdef LARDER_KQUANT_INT
+  return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+#else
+  (void)t;
+  return false;
+#endif
+}
+
 bool matmul_rows_kquant_int(const WeightView& w, const BlockQ8K* xq, int n_tokens, float* y,
                             int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_KQUANT_INT

@@ -1,6 +1,7 @@
 #include "engine/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <limits>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
@@ -16,6 +17,10 @@ namespace {
 // 30-60 us on current x86 (a pause is ~40-140 cycles), long enough to bridge
 // the gap between the matmuls of one forward call.
 constexpr int kSpinIterations = 1000;
+
+constexpr uint64_t kIndexMask = 0xFFFFFFFFull;
+
+bool has_chunk(uint64_t ticket) { return (ticket & kIndexMask) < (ticket >> 32); }
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -27,45 +32,43 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
-    gen_.fetch_add(1);
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::range_of(int index, int64_t* begin, int64_t* end) const {
-  *begin = std::min(n_items_, int64_t(index) * chunk_);
-  *end = std::min(n_items_, *begin + chunk_);
+int64_t ThreadPool::chunk_size(int64_t n_items, int64_t grain) const {
+  grain = std::max<int64_t>(1, grain);
+  const int64_t n_chunks = int64_t(n_threads_) * kChunksPerThread;
+  const int64_t chunk = (n_items + n_chunks - 1) / n_chunks;
+  return std::max(grain, (chunk + grain - 1) / grain * grain);
 }
 
-void ThreadPool::run(int64_t n_items, int64_t grain, RangeFn fn, void* ctx) {
+void ThreadPool::run(int64_t n_items, int64_t chunk, RangeFn fn, void* ctx) {
   if (n_items <= 0) return;
-  grain = std::max<int64_t>(1, grain);
-  if (n_threads_ == 1 || n_items <= grain) {
+  chunk = std::max<int64_t>(1, chunk);
+  if (n_threads_ == 1 || n_items <= chunk) {
     fn(ctx, 0, n_items, 0);
     return;
   }
-  // chunk: ceil(n_items / n_threads) rounded up to a multiple of grain.
-  int64_t chunk = (n_items + n_threads_ - 1) / n_threads_;
-  chunk = (chunk + grain - 1) / grain * grain;
+  // The ticket holds the chunk count in 32 bits.
+  constexpr int64_t kMaxChunks = int64_t(std::numeric_limits<uint32_t>::max());
+  chunk = std::max(chunk, (n_items + kMaxChunks - 1) / kMaxChunks);
+  const int64_t n_chunks = (n_items + chunk - 1) / chunk;
   fn_ = fn;
   ctx_ = ctx;
   n_items_ = n_items;
   chunk_ = chunk;
-  n_done_.store(0, std::memory_order_relaxed);
+  n_chunks_done_.store(0, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    gen_.fetch_add(1, std::memory_order_release);
+    ticket_.store(uint64_t(n_chunks) << 32, std::memory_order_release);
   }
   cv_.notify_all();
 
-  int64_t b, e;
-  range_of(0, &b, &e);
-  if (b < e) fn(ctx, b, e, 0);
-
-  const int n_workers = n_threads_ - 1;
+  work(0);
   int spins = 0;
-  while (n_done_.load(std::memory_order_acquire) < n_workers) {
+  while (n_chunks_done_.load(std::memory_order_acquire) < n_chunks) {
     if (++spins < kSpinIterations) {
       LARDER_CPU_RELAX();
     } else {
@@ -74,26 +77,37 @@ void ThreadPool::run(int64_t n_items, int64_t grain, RangeFn fn, void* ctx) {
   }
 }
 
+void ThreadPool::work(int thread) {
+  uint64_t t = ticket_.load(std::memory_order_acquire);
+  while (has_chunk(t)) {
+    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      continue;  // t now holds the current value
+    // Chunk i is ours: the job cannot finish (nor its fields change) before we count it done.
+    const int64_t b = int64_t(t & kIndexMask) * chunk_;
+    fn_(ctx_, b, std::min(n_items_, b + chunk_), thread);
+    n_chunks_done_.fetch_add(1, std::memory_order_acq_rel);
+    t = ticket_.load(std::memory_order_acquire);
+  }
+}
+
 void ThreadPool::worker_main(int index) {
-  uint64_t seen = 0;
   for (;;) {
-    // Wait for a new generation: spin first, then block.
-    uint64_t g = gen_.load(std::memory_order_acquire);
-    for (int i = 0; g == seen && i < kSpinIterations; ++i) {
+    // Wait for a chunk to take: spin first, then block.
+    bool ready = has_chunk(ticket_.load(std::memory_order_acquire));
+    for (int i = 0; !ready && i < kSpinIterations; ++i) {
       LARDER_CPU_RELAX();
-      g = gen_.load(std::memory_order_acquire);
+      ready = has_chunk(ticket_.load(std::memory_order_acquire));
     }
-    if (g == seen) {
+    if (!ready) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return gen_.load(std::memory_order_acquire) != seen; });
-      g = gen_.load(std::memory_order_acquire);
+      cv_.wait(lock, [&] {
+        return stop_.load(std::memory_order_acquire) ||
+               has_chunk(ticket_.load(std::memory_order_acquire));
+      });
     }
     if (stop_.load(std::memory_order_acquire)) return;
-    seen = g;
-    int64_t b, e;
-    range_of(index, &b, &e);
-    if (b < e) fn_(ctx_, b, e, index);
-    n_done_.fetch_add(1, std::memory_order_acq_rel);
+    work(index);
   }
 }
 

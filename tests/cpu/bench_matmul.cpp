@@ -12,6 +12,18 @@
 #include "engine/cpu/matmul.h"
 
 namespace larder {
+namespace {
+
+// matmul_rows with x ([n][w.ne[0]]) prepared for w on path.
+void multiply(const WeightView& w, const float* x, int n, float* y, int y_stride, int64_t row_begin,
+              int64_t row_end, Q8Path path) {
+  MatmulInput in;
+  in.prepare(w.type, x, n, int(w.ne[0]), path);
+  matmul_rows(w, in, y, y_stride, row_begin, row_end);
+}
+
+}  // namespace
+
 
 TEST_CASE("matmul throughput, 4096 x 4096", "[.bench]") {
   constexpr int K = 4096, kRows = 4096;
@@ -29,12 +41,10 @@ TEST_CASE("matmul throughput, 4096 x 4096", "[.bench]") {
       for (int n : {1, 4, 64}) {
         std::vector<float> x(size_t(n) * K), y(size_t(n) * kRows);
         for (float& v : x) v = u(rng);
-        std::vector<BlockQ8_0> xq(size_t(n) * K / 32);
         double best = 1e9;
         for (int rep = 0; rep < 5; ++rep) {
           const auto t0 = std::chrono::steady_clock::now();
-          if (type == GgmlType::kQ8_0 && path == Q8Path::kVnni) quantize_rows_q8_0(x.data(), n, K, xq.data());
-          matmul_rows(w, x.data(), xq.data(), n, y.data(), kRows, 0, kRows, path);
+          multiply(w, x.data(), n, y.data(), kRows, 0, kRows, path);
           best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         std::printf("%-5s %-11s tokens %2d: %7.1f GFLOP/s  %6.2f ms\n", ggml_type_name(type),

@@ -5,7 +5,8 @@
 // One "pass" multiplies one activation row by every matrix of n_layers
 // layers (q 2048x2048, k and v 512x2048, o 2048x2048, gate and up
 // 8192x2048, down 2048x8192), as the forward pass does: rows split over a
-// ThreadPool in multiples of 4, Q8_0 activations quantized once per matrix.
+// ThreadPool in chunks of rows (matmul_parallel), int8 activations quantized
+// once per matrix.
 // Enough layers are allocated (>= 160 MB per type) that the 32 MB L3 holds
 // none of them when a matrix comes round again. GB/s counts the weight bytes
 // of a pass over its time; "read" is a plain AVX-512 read of the same
@@ -81,19 +82,11 @@ double now_s() {
 
 // One pass of n tokens over every matrix of s. x: [n][8192], y: [n][8192].
 double pass(const TypeSet& s, ThreadPool& pool, int n, const float* x, float* y,
-            std::vector<BlockQ8_0>& xq) {
+            MatmulInput& in) {
   const double t0 = now_s();
   for (const WeightView& w : s.views) {
-    const int K = int(w.ne[0]);
-    const int64_t rows = w.ne[1];
-    const BlockQ8_0* xin = nullptr;
-    if (w.type == GgmlType::kQ8_0) {
-      quantize_rows_q8_0(x, n, K, xq.data());
-      xin = xq.data();
-    }
-    pool.parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
-      matmul_rows(w, x, xin, n, y, int(rows), b, e, default_q8_path());
-    });
+    in.prepare(w.type, x, n, int(w.ne[0]));
+    matmul_parallel(pool, w, in, y, int(w.ne[1]));
   }
   return now_s() - t0;
 }
@@ -157,7 +150,7 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(size_t(n) * 8192), y(size_t(n) * 8192);
   for (float& v : x) v = u(rng);
-  std::vector<BlockQ8_0> xq(size_t(n) * 8192 / 32);
+  MatmulInput xq;
   ThreadPool pools[2] = {ThreadPool(1), ThreadPool(2)};
   volatile float sink[2] = {0, 0};
   // times[set][pool][0 = matmul, 1 = read]

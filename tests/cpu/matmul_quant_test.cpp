@@ -15,10 +15,20 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_kquant.h"
 #include "engine/gguf/ggml_types.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/gguf/quant_blocks.h"
 
 namespace larder {
 namespace {
+
+// matmul_rows with x ([n][w.ne[0]]) prepared for w on path.
+void multiply(const WeightView& w, const float* x, int n, float* y, int y_stride, int64_t row_begin,
+              int64_t row_end, Q8Path path) {
+  MatmulInput in;
+  in.prepare(w.type, x, n, int(w.ne[0]), path);
+  matmul_rows(w, in, y, y_stride, row_begin, row_end);
+}
+
 
 // Byte offsets of the f16 scale fields of each block type.
 std::vector<size_t> f16_fields(GgmlType t) {
@@ -32,6 +42,7 @@ std::vector<size_t> f16_fields(GgmlType t) {
     case GgmlType::kQ4_K: return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
     case GgmlType::kQ5_K: return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
     case GgmlType::kQ6_K: return {offsetof(BlockQ6_K, d)};
+    case GgmlType::kQ8_0: return {offsetof(BlockQ8_0, d)};
     default: return {};
   }
 }
@@ -78,7 +89,7 @@ TEST_CASE("quantized matmul matches a double reference", "[cpu][matmul][quant]")
       const WeightView w{t, {K, kRows}, data.data(), ggml_row_size(t, K)};
       std::vector<float> x(size_t(kTokens) * K), y(size_t(kTokens) * kRows, -1.0f);
       for (float& v : x) v = u(rng);
-      matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, 0, kRows, path);
+      multiply(w, x.data(), kTokens, y.data(), kRows, 0, kRows, path);
       // The activations the kernel sees: x itself, or d * q of its int8 blocks.
       std::vector<double> xs(x.begin(), x.end());
       if (int8) {
@@ -127,7 +138,7 @@ TEST_CASE("quantized matmul with one-hot activations reproduces dequantize_row",
     const WeightView w{t, {K, kRows}, data.data(), ggml_row_size(t, K)};
     std::vector<float> x(size_t(K) * K, 0.0f), y(size_t(K) * kRows);
     for (int j = 0; j < K; ++j) x[size_t(j) * K + j] = 1.0f;
-    matmul_rows(w, x.data(), nullptr, K, y.data(), kRows, 0, kRows, Q8Path::kDequantFma);
+    multiply(w, x.data(), K, y.data(), kRows, 0, kRows, Q8Path::kDequantFma);
     std::vector<float> wr(K);
     int bad = 0;
     for (int r = 0; r < kRows; ++r) {
@@ -149,22 +160,22 @@ TEST_CASE("quantized matmul rows do not depend on batch or row range", "[cpu][ma
     std::vector<float> x(size_t(kTokens) * K);
     for (float& v : x) v = u(rng);
     std::vector<float> full(size_t(kTokens) * kRows);
-    matmul_rows(w, x.data(), nullptr, kTokens, full.data(), kRows, 0, kRows, path);
+    multiply(w, x.data(), kTokens, full.data(), kRows, 0, kRows, path);
     // Every prefix batch size, every single token, and split row ranges.
     for (int n = 1; n <= kTokens; ++n) {
       std::vector<float> y(size_t(n) * kRows);
-      matmul_rows(w, x.data(), nullptr, n, y.data(), kRows, 0, kRows, path);
+      multiply(w, x.data(), n, y.data(), kRows, 0, kRows, path);
       CHECK(std::memcmp(y.data(), full.data(), y.size() * 4) == 0);
     }
     for (int tk = 0; tk < kTokens; ++tk) {
       std::vector<float> y(kRows);
-      matmul_rows(w, x.data() + size_t(tk) * K, nullptr, 1, y.data(), kRows, 0, kRows, path);
+      multiply(w, x.data() + size_t(tk) * K, 1, y.data(), kRows, 0, kRows, path);
       CHECK(std::memcmp(y.data(), full.data() + size_t(tk) * kRows, kRows * 4) == 0);
     }
     for (int split : {1, 3, 5, 7}) {
       std::vector<float> y(size_t(kTokens) * kRows);
-      matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, 0, split, path);
-      matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, split, kRows, path);
+      multiply(w, x.data(), kTokens, y.data(), kRows, 0, split, path);
+      multiply(w, x.data(), kTokens, y.data(), kRows, split, kRows, path);
       CHECK(std::memcmp(y.data(), full.data(), y.size() * 4) == 0);
     }
   }
@@ -237,7 +248,7 @@ TEST_CASE("int8 k-quant matmul: extreme quants and scales stay exact", "[cpu][ma
         x[2 * K + k] = k % 2 ? 2.0f : -2.0f;
       }
       std::vector<float> y(size_t(kTokens) * kRows);
-      matmul_rows(w, x.data(), nullptr, kTokens, y.data(), kRows, 0, kRows, Q8Path::kVnni);
+      multiply(w, x.data(), kTokens, y.data(), kRows, 0, kRows, Q8Path::kVnni);
       std::vector<BlockQ8K> xq(size_t(kTokens) * K / 256);
       quantize_rows_q8k(x.data(), kTokens, K, xq.data());
       std::vector<float> wr(K);
@@ -253,6 +264,47 @@ TEST_CASE("int8 k-quant matmul: extreme quants and scales stay exact", "[cpu][ma
           }
           const double err = std::fabs(double(y[size_t(tk) * kRows + r]) - ref);
           CHECK(err <= 64 * std::ldexp(1.0, -24) * mag);
+        }
+      }
+    }
+  }
+}
+
+
+TEST_CASE("parallel matmul gives the same bits for any chunk size and thread count",
+          "[cpu][matmul][quant][threads]") {
+  // Rows are handed out in chunks to whichever thread is free; the int8
+  // activations are quantized once and shared. 301 rows: a ragged last tile
+  // and last chunk. 1024 x 301 is above kMatmulParallelMinMacs for one token.
+  constexpr int K = 1024, kRows = 301, kMaxTokens = 9;
+  static_assert(int64_t(K) * kRows >= kMatmulParallelMinMacs);
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K,
+                     GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+    std::vector<uint8_t> data = random_matrix(t, kRows, K, rng);
+    if (t == GgmlType::kF32) {  // random bytes would include NaNs
+      for (size_t i = 0; i < data.size(); i += 4) {
+        const float f = u(rng);
+        std::memcpy(&data[i], &f, 4);
+      }
+    }
+    const WeightView w{t, {K, kRows}, data.data(), ggml_row_size(t, K)};
+    std::vector<float> x(size_t(kMaxTokens) * K);
+    for (float& v : x) v = u(rng);
+    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) for (int n : {1, 3, kMaxTokens}) {
+      INFO(ggml_type_name(t) << (path == Q8Path::kVnni ? " vnni" : " dequant-fma") << " tokens " << n);
+      MatmulInput in;
+      in.prepare(t, x.data(), n, K, path);
+      std::vector<float> ref(size_t(n) * kRows);
+      matmul_rows(w, in, ref.data(), kRows, 0, kRows);
+      for (ThreadPool& pool : pools) for (int64_t chunk : {0, 4, 8, 12, 64, 400}) {
+        INFO(pool.n_threads() << " threads, chunk " << chunk);
+        for (int rep = 0; rep < 3; ++rep) {
+          std::vector<float> y(size_t(n) * kRows, -1.0f);
+          matmul_parallel(pool, w, in, y.data(), kRows, chunk);
+          REQUIRE(std::memcmp(y.data(), ref.data(), y.size() * sizeof(float)) == 0);
         }
       }
     }

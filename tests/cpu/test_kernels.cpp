@@ -15,6 +15,15 @@
 namespace larder {
 namespace {
 
+// matmul_rows with x ([n][w.ne[0]]) prepared for w on path.
+void multiply(const WeightView& w, const float* x, int n, float* y, int y_stride, int64_t row_begin,
+              int64_t row_end, Q8Path path) {
+  MatmulInput in;
+  in.prepare(w.type, x, n, int(w.ne[0]), path);
+  matmul_rows(w, in, y, y_stride, row_begin, row_end);
+}
+
+
 // IEEE binary16 -> double, written out here so the reference does not use
 // the code under test.
 double half_to_double(uint16_t h) {
@@ -182,16 +191,10 @@ TEST_CASE("matmul of every weight type against a double reference", "[cpu][matmu
     constexpr int kMaxTokens = 9;
     std::vector<float> x(size_t(kMaxTokens) * c.K);
     for (float& v : x) v = u(rng);
-    std::vector<BlockQ8_0> xq;
-    if (c.type == GgmlType::kQ8_0) {
-      xq.resize(size_t(kMaxTokens) * c.K / 32);
-      quantize_rows_q8_0(x.data(), kMaxTokens, c.K, xq.data());
-    }
-    const BlockQ8_0* xqp = xq.empty() ? nullptr : xq.data();
 
     // All tokens at once ("prefill").
     std::vector<float> y(size_t(kMaxTokens) * c.rows);
-    matmul_rows(w, x.data(), xqp, kMaxTokens, y.data(), c.rows, 0, c.rows, c.path);
+    multiply(w, x.data(), kMaxTokens, y.data(), c.rows, 0, c.rows, c.path);
     for (int t = 0; t < kMaxTokens; ++t)
       for (int r = 0; r < c.rows; ++r) {
         // Reference: plain double loop over the exact weight values.
@@ -212,14 +215,13 @@ TEST_CASE("matmul of every weight type against a double reference", "[cpu][matmu
     // One token at a time ("decode") and odd row ranges give the same bits.
     std::vector<float> y1(c.rows);
     for (int t = 0; t < kMaxTokens; ++t) {
-      const BlockQ8_0* xqt = xqp ? xqp + size_t(t) * c.K / 32 : nullptr;
-      matmul_rows(w, x.data() + size_t(t) * c.K, xqt, 1, y1.data(), c.rows, 0, 5, c.path);
-      matmul_rows(w, x.data() + size_t(t) * c.K, xqt, 1, y1.data(), c.rows, 5, c.rows, c.path);
+      multiply(w, x.data() + size_t(t) * c.K, 1, y1.data(), c.rows, 0, 5, c.path);
+      multiply(w, x.data() + size_t(t) * c.K, 1, y1.data(), c.rows, 5, c.rows, c.path);
       REQUIRE(std::memcmp(y1.data(), y.data() + size_t(t) * c.rows, c.rows * sizeof(float)) == 0);
     }
     for (int n = 1; n <= kMaxTokens; ++n) {
       std::vector<float> yn(size_t(n) * c.rows);
-      matmul_rows(w, x.data(), xqp, n, yn.data(), c.rows, 0, c.rows, c.path);
+      multiply(w, x.data(), n, yn.data(), c.rows, 0, c.rows, c.path);
       REQUIRE(std::memcmp(yn.data(), y.data(), yn.size() * sizeof(float)) == 0);
     }
   }

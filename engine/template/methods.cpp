@@ -11,12 +11,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& msg, int line) { throw TemplateError(msg, line); }
 
-// str.isspace() code points.
-bool is_py_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
 std::string ascii_map(std::string s, int (*f)(int)) {
   for (char& c : s) {
     if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(f(static_cast<unsigned char>(c)));

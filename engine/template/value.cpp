@@ -359,6 +359,11 @@ Value from_json(const nlohmann::ordered_json& j) {
   }
 }
 
+bool is_py_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
 std::vector<uint32_t> utf8_decode(std::string_view s) {
   std::vector<uint32_t> out;
   out.reserve(s.size());

@@ -118,6 +118,9 @@ Value from_json(const nlohmann::ordered_json& json);
 // Python float repr ("1.0", "0.1", "1e-05", "inf").
 std::string python_float_repr(double v);
 
+// Python's str.isspace(): what str.strip() and Jinja's trim remove.
+bool is_py_space(uint32_t c);
+
 // UTF-8 helpers: code points of `s` (invalid bytes map to U+FFFD), and back.
 std::vector<uint32_t> utf8_decode(std::string_view s);
 std::string utf8_encode(const std::vector<uint32_t>& cps, size_t begin, size_t end);

@@ -4,45 +4,25 @@
 #include <random>
 #include <utility>
 
+#include "engine/template/value.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace larder {
 
 namespace {
 
-// Bytes of the whitespace character (Python's str.isspace(), what Jinja's
-// trim and str.strip remove) that starts at text[i], or 0.
-size_t space_at(std::string_view t, size_t i) {
-  const auto b = [&](size_t k) { return i + k < t.size() ? uint8_t(t[i + k]) : 0; };
-  const uint8_t c = b(0);
-  if ((c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20)) return 1;
-  if (c == 0xc2 && (b(1) == 0x85 || b(1) == 0xa0)) return 2;                    // U+0085, U+00A0
-  if (c == 0xe1 && b(1) == 0x9a && b(2) == 0x80) return 3;                      // U+1680
-  if (c == 0xe2 && b(1) == 0x80 && (b(2) <= 0x8a || b(2) == 0xa8 || b(2) == 0xa9 || b(2) == 0xaf)) {
-    return b(2) >= 0x80 ? 3 : 0;                                                // U+2000..200A, 2028, 2029, 202F
-  }
-  if (c == 0xe2 && b(1) == 0x81 && b(2) == 0x9f) return 3;                      // U+205F
-  if (c == 0xe3 && b(1) == 0x80 && b(2) == 0x80) return 3;                      // U+3000
-  return 0;
-}
-
-// Bytes of the whitespace character that ends at text[end - 1], or 0.
-size_t space_before(std::string_view t, size_t end) {
-  for (size_t n = 1; n <= 3 && n <= end; ++n) {
-    if (space_at(t, end - n) == n) return n;
-  }
-  return 0;
-}
-
-// Lengths of the leading and trailing whitespace of `text`; nullopt when it
-// is all whitespace.
+// Lengths in bytes of the leading and trailing whitespace of `text` (Python's
+// str.isspace(), as Jinja's trim); nullopt when it is all whitespace.
 std::optional<std::pair<size_t, size_t>> whitespace_edges(std::string_view text) {
-  size_t lead = 0;
-  for (size_t n; lead < text.size() && (n = space_at(text, lead)) > 0;) lead += n;
-  if (lead == text.size()) return std::nullopt;
-  size_t end = text.size();
-  for (size_t n; end > lead && (n = space_before(text, end)) > 0;) end -= n;
-  return std::make_pair(lead, text.size() - end);
+  std::vector<unicode::Char> chars;
+  unicode::decode_utf8(text, chars);
+  size_t first = 0, last = chars.size();
+  while (first < last && tmpl::is_py_space(chars[first].cpt)) ++first;
+  if (first == last) return std::nullopt;
+  while (tmpl::is_py_space(chars[last - 1].cpt)) --last;
+  const unicode::Char& end = chars[last - 1];
+  return std::make_pair(size_t(chars[first].offset), text.size() - (end.offset + end.n_bytes));
 }
 
 // A piece of the rendering: template text, or (the kept part of) a content.

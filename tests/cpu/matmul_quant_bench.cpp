@@ -12,20 +12,11 @@
 
 #include "engine/cpu/matmul.h"
 #include "engine/gguf/quant_blocks.h"
+#include "tests/cpu/matmul_test_util.h"
 
 namespace larder {
-namespace {
 
-// matmul_rows with x ([n][w.ne[0]]) prepared for w on path.
-void multiply(const WeightView& w, const float* x, int n, float* y, int y_stride, int64_t row_begin,
-              int64_t row_end, Q8Path path) {
-  MatmulInput in;
-  in.prepare(w.type, x, n, int(w.ne[0]), path);
-  matmul_rows(w, in, y, y_stride, row_begin, row_end);
-}
-
-}  // namespace
-
+using testing::multiply;
 
 TEST_CASE("quantized matmul throughput, 4096 x 4096", "[.bench-quant]") {
   constexpr int K = 4096, kRows = 4096;

@@ -17,18 +17,13 @@
 #include "engine/gguf/ggml_types.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/quant_blocks.h"
+#include "tests/cpu/matmul_test_util.h"
 
 namespace larder {
+
+using testing::multiply;
+
 namespace {
-
-// matmul_rows with x ([n][w.ne[0]]) prepared for w on path.
-void multiply(const WeightView& w, const float* x, int n, float* y, int y_stride, int64_t row_begin,
-              int64_t row_end, Q8Path path) {
-  MatmulInput in;
-  in.prepare(w.type, x, n, int(w.ne[0]), path);
-  matmul_rows(w, in, y, y_stride, row_begin, row_end);
-}
-
 
 // Byte offsets of the f16 scale fields of each block type.
 std::vector<size_t> f16_fields(GgmlType t) {

@@ -11,18 +11,13 @@
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/thread_pool.h"
+#include "tests/cpu/matmul_test_util.h"
 
 namespace larder {
+
+using testing::multiply;
+
 namespace {
-
-// matmul_rows with x ([n][w.ne[0]]) prepared for w on path.
-void multiply(const WeightView& w, const float* x, int n, float* y, int y_stride, int64_t row_begin,
-              int64_t row_end, Q8Path path) {
-  MatmulInput in;
-  in.prepare(w.type, x, n, int(w.ne[0]), path);
-  matmul_rows(w, in, y, y_stride, row_begin, row_end);
-}
-
 
 // IEEE binary16 -> double, written out here so the reference does not use
 // the code under test.

@@ -197,16 +197,21 @@ inline void nibbles(const uint8_t* qs, RowK4* r) {
   }
 }
 
+// What Q4_K and Q5_K blocks share: d, the 6-bit scales and mins, the low
+// nibbles.
+template <typename Block>
+inline void load_k4_low(const uint8_t* blk, RowK4* r) {
+  const auto* b = reinterpret_cast<const Block*>(blk);
+  r->d = _cvtsh_ss(b->d);
+  scales_k4(k4_scales_mins(blk), _cvtsh_ss(b->dmin), r);
+  nibbles(b->qs, r);
+}
+
 struct IntQ4K {
   using Block = BlockQ4_K;
   using Row = RowK4;
   using X = XK4;
-  static void load(const uint8_t* blk, Row* r) {
-    const auto* b = reinterpret_cast<const Block*>(blk);
-    r->d = _cvtsh_ss(b->d);
-    scales_k4(k4_scales_mins(blk), _cvtsh_ss(b->dmin), r);
-    nibbles(b->qs, r);
-  }
+  static void load(const uint8_t* blk, Row* r) { load_k4_low<Block>(blk, r); }
 };
 
 struct IntQ5K {
@@ -214,10 +219,8 @@ struct IntQ5K {
   using Row = RowK4;
   using X = XK4;
   static void load(const uint8_t* blk, Row* r) {
+    load_k4_low<Block>(blk, r);
     const auto* b = reinterpret_cast<const Block*>(blk);
-    r->d = _cvtsh_ss(b->d);
-    scales_k4(k4_scales_mins(blk), _cvtsh_ss(b->dmin), r);
-    nibbles(b->qs, r);
     // Fifth bit of value 32s + l: bit s of qh[l]; q[i] holds sub-blocks
     // (4j + i%2, 4j + 2 + i%2) in its two halves, j = i / 2.
     const __m512i qh = _mm512_broadcast_i64x4(load32(b->qh));

@@ -15,20 +15,18 @@
 //   prompt_logprobs: log p of every vocabulary id after the prompt
 //   steps[k]: token (the greedy choice), gap (log p of the best minus the
 //             second best), top (the 5 best as [id, log p])
-import {createRequire} from "node:module";
 import {readFileSync, writeFileSync, mkdirSync} from "node:fs";
 import {join} from "node:path";
-import {pathToFileURL} from "node:url";
+import {createF32Context, greedyStep, loadNodeLlamaCpp} from "../lib/llama_cpp_reference.mjs";
 
 const [inDir, outDir] = process.argv.slice(2);
 if (!inDir || !outDir) {
     console.error("usage: node llama_cpp_reference.mjs <dir with manifest.json> <fixture dir>");
     process.exit(2);
 }
-// node-llama-cpp is resolved from the current directory (the scratch install).
-const require = createRequire(join(process.cwd(), "noop.js"));
-const {getLlama} = await import(pathToFileURL(require.resolve("node-llama-cpp")).href);
-const pkg = JSON.parse(readFileSync(join(process.cwd(), "node_modules/node-llama-cpp/package.json"), "utf8"));
+// node-llama-cpp is resolved from the current directory (the scratch install,
+// or the repository root with bench/node_modules).
+const {getLlama, version} = await loadNodeLlamaCpp();
 
 const manifest = JSON.parse(readFileSync(join(inDir, "manifest.json"), "utf8"));
 const llama = await getLlama({build: "never", gpu: false});
@@ -36,16 +34,7 @@ mkdirSync(outDir, {recursive: true});
 
 for (const m of manifest.models) {
     const model = await llama.loadModel({modelPath: join(inDir, m.file), gpuLayers: 0});
-    const context = await model.createContext({
-        contextSize: 256,
-        batchSize: 256,
-        threads: 2,
-        flashAttention: false,
-        experimentalKvCacheKeyType: "F32",
-        experimentalKvCacheValueType: "F32",
-    });
-    if (context.kvCacheKeyType !== 0 || context.kvCacheValueType !== 0 || context.flashAttention !== false)
-        throw new Error(`${m.name}: context is not F32 KV without flash attention`);
+    const context = await createF32Context(model, m.name, 256);
     const sequence = context.getSequence();
     const nVocab = model.tokens.trimmedVocabularySize ?? model.fileInsights.tokens?.vocabularySize;
     const steps = [];
@@ -60,12 +49,7 @@ for (const m of manifest.models) {
             promptLogprobs = new Array(entries.length);
             for (const [id, p] of entries) promptLogprobs[id] = Math.log(p);
         }
-        if (entries[0][0] !== out.token) throw new Error(`${m.name}: greedy token is not the argmax`);
-        steps.push({
-            token: out.token,
-            gap: Math.log(entries[0][1]) - Math.log(entries[1][1]),
-            top: entries.slice(0, 5).map(([id, p]) => [id, Math.log(p)]),
-        });
+        steps.push(greedyStep(entries, out.token, m.name));
         if (steps.length >= manifest.steps) break;
     }
     const fixture = {
@@ -73,7 +57,7 @@ for (const m of manifest.models) {
         architecture: m.architecture,
         type: m.type,
         shaped_as: m.shaped_as,
-        reference: `llama.cpp via node-llama-cpp ${pkg.version} (${llama.llamaCppRelease?.release ?? "?"}), CPU, ` +
+        reference: `llama.cpp via node-llama-cpp ${version} (${llama.llamaCppRelease?.release ?? "?"}), CPU, ` +
             "F32 KV cache, flash attention off, temperature 0",
         n_vocab: promptLogprobs.length,
         prompt: manifest.prompt,

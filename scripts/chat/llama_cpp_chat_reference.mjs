@@ -30,11 +30,11 @@
 //                    more user turn
 //   eog_ids          every id llama.cpp treats as end of generation
 //                    (llama_vocab_is_eog)
-import {createRequire} from "node:module";
 import {execFileSync} from "node:child_process";
 import {readFileSync, writeFileSync, mkdirSync} from "node:fs";
 import {join, dirname} from "node:path";
-import {fileURLToPath, pathToFileURL} from "node:url";
+import {fileURLToPath} from "node:url";
+import {createF32Context, greedyStep, loadNodeLlamaCpp} from "../lib/llama_cpp_reference.mjs";
 
 const [inDir, outDir] = process.argv.slice(2);
 if (!inDir || !outDir) {
@@ -42,15 +42,7 @@ if (!inDir || !outDir) {
     process.exit(2);
 }
 const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(join(process.cwd(), "noop.js"));
-let nodeLlamaCpp;
-try {
-    nodeLlamaCpp = require.resolve("node-llama-cpp");
-} catch {
-    nodeLlamaCpp = createRequire(join(process.cwd(), "bench", "noop.js")).resolve("node-llama-cpp");
-}
-const {getLlama} = await import(pathToFileURL(nodeLlamaCpp).href);
-const pkg = JSON.parse(readFileSync(join(dirname(nodeLlamaCpp), "..", "package.json"), "utf8"));
+const {getLlama, version} = await loadNodeLlamaCpp();
 
 const maxSteps = 24;
 const turn1 = [
@@ -74,16 +66,7 @@ mkdirSync(outDir, {recursive: true});
 
 for (const m of manifest.models) {
     const model = await llama.loadModel({modelPath: join(inDir, m.file), gpuLayers: 0});
-    const context = await model.createContext({
-        contextSize: 512,
-        batchSize: 512,
-        threads: 2,
-        flashAttention: false,
-        experimentalKvCacheKeyType: "F32",
-        experimentalKvCacheValueType: "F32",
-    });
-    if (context.kvCacheKeyType !== 0 || context.kvCacheValueType !== 0 || context.flashAttention !== false)
-        throw new Error(`${m.name}: context is not F32 KV without flash attention`);
+    const context = await createF32Context(model, m.name, 512);
     const sequence = context.getSequence();
 
     const text1 = render(m, turn1);
@@ -92,12 +75,7 @@ for (const m of manifest.models) {
     const it = sequence.evaluateWithMetadata(ids1, {probabilities: true}, {temperature: 0, yieldEogToken: true});
     for await (const out of it) {
         const entries = [...out.probabilities.entries()];  // sorted by probability, descending
-        if (entries[0][0] !== out.token) throw new Error(`${m.name}: greedy token is not the argmax`);
-        steps.push({
-            token: out.token,
-            gap: Math.log(entries[0][1]) - Math.log(entries[1][1]),
-            top: entries.slice(0, 5).map(([id, p]) => [id, Math.log(p)]),
-        });
+        steps.push(greedyStep(entries, out.token, m.name));
         if (model.isEogToken(out.token) || steps.length >= maxSteps) break;
     }
     const answerIds = steps.map((s) => s.token);
@@ -118,7 +96,7 @@ for (const m of manifest.models) {
         shaped_as: m.shaped_as,
         seed: m.seed,
         n_vocab: m.n_vocab,
-        reference: `Jinja2 (scripts/chat/render_chat.py); llama.cpp via node-llama-cpp ${pkg.version} ` +
+        reference: `Jinja2 (scripts/chat/render_chat.py); llama.cpp via node-llama-cpp ${version} ` +
             `(${llama.llamaCppRelease?.release ?? "?"}), CPU, F32 KV cache, flash attention off, temperature 0`,
         turn1: {messages: turn1, rendered: text1, prompt_ids: ids1},
         max_steps: maxSteps,

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "api/http_message.h"
@@ -65,6 +66,10 @@ class ResponseJob {
   // True once the response is complete (the connection may move on).
   virtual bool done() const = 0;
 };
+
+// A handler either answers at once or hands back a job that answers as the
+// engine's events arrive.
+using HandlerResult = std::variant<HttpResponse, std::unique_ptr<ResponseJob>>;
 
 class GenerationJob : public ResponseJob {
  public:

@@ -34,7 +34,8 @@ class HttpConnection;
 class ConnectionHost {
  public:
   virtual ~ConnectionHost() = default;
-  virtual HandlerResult handle_request(const HttpRequest& request) = 0;
+  // May take the request's body (it is not used after this call).
+  virtual HandlerResult handle_request(HttpRequest& request) = 0;
   // Both handles are closed; the host may destroy `connection` now.
   virtual void on_connection_closed(HttpConnection* connection) = 0;
   // True once the server is shutting down: no new exchanges start.

@@ -28,7 +28,7 @@ struct HttpServer::Impl : public ConnectionHost {
   void close_all_now();
 
   // ConnectionHost
-  HandlerResult handle_request(const HttpRequest& request) override { return router->handle(request); }
+  HandlerResult handle_request(HttpRequest& request) override { return router->handle(request); }
   void on_connection_closed(HttpConnection* c) override {
     connections.erase(c);
     maybe_finish();
@@ -129,7 +129,7 @@ Status HttpServer::Impl::init() {
       }, signum);
     }
   }
-  router = std::make_unique<ApiRouter>(generator, options, waker);
+  router = std::make_unique<ApiRouter>(&loop, generator, options, waker);
   return Status::ok();
 }
 

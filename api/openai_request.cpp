@@ -18,6 +18,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr size_t kMaxStopStrings = 4;  // OpenAI: "Up to 4 sequences"
+constexpr size_t kMaxCacheSaltBytes = 1024;
 
 // The field `name` of `obj`, or nullptr when it is absent or null.
 const json* field(const json& obj, const char* name) {
@@ -40,12 +41,19 @@ std::optional<ApiError> read_float(const json& obj, const char* name, double lo,
   double x = v->get<double>();
   bool below = lo_open ? !(x > lo) : !(x >= lo);
   bool above = hi_open ? !(x < hi) : !(x <= hi);
+  // The sampler works in float: check the value it will see too (1e-50 is
+  // above 0 as a double and exactly 0 as a float; 1e39 becomes inf).
+  const float f = static_cast<float>(x);
+  const double fx = static_cast<double>(f);
+  below = below || (lo_open ? !(fx > lo) : !(fx >= lo));
+  above = above || (hi_open ? !(fx < hi) : !(fx <= hi)) || !std::isfinite(f);
   if (below || above) {
     std::string range = std::string(lo_open ? "(" : "[") + show(json(lo)) + ", " +
                         (hi == INFINITY ? std::string("inf") : show(json(hi))) + (hi_open ? ")" : "]");
-    return ApiError::invalid(quoted(name) + " must be in " + range + ", got " + show(*v), name);
+    std::string as_float = fx != x ? " (" + show(json(fx)) + " as a 32-bit float)" : "";
+    return ApiError::invalid(quoted(name) + " must be in " + range + ", got " + show(*v) + as_float, name);
   }
-  *out = static_cast<float>(x);
+  *out = f;
   return std::nullopt;
 }
 
@@ -76,6 +84,55 @@ std::optional<ApiError> read_bool(const json& obj, const char* name, const char*
   if (!v) return std::nullopt;
   if (!v->is_boolean()) return ApiError::invalid(quoted(param) + " must be a boolean", param);
   *out = v->get<bool>();
+  return std::nullopt;
+}
+
+// Fields of the OpenAI API or of llama.cpp's server that larder does not
+// implement yet. Each is refused with a 400 naming it when it asks for
+// something (a value other than its "off" value), rather than being ignored.
+struct UnsupportedField {
+  const char* name;
+  bool (*is_off)(const json& v);  // the value changes nothing
+  const char* what;               // completes "'<name>' is not supported: ..."
+};
+
+bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
+bool is_empty_string(const json& v) { return v.is_string() && v.get_ref<const std::string&>().empty(); }
+bool is_number(const json& v, double off) { return v.is_number() && v.get<double>() == off; }
+bool is_empty_object(const json& v) { return (v.is_object() || v.is_array()) && v.empty(); }
+bool never_off(const json&) { return false; }
+
+const UnsupportedField kUnsupportedFields[] = {
+  {"echo", is_false, "the prompt is not echoed back"},
+  {"suffix", is_empty_string, "no fill-in-the-middle suffix yet"},
+  {"best_of", [](const json& v) { return is_number(v, 1); }, "only best_of = 1"},
+  {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
+  {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
+  {"grammar", is_empty_string, "no grammar-constrained decoding yet"},
+  {"json_schema", is_empty_object, "no schema-constrained decoding yet"},
+  {"n_probs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
+  {"top_logprobs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
+  {"chat_template_kwargs", is_empty_object, "no extra chat template variables yet"},
+  {"mirostat", [](const json& v) { return is_number(v, 0); }, "no mirostat sampling"},
+  {"typical_p", [](const json& v) { return is_number(v, 1); }, "no locally typical sampling"},
+  {"tfs_z", [](const json& v) { return is_number(v, 1); }, "no tail-free sampling"},
+  {"dynatemp_range", [](const json& v) { return is_number(v, 0); }, "no dynamic temperature"},
+  {"xtc_probability", [](const json& v) { return is_number(v, 0); }, "no XTC sampling"},
+  {"dry_multiplier", [](const json& v) { return is_number(v, 0); }, "no DRY sampling"},
+  {"samplers", never_off, "the sampler chain is fixed (penalties, temperature, top-k, top-p, min-p)"},
+  {"audio", never_off, "no audio output"},
+  {"modalities", [](const json& v) { return v.is_array() && v.size() == 1 && v[0] == "text"; }, "text output only"},
+  {"image_data", is_empty_object, "no image input"},
+  {"lora", is_empty_object, "no LoRA adapters"},
+};
+
+std::optional<ApiError> refuse_unsupported(const json& obj) {
+  for (const UnsupportedField& f : kUnsupportedFields) {
+    const json* v = field(obj, f.name);
+    if (v && !f.is_off(*v)) {
+      return ApiError::invalid(quoted(f.name) + " is not supported: " + f.what, f.name);
+    }
+  }
   return std::nullopt;
 }
 
@@ -150,6 +207,27 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
     }
   }
 
+  if (const json* v = field(obj, "repeat_last_n")) {
+    if (!v->is_number_integer() || (v->is_number_unsigned() ? false : v->get<int64_t>() < -1)) {
+      return ApiError::invalid("'repeat_last_n' must be an integer >= -1 (-1: the whole context)", "repeat_last_n");
+    }
+    const int64_t n = v->is_number_unsigned() ? int64_t(std::min<uint64_t>(v->get<uint64_t>(), INT_MAX))
+                                              : std::min<int64_t>(v->get<int64_t>(), INT_MAX);
+    s.repeat_last_n = static_cast<int>(n);
+  }
+
+  if (const json* v = field(obj, "cache_salt")) {
+    if (!v->is_string() || v->get_ref<const std::string&>().empty() ||
+        v->get_ref<const std::string&>().size() > kMaxCacheSaltBytes) {
+      return ApiError::invalid("'cache_salt' must be a non-empty string of at most " +
+                                   std::to_string(kMaxCacheSaltBytes) + " bytes",
+                               "cache_salt");
+    }
+    out->cache_salt = v->get<std::string>();
+  }
+
+  if (auto e = refuse_unsupported(obj)) return e;
+
   // Fields larder cannot honour yet are refused rather than silently ignored.
   if (const json* v = field(obj, "response_format")) {
     const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
@@ -209,6 +287,10 @@ std::optional<ApiError> parse_content(const json& msg, const std::string& role, 
     *out += text->get_ref<const std::string&>();
   }
   return std::nullopt;
+}
+
+bool is_known_role(const std::string& role) {
+  return role == "system" || role == "developer" || role == "user" || role == "assistant" || role == "tool";
 }
 
 bool valid_function_name(const std::string& name) {
@@ -318,6 +400,13 @@ std::optional<ApiError> parse_tool_calls_field(const json& m, const std::string&
       call.arguments = "{}";
     } else if (args->is_string()) {
       call.arguments = args->get<std::string>();
+      // The template may parse it (engine/tokenizer/chat_tools.cpp): bound
+      // its nesting like the body's.
+      if (json_nesting_exceeds(call.arguments)) {
+        return ApiError::invalid("'" + ci + ".function.arguments' nests arrays/objects more than " +
+                                     std::to_string(kMaxJsonDepth) + " levels deep",
+                                 ci + ".function.arguments");
+      }
     } else if (args->is_object()) {
       call.arguments = args->dump(-1, ' ', false, json::error_handler_t::replace);
     } else {
@@ -353,6 +442,13 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
     }
     ChatMessage msg;
     msg.role = role->get<std::string>();
+    if (!is_known_role(msg.role)) {
+      return ApiError::invalid("'" + at + ".role' must be one of \"system\", \"developer\", \"user\", "
+                               "\"assistant\" or \"tool\", got " + show(*role),
+                               at + ".role");
+    }
+    // OpenAI's "developer" messages are what a chat template calls "system".
+    if (msg.role == "developer") msg.role = "system";
     if (auto e = parse_content(m, msg.role, &msg.content, &msg.content_null)) return e;
     if (auto e = parse_tool_calls_field(m, at, &msg)) return e;
     if (msg.role == "tool") {
@@ -377,6 +473,10 @@ std::optional<ApiError> parse_completion_request(std::string_view body,
                                                  CompletionRequest* out) {
   json obj;
   if (auto e = parse_object(body, &obj)) return e;
+  // A raw completion prompt is the client's own rendering (its template, FIM
+  // tokens): control-token text in it is parsed unless parse_special is
+  // false, as llama.cpp's server and vLLM do.
+  out->options.parse_special = true;
   if (auto e = parse_options(obj, defaults, &out->options)) return e;
 
   const json* p = field(obj, "prompt");

@@ -5,16 +5,25 @@
 //
 // Accepted fields (OpenAI API reference, plus llama.cpp extensions):
 //   model                 string (checked against the served id by the caller)
-//   messages (chat)       non-empty array of {role: string, content}; content is
+//   messages (chat)       non-empty array of {role, content}; role one of
+//                         system, developer (becomes "system"), user,
+//                         assistant, tool (else 400 naming messages[i].role); content is
 //                         a string, null (assistant only), or an array of
 //                         {"type": "text", "text": string} parts (concatenated)
 //   prompt (completions)  string | [string] | [token id, ...]
 //   max_tokens, max_completion_tokens  integer >= 1 (the latter wins)
 //   temperature [0, 2]; top_p (0, 1]; top_k integer >= 0; min_p [0, 1];
 //   presence_penalty, frequency_penalty [-2, 2]; repeat_penalty > 0;
+//   repeat_last_n integer >= -1; ranges hold for the value as a 32-bit
+//   float too (1e-50 is 0 as a float);
 //   seed integer (-1: random); stop string | array of <= 4 strings;
 //   n == 1; stream bool; stream_options.include_usage bool;
-//   logprobs true / > 0 -> 400 "not supported".
+//   cache_salt non-empty string of <= 1024 bytes;
+//   parse_special bool (default false for chat contents, true for a
+//   completion prompt);
+//   logprobs true / > 0 -> 400 "not supported"; so are the fields of
+//   kUnsupportedFields (echo, suffix, best_of, functions, grammar, ...)
+//   unless they hold their "off" value.
 // Function calling (chat):
 //   tools                 array of {"type": "function", "function": {"name"
 //                         (1-64 of [A-Za-z0-9_-]), "description"?: string,
@@ -26,13 +35,15 @@
 //   parallel_tool_calls   bool, accepted; every call the model writes is returned
 //   messages: assistant messages may carry "tool_calls" ([{"id": string,
 //   "type": "function", "function": {"name": string, "arguments": JSON text
-//   (an object is accepted too)}}]) with content null or absent; "tool"
+//   nesting <= kMaxJsonDepth (an object is accepted too)}}]) with content
+//   null or absent; "tool"
 //   messages need "tool_call_id" (string) and content; any message may carry
 //   a string "name".
 // Errors name the offending path, e.g. param "tools[1].function.name" or
 // "messages[2].tool_calls[0].function.arguments".
-// null counts as "not given" for every optional field; unknown fields are
-// ignored.
+// null counts as "not given" for every optional field; other unknown fields
+// are ignored.
+// Thread-safe (pure functions): the router calls them on libuv's pool.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +72,10 @@ struct GenerationOptions {
   // in message contents becomes the control token (llama.cpp's behaviour);
   // default: it stays text (a chat template's own control tokens are always parsed).
   bool parse_special = false;
+  // "cache_salt" (vLLM's field): requests with different salts never share
+  // cached KV pages, so one client cannot tell from cached_tokens or timing
+  // what another sent. "" when not given.
+  std::string cache_salt{};
 };
 
 struct ChatCompletionRequest {

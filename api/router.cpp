@@ -27,10 +27,11 @@ HttpResponse method_not_allowed(const char* allowed) {
 
 }  // namespace
 
-ApiRouter::ApiRouter(Generator& generator, const ServerOptions& options, std::shared_ptr<LoopWaker> waker)
-    : generator_(generator), options_(options), waker_(std::move(waker)), rng_(std::random_device{}()) {}
+ApiRouter::ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions& options,
+                     std::shared_ptr<LoopWaker> waker)
+    : loop_(loop), generator_(generator), options_(options), waker_(std::move(waker)), rng_(std::random_device{}()) {}
 
-HandlerResult ApiRouter::handle(const HttpRequest& request) {
+HandlerResult ApiRouter::handle(HttpRequest& request) {
   try {
     return dispatch(request);
   } catch (const std::exception& e) {
@@ -41,7 +42,7 @@ HandlerResult ApiRouter::handle(const HttpRequest& request) {
   }
 }
 
-HandlerResult ApiRouter::dispatch(const HttpRequest& request) {
+HandlerResult ApiRouter::dispatch(HttpRequest& request) {
   const std::string& method = request.method;
   if (method == "OPTIONS") {
     HttpResponse r;
@@ -90,71 +91,98 @@ std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options)
   return std::nullopt;
 }
 
-HandlerResult ApiRouter::chat_completions(const HttpRequest& request) {
+HandlerResult ApiRouter::prompt_job(std::function<PreparedRequest()> prepare) {
+  return std::make_unique<PromptJob>(loop_, waker_, std::move(prepare),
+                                     [this](PreparedGeneration p) { return submit(std::move(p)); });
+}
+
+HandlerResult ApiRouter::chat_completions(HttpRequest& request) {
+  return prompt_job([this, body = std::move(request.body)] { return prepare_chat(body); });
+}
+
+HandlerResult ApiRouter::completions(HttpRequest& request) {
+  return prompt_job([this, body = std::move(request.body)] { return prepare_completion(body); });
+}
+
+PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   ChatCompletionRequest parsed;
-  if (auto e = parse_chat_completion_request(request.body, options_.default_sampling, &parsed)) {
-    return error_response(*e);
-  }
-  if (auto e = check_model(parsed.options)) return error_response(*e);
-  ToolCallOptions tools;
+  if (auto e = parse_chat_completion_request(body, options_.default_sampling, &parsed)) return *e;
+  if (auto e = check_model(parsed.options)) return *e;
+  PreparedGeneration out;
+  out.kind = CompletionKind::kChat;
+  out.prompt_param = "messages";
   if (!parsed.chat.tools_json.empty()) {
-    tools.syntax = generator_.tool_call_syntax();
-    tools.tool_names = parsed.tool_names;
-    if (tools.syntax == ToolCallSyntax::kNone) {
-      return error_response(ApiError::invalid(
+    out.tools.syntax = generator_.tool_call_syntax();
+    out.tools.tool_names = parsed.tool_names;
+    if (out.tools.syntax == ToolCallSyntax::kNone) {
+      return ApiError::invalid(
           "this model cannot be offered tools: its chat template does not render them (a Jinja "
           "tokenizer.chat_template that uses `tools` is needed)",
-          "tools"));
+          "tools");
     }
   }
   parsed.chat.special_in_content = parsed.options.parse_special;
+  parsed.chat.cache_salt = parsed.options.cache_salt;
   Result<std::vector<int32_t>> tokens = generator_.chat_prompt(parsed.chat);
   if (!tokens.is_ok()) {
     const bool tools_error = tokens.status().code() == StatusCode::kUnsupported;
-    return error_response(ApiError::invalid(tokens.status().message(), tools_error ? "tools" : "messages"));
+    return ApiError::invalid(tokens.status().message(), tools_error ? "tools" : "messages");
   }
-  return submit(CompletionKind::kChat, parsed.options, std::move(*tokens), "messages", std::move(tools));
+  out.options = std::move(parsed.options);
+  out.prompt_tokens = std::move(*tokens);
+  if (auto e = check_prompt(out)) return *e;
+  return out;
 }
 
-HandlerResult ApiRouter::completions(const HttpRequest& request) {
+PreparedRequest ApiRouter::prepare_completion(const std::string& body) const {
   CompletionRequest parsed;
-  if (auto e = parse_completion_request(request.body, options_.default_sampling, generator_.model_info().n_vocab,
+  if (auto e = parse_completion_request(body, options_.default_sampling, generator_.model_info().n_vocab,
                                         &parsed)) {
-    return error_response(*e);
+    return *e;
   }
-  if (auto e = check_model(parsed.options)) return error_response(*e);
-  std::vector<int32_t> tokens =
-      parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens) : generator_.tokenize(parsed.prompt_text, parsed.options.parse_special);
-  return submit(CompletionKind::kText, parsed.options, std::move(tokens), "prompt");
+  if (auto e = check_model(parsed.options)) return *e;
+  PreparedGeneration out;
+  out.kind = CompletionKind::kText;
+  out.prompt_param = "prompt";
+  out.prompt_tokens = parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens)
+                                              : generator_.tokenize(parsed.prompt_text, parsed.options.parse_special);
+  out.options = std::move(parsed.options);
+  if (auto e = check_prompt(out)) return *e;
+  return out;
 }
 
-HandlerResult ApiRouter::submit(CompletionKind kind, const GenerationOptions& options,
-                                std::vector<int32_t> prompt_tokens, const char* prompt_param,
-                                ToolCallOptions tools) {
+std::optional<ApiError> ApiRouter::check_prompt(const PreparedGeneration& p) const {
   const ModelInfo& info = generator_.model_info();
-  const int n_prompt = static_cast<int>(prompt_tokens.size());
-  if (n_prompt == 0) return error_response(ApiError::invalid("the prompt is empty", prompt_param));
+  const int n_prompt = static_cast<int>(p.prompt_tokens.size());
+  if (n_prompt == 0) return ApiError::invalid("the prompt is empty", p.prompt_param);
   if (n_prompt >= info.n_ctx) {
-    return error_response(ApiError::invalid(
+    return ApiError::invalid(
         "the prompt is " + std::to_string(n_prompt) + " tokens long, but the model's context holds " +
             std::to_string(info.n_ctx) + " tokens (prompt and completion together); shorten the prompt",
-        prompt_param, "context_length_exceeded"));
+        p.prompt_param, "context_length_exceeded");
   }
-  const int room = info.n_ctx - n_prompt;
+  return std::nullopt;
+}
+
+HandlerResult ApiRouter::submit(PreparedGeneration p) {
+  const ModelInfo& info = generator_.model_info();
+  const GenerationOptions& options = p.options;
+  const int room = info.n_ctx - static_cast<int>(p.prompt_tokens.size());
   int max_tokens = options.max_tokens.value_or(options_.default_max_tokens);
   if (max_tokens <= 0 || max_tokens > room) max_tokens = room;
 
   GenerationRequest req;
-  req.prompt_tokens = std::move(prompt_tokens);
+  req.prompt_tokens = std::move(p.prompt_tokens);
   req.sampling = options.sampling;
   req.max_tokens = max_tokens;
   req.stop = options.stop;
   req.ignore_eos = options.ignore_eos;
-  req.remember_answer = kind == CompletionKind::kChat;
+  req.remember_answer = p.kind == CompletionKind::kChat;
+  req.cache_salt = options.cache_salt;
 
   CompletionMeta meta;
-  meta.kind = kind;
-  meta.id = make_completion_id(kind == CompletionKind::kChat ? "chatcmpl-" : "cmpl-", rng_);
+  meta.kind = p.kind;
+  meta.id = make_completion_id(p.kind == CompletionKind::kChat ? "chatcmpl-" : "cmpl-", rng_);
   meta.model = info.id;
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.return_tokens = options.return_tokens;
@@ -162,7 +190,7 @@ HandlerResult ApiRouter::submit(CompletionKind kind, const GenerationOptions& op
   auto sink = std::make_shared<QueueSink>(waker_);
   const uint64_t tool_call_id_seed = rng_();
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
-                                             std::move(tools), tool_call_id_seed);
+                                             std::move(p.tools), tool_call_id_seed);
   generator_.submit(std::move(req), sink);
   return std::unique_ptr<ResponseJob>(std::move(job));
 }

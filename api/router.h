@@ -1,46 +1,56 @@
 // ApiRouter: maps a parsed HTTP request to an endpoint handler, and the
 // handlers themselves (validate -> render/tokenize -> submit to the engine).
-// Runs on the loop thread; never blocks (Generator::submit only queues).
+// Runs on the loop thread and never blocks: parsing, template rendering and
+// tokenizing of generation requests run on libuv's thread pool
+// (api/prompt_job.h); Generator::submit only queues.
 #pragma once
 
+#include <uv.h>
+
+#include <functional>
 #include <memory>
+#include <optional>
 #include <random>
-#include <variant>
+#include <string>
 
 #include "api/generation_job.h"
 #include "api/http_message.h"
 #include "api/http_server.h"
 #include "api/openai_request.h"
+#include "api/prompt_job.h"
 
 namespace larder {
 
-// A handler either answers at once or hands back a job that answers as the
-// engine's events arrive.
-using HandlerResult = std::variant<HttpResponse, std::unique_ptr<ResponseJob>>;
-
 class ApiRouter {
  public:
-  ApiRouter(Generator& generator, const ServerOptions& options, std::shared_ptr<LoopWaker> waker);
+  // `loop` runs the prompt jobs' pool work (api/prompt_job.h).
+  ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions& options, std::shared_ptr<LoopWaker> waker);
 
-  // Never throws: an unexpected exception becomes a 500 server_error.
-  HandlerResult handle(const HttpRequest& request);
+  // Never throws: an unexpected exception becomes a 500 server_error. May
+  // take the request's body (generation endpoints move it to a pool thread).
+  HandlerResult handle(HttpRequest& request);
 
  private:
-  HandlerResult dispatch(const HttpRequest& request);
-  HandlerResult chat_completions(const HttpRequest& request);
-  HandlerResult completions(const HttpRequest& request);
+  HandlerResult dispatch(HttpRequest& request);
+  HandlerResult chat_completions(HttpRequest& request);
+  HandlerResult completions(HttpRequest& request);
   HttpResponse models(std::string_view model_id) const;
-  // Shared tail of both endpoints: model check, context check, max_tokens
-  // clamp, submit. `prompt_param` names the field blamed for an over-long prompt.
-  HandlerResult submit(CompletionKind kind, const GenerationOptions& options,
-                       std::vector<int32_t> prompt_tokens, const char* prompt_param,
-                       ToolCallOptions tools = {});
+  HandlerResult prompt_job(std::function<PreparedRequest()> prepare);
+  // Pool thread (thread-safe: they read only the generator and options_):
+  // parse and validate a body, render and tokenize its prompt.
+  PreparedRequest prepare_chat(const std::string& body) const;
+  PreparedRequest prepare_completion(const std::string& body) const;
+  // An empty prompt or one that fills the context: the error to answer.
+  std::optional<ApiError> check_prompt(const PreparedGeneration& p) const;
+  // Loop thread: max_tokens clamp, submit to the engine, the response job.
+  HandlerResult submit(PreparedGeneration prepared);
   std::optional<ApiError> check_model(const GenerationOptions& options) const;
 
+  uv_loop_t* loop_;
   Generator& generator_;
   const ServerOptions& options_;
   std::shared_ptr<LoopWaker> waker_;
-  std::mt19937_64 rng_;  // completion ids
+  std::mt19937_64 rng_;  // completion ids (loop thread)
 };
 
 }  // namespace larder

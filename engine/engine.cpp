@@ -138,7 +138,13 @@ struct Engine::Impl {
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
   void remember_answer(const Sequence& s);
-  std::optional<std::vector<int32_t>> find_answer(const std::string& text);
+  // The ids of a remembered answer under the chain root of its request.
+  std::optional<std::vector<int32_t>> find_answer(const std::string& text, const PageKey& chain_root);
+  // AnswerMemo scope of a chain root: "" for the engine's own root (unsalted
+  // requests), the root's bytes for a salted one.
+  std::string answer_scope(const PageKey& chain_root) const {
+    return chain_root == root ? std::string() : chain_root.to_bytes();
+  }
   void explain_cache_miss(Sequence& s);
   // The tokens of the most recent finished sequence per first page key, so
   // that a prompt which shares the start of an earlier one but misses the
@@ -247,7 +253,7 @@ void Engine::Impl::admit(std::unique_ptr<Sequence> seq) {
   // Full pages that may come from the cache: at least one prompt token is
   // always prefilled so that the first generated token has logits.
   const int n_full = (s.n_prompt - 1) / layout.page_size;
-  std::vector<PageKey> keys = prefix_chain(root, s.tokens, layout.page_size, n_full);
+  std::vector<PageKey> keys = prefix_chain(s.root, s.tokens, layout.page_size, n_full);
   int i = 0;
   for (; i < n_full; ++i) {
     auto page = cache->find(keys[size_t(i)]);
@@ -350,7 +356,7 @@ void Engine::Impl::seal_full_pages(Sequence& s) {
   const int ps = layout.page_size;
   while (int(s.page_keys.size()) < s.n_computed / ps) {
     size_t i = s.page_keys.size();
-    const PageKey& parent = i == 0 ? root : s.page_keys[i - 1];
+    const PageKey& parent = i == 0 ? s.root : s.page_keys[i - 1];
     std::span<const int32_t> page_tokens(s.tokens.data() + i * size_t(ps), size_t(ps));
     PageKey key = prefix_next(parent, page_tokens);
     s.page_keys.push_back(key);
@@ -493,16 +499,17 @@ void Engine::Impl::remember_answer(const Sequence& s) {
   if (ids.empty()) return;
   const int32_t prev = s.tokens[size_t(s.n_prompt) - 1];
   if (tokenizer->decode_text(ids, prev) != s.emitted_text) return;
-  answers.remember(s.emitted_text, ids);
-  if (workers) workers->put_async(answer_key(root, s.emitted_text), encode_answer_record(s.emitted_text, ids));
+  answers.remember(s.emitted_text, ids, answer_scope(s.root));
+  if (workers) workers->put_async(answer_key(s.root, s.emitted_text), encode_answer_record(s.emitted_text, ids));
 }
 
 // Memory first, then the disk tier (a synchronous point read of a small
 // record, on the caller's thread: a returning chat after a restart).
-std::optional<std::vector<int32_t>> Engine::Impl::find_answer(const std::string& text) {
-  if (auto ids = answers.find(text)) return ids;
+std::optional<std::vector<int32_t>> Engine::Impl::find_answer(const std::string& text, const PageKey& chain_root) {
+  const std::string scope = answer_scope(chain_root);
+  if (auto ids = answers.find(text, scope)) return ids;
   if (!store) return std::nullopt;
-  const PageKey key = answer_key(root, text);
+  const PageKey key = answer_key(chain_root, text);
   Result<std::optional<std::string>> record = store->get(key);
   if (!record.is_ok() || !*record) return std::nullopt;
   std::optional<std::vector<int32_t>> ids = decode_answer_record(**record, text, n_vocab);
@@ -512,7 +519,7 @@ std::optional<std::vector<int32_t>> Engine::Impl::find_answer(const std::string&
     if (workers) workers->erase_async(key);
     return std::nullopt;
   }
-  answers.remember(text, *ids);
+  answers.remember(text, *ids, scope);
   return ids;
 }
 
@@ -705,6 +712,7 @@ Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) con
   // Mark every message content (chat_prompt.h), with the stored ids of the
   // answers we remember; render again and tokenize knowing where they are.
   std::vector<ChatContent> contents;
+  const PageKey chain_root = salted_root(m.root, request.cache_salt);
   ChatRequest marked = request;
   for (size_t i = 0; i < request.messages.size(); ++i) {
     const ChatMessage& msg = request.messages[i];
@@ -712,7 +720,7 @@ Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) con
     std::optional<std::string> stand_in = marked_content(msg.content, contents.size());
     if (!stand_in) continue;
     ChatContent c{msg.content, std::nullopt};
-    if (msg.role == "assistant") c.ids = m.find_answer(msg.content);
+    if (msg.role == "assistant") c.ids = m.find_answer(msg.content, chain_root);
     marked.messages[i].content = std::move(*stand_in);
     contents.push_back(std::move(c));
   }
@@ -741,6 +749,7 @@ void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> s
   Impl& m = *impl_;
   auto seq = std::make_unique<Sequence>(m.next_id++, std::move(request), std::move(sink),
                                         *m.tokenizer, m.n_vocab);
+  seq->root = salted_root(m.root, seq->request.cache_salt);
   ++m.stats.requests_total;
   {
     std::lock_guard<std::mutex> lk(m.mu);

@@ -42,6 +42,10 @@ struct GenerationRequest {
   // Chat requests: when the answer ends (stop or length), keep its ids under
   // its text so that the next turn's prompt reuses them (Generator::chat_prompt).
   bool remember_answer = false;
+  // The request's own cache salt (OpenAI/vLLM `cache_salt`): requests with
+  // different salts never share KV pages or remembered answers; "" shares
+  // with every unsalted request (engine/kv/prefix_hash.h salted_root).
+  std::string cache_salt{};
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -117,6 +121,9 @@ struct ChatRequest {
   // user) becomes the control token, as in llama.cpp's server. Default: it
   // stays text, and only the template's own control tokens are parsed.
   bool special_in_content = false;
+  // The request's cache salt (GenerationRequest::cache_salt): remembered
+  // answers are looked up under it.
+  std::string cache_salt{};
 };
 
 // How a model writes a tool call in its output, detected from its chat

@@ -51,6 +51,7 @@ struct Sequence {
   int n_cached = 0;                  // prompt positions restored from memory or disk
   int n_generated = 0;
   std::vector<int32_t> block_table;  // page ids, (ceil(n_computed / page_size))
+  PageKey root;                      // chain root: the engine's, salted by request.cache_salt
   std::vector<PageKey> page_keys;    // keys of the sealed leading pages, in order
   std::vector<PageKey> disk_keys;    // keys being looked up on disk
   FinishReason finish = FinishReason::kNone;

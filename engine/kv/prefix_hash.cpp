@@ -37,6 +37,17 @@ PageKey prefix_root(const std::array<uint8_t, 16>& fingerprint, const KvLayout& 
   return key_from(XXH3_128bits(buf.data(), buf.size()));
 }
 
+PageKey salted_root(const PageKey& root, std::string_view request_salt) {
+  if (request_salt.empty()) return root;
+  std::string buf;
+  buf.append("larder-kv-salt-v1");
+  put_u64(buf, root.hi);
+  put_u64(buf, root.lo);
+  put_u64(buf, request_salt.size());
+  buf.append(request_salt);
+  return key_from(XXH3_128bits(buf.data(), buf.size()));
+}
+
 PageKey prefix_next(const PageKey& parent, std::span<const int32_t> page_tokens) {
   std::string buf;
   buf.reserve(16 + page_tokens.size() * 4);

@@ -26,6 +26,13 @@ namespace larder {
 PageKey prefix_root(const std::array<uint8_t, 16>& fingerprint, const KvLayout& layout,
                     std::string_view numerics, std::string_view cache_salt);
 
+// The root for a request that sends its own `cache_salt` (vLLM's field):
+// `root` itself when request_salt is empty (pages of unsalted requests keep
+// their keys), else XXH3-128 of "larder-kv-salt-v1" | root (hi, lo as u64
+// LE) | u64 size + bytes of request_salt. Requests with different salts
+// never share a page: every page key descends from its root.
+PageKey salted_root(const PageKey& root, std::string_view request_salt);
+
 // Key of the page holding `page_tokens` (exactly page_size ids) after `parent`.
 PageKey prefix_next(const PageKey& parent, std::span<const int32_t> page_tokens);
 

@@ -15,9 +15,16 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
+// An extreme penalty (repeat_penalty 1e-38 divides a logit of 10 past
+// FLT_MAX) saturates at +-FLT_MAX instead of making the softmax NaN.
 float penalised(float logit, int count, float repeat_penalty, float presence, float frequency) {
+  const float in = logit;
   if (repeat_penalty != 1.0f) logit = logit > 0.0f ? logit / repeat_penalty : logit * repeat_penalty;
-  return logit - frequency * static_cast<float>(count) - (count > 0 ? presence : 0.0f);
+  const float out = logit - frequency * static_cast<float>(count) - (count > 0 ? presence : 0.0f);
+  if (std::isinf(out) && std::isfinite(in)) {
+    return std::copysign(std::numeric_limits<float>::max(), out);
+  }
+  return out;
 }
 
 // Fills p over c[0, n) with softmax of the logits; returns nothing. All -inf:
@@ -87,7 +94,19 @@ void apply_temperature(std::vector<Candidate>& c, float temperature) {
   }
   if (temperature == 1.0f) return;
   const float inv = 1.0f / temperature;
-  for (Candidate& x : c) x.logit *= inv;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (const Candidate& x : c) max_logit = std::max(max_logit, x.logit);
+  if (std::isfinite(max_logit * inv)) {
+    for (Candidate& x : c) x.logit *= inv;
+    return;
+  }
+  // A temperature so small that max_logit / temperature overflows: scale the
+  // distances from the best logit instead (the same softmax, no inf - inf);
+  // at inv = inf only the best logits keep a finite value (0).
+  for (Candidate& x : c) {
+    const float d = x.logit - max_logit;  // <= 0
+    x.logit = d == 0.0f ? 0.0f : d * inv;
+  }
 }
 
 void softmax(std::vector<Candidate>& c) {

@@ -12,14 +12,25 @@ namespace larder {
 
 AnswerMemo::AnswerMemo(size_t max_tokens) : max_tokens_(max_tokens) {}
 
-AnswerMemo::Key AnswerMemo::key_of(std::string_view text) {
-  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+AnswerMemo::Key AnswerMemo::key_of(std::string_view text, std::string_view scope) {
+  XXH128_hash_t h;
+  if (scope.empty()) {
+    h = XXH3_128bits(text.data(), text.size());
+  } else {
+    // u64 scope size | scope | text: no two (scope, text) pairs share bytes.
+    std::string buf;
+    const uint64_t n = scope.size();
+    for (int i = 0; i < 8; ++i) buf.push_back(char((n >> (8 * i)) & 0xff));
+    buf.append(scope);
+    buf.append(text);
+    h = XXH3_128bits(buf.data(), buf.size());
+  }
   return Key{h.high64, h.low64};
 }
 
-void AnswerMemo::remember(std::string_view text, std::span<const int32_t> ids) {
+void AnswerMemo::remember(std::string_view text, std::span<const int32_t> ids, std::string_view scope) {
   if (text.empty() || ids.empty() || ids.size() > max_tokens_) return;
-  const Key key = key_of(text);
+  const Key key = key_of(text, scope);
   std::lock_guard<std::mutex> lk(mu_);
   if (auto it = index_.find(key); it != index_.end()) {
     n_tokens_ -= it->second->ids.size();
@@ -36,9 +47,9 @@ void AnswerMemo::remember(std::string_view text, std::span<const int32_t> ids) {
   n_tokens_ += ids.size();
 }
 
-std::optional<std::vector<int32_t>> AnswerMemo::find(std::string_view text) const {
+std::optional<std::vector<int32_t>> AnswerMemo::find(std::string_view text, std::string_view scope) const {
   if (text.empty()) return std::nullopt;
-  const Key key = key_of(text);
+  const Key key = key_of(text, scope);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = index_.find(key);
   if (it == index_.end() || it->second->text_size != text.size()) return std::nullopt;

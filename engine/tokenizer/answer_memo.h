@@ -45,9 +45,11 @@ class AnswerMemo {
   // final end-of-generation token excluded). Empty text or ids, or an answer
   // longer than the whole bound, are not kept. Replaces an earlier entry for
   // the same text.
-  void remember(std::string_view text, std::span<const int32_t> ids);
-  // The ids recorded for exactly this text, if still kept.
-  std::optional<std::vector<int32_t>> find(std::string_view text) const;
+  // `scope` separates tenants (the cache root of a salted request, as
+  // bytes): an answer remembered under one scope is not found under another.
+  void remember(std::string_view text, std::span<const int32_t> ids, std::string_view scope = {});
+  // The ids recorded for exactly this text under `scope`, if still kept.
+  std::optional<std::vector<int32_t>> find(std::string_view text, std::string_view scope = {}) const;
 
   size_t n_answers() const;
   size_t n_tokens() const;
@@ -65,7 +67,7 @@ class AnswerMemo {
     size_t text_size;
     std::vector<int32_t> ids;
   };
-  static Key key_of(std::string_view text);
+  static Key key_of(std::string_view text, std::string_view scope);
 
   const size_t max_tokens_;
   mutable std::mutex mu_;

@@ -57,7 +57,8 @@ class FakeGenerator : public Generator {
 
   std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      pass_gate(lock);
       parse_special_seen_.push_back(parse_special);
     }
     std::vector<int32_t> out = {kBos};
@@ -65,9 +66,27 @@ class FakeGenerator : public Generator {
     return out;
   }
 
+  // A slow prompt: while the gate is closed, render_chat and tokenize wait
+  // (as a huge template rendering would) until open_prompt_gate().
+  void close_prompt_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gate_closed_ = true;
+  }
+  void open_prompt_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    gate_closed_ = false;
+    cv_.notify_all();
+  }
+  // True when `n` callers wait at the closed gate within `timeout`.
+  bool wait_at_gate(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return n_at_gate_ >= n; });
+  }
+
   Result<std::string> render_chat(const ChatRequest& request) const override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      pass_gate(lock);
       last_chat_ = request;
     }
     std::string out;
@@ -122,6 +141,14 @@ class FakeGenerator : public Generator {
   }
 
  private:
+  void pass_gate(std::unique_lock<std::mutex>& lock) const {
+    if (!gate_closed_) return;
+    ++n_at_gate_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !gate_closed_; });
+    --n_at_gate_;
+  }
+
   void answer(FakeScript script, int n_prompt, std::shared_ptr<GenerationSink> sink) {
     GenerationEvent final_event;
     final_event.done = true;
@@ -163,7 +190,9 @@ class FakeGenerator : public Generator {
   std::atomic<ToolCallSyntax> syntax_{ToolCallSyntax::kHermes};
   mutable ChatRequest last_chat_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable std::condition_variable cv_;
+  bool gate_closed_ = false;
+  mutable size_t n_at_gate_ = 0;
   FakeScript script_;
   std::vector<GenerationRequest> requests_;
   mutable std::vector<bool> parse_special_seen_;

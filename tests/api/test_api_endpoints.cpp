@@ -186,12 +186,14 @@ TEST_CASE("completions endpoint, non-streaming and streaming", "[api]") {
     REQUIRE(reqs.size() == 1);
     CHECK(reqs[0].prompt_tokens == std::vector<int32_t>{FakeGenerator::kBos, 'a', 'b', 'c'});
     CHECK(reqs[0].max_tokens == 4);
-    // Completions parse special-token text only when asked ("parse_special").
-    CHECK(ts.fake().parse_special_seen() == std::vector<bool>{false});
-    auto special = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"abc","max_tokens":4,"parse_special":true})");
-    REQUIRE(special);
-    CHECK(special->status == 200);
-    CHECK(ts.fake().parse_special_seen() == std::vector<bool>{false, true});
+    // A raw completion prompt parses control-token text by default (the
+    // client rendered it: llama.cpp's server and vLLM do the same);
+    // "parse_special": false keeps it text.
+    CHECK(ts.fake().parse_special_seen() == std::vector<bool>{true});
+    auto plain = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"abc","max_tokens":4,"parse_special":false})");
+    REQUIRE(plain);
+    CHECK(plain->status == 200);
+    CHECK(ts.fake().parse_special_seen() == std::vector<bool>{true, false});
   }
   SECTION("parse_special reaches the chat request; a non-boolean is a 400 naming it") {
     auto r = http(ts.port(), "POST", "/v1/chat/completions",

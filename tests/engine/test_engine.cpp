@@ -472,3 +472,46 @@ TEST_CASE("a cache miss part-way names the first token that differs from the ear
   CHECK(third.final.cached_tokens == 288);        // a full hit: nothing to explain
   CHECK(third.final.cache_divergence_pos == -1);
 }
+
+// Seen in hostile testing: a second user sending "cache_salt": "B" got 336
+// of 352 tokens from the first user's "cache_salt": "A" prefix, so
+// cached_tokens confirmed a guess of what someone else sent. Pages are now
+// keyed under a root salted by the request (vLLM's semantics), in memory and
+// on disk.
+TEST_CASE("requests with different cache_salt never share pages, also after a restart", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  std::vector<int32_t> prompt;
+  std::mt19937 rng(7);
+  prompt.push_back(1);  // BOS
+  for (int i = 0; i < 100; ++i) prompt.push_back(int32_t(3 + rng() % 500));
+  // Full pages a hit may cover: (101 - 1) / 16 = 6 pages = 96 tokens.
+  const int full = 96;
+  auto salted = [&](const std::string& salt) {
+    GenerationRequest r = greedy_request(prompt, 2);
+    r.cache_salt = salt;
+    return r;
+  };
+  std::vector<int32_t> tokens_a;
+  {
+    auto engine = make_engine(options_for(model, dir.str()));
+    Generated a = generate(*engine, salted("A"));
+    CHECK(a.final.cached_tokens == 0);
+    tokens_a = a.tokens;
+    CHECK(generate(*engine, salted("B")).final.cached_tokens == 0);
+    CHECK(generate(*engine, salted("")).final.cached_tokens == 0);
+    Generated again = generate(*engine, salted("A"));
+    CHECK(again.final.cached_tokens == full);
+    CHECK(again.tokens == tokens_a);
+    CHECK(generate(*engine, salted("B")).final.cached_tokens == full);
+    CHECK(generate(*engine, salted("")).final.cached_tokens == full);
+    engine->flush_storage();
+  }
+  // From disk: each salt finds its own pages; a new salt finds none.
+  auto engine = make_engine(options_for(model, dir.str()));
+  CHECK(generate(*engine, salted("C")).final.cached_tokens == 0);
+  Generated disk_a = generate(*engine, salted("A"));
+  CHECK(disk_a.final.cached_tokens == full);
+  CHECK(disk_a.tokens == tokens_a);
+  CHECK(engine->stats().pages_restored_disk == 6);
+}

@@ -57,3 +57,16 @@ TEST_CASE("prefix chain keys name the whole prefix", "[kv]") {
   CHECK(!(prefix_root(fingerprint_0_to_15(), layout, "cpu-2-avx512", "") == root));
   CHECK(!(prefix_root(fingerprint_0_to_15(), layout, "ab", "c") == prefix_root(fingerprint_0_to_15(), layout, "a", "bc")));
 }
+
+// Expected: b"larder-kv-salt-v1" + pack('<QQ', root.hi, root.lo) + pack('<Q', 6)
+// + b"user-B" hashed with `xxhsum -H2` (root: the first case's) ->
+// e2ea46d7ffe4cb2a 4ec95f0210acaf8e.
+TEST_CASE("a request's cache_salt gives another root; no salt keeps the root", "[kv]") {
+  KvLayout layout{5, 32, 16, KvDtype::kF32};
+  PageKey root = prefix_root(fingerprint_0_to_15(), layout, "n", "s");
+  PageKey salted = salted_root(root, "user-B");
+  CHECK(salted.hi == 0xe2ea46d7ffe4cb2aull);
+  CHECK(salted.lo == 0x4ec95f0210acaf8eull);
+  CHECK(salted_root(root, "") == root);
+  CHECK(!(salted_root(root, "user-A") == salted));
+}

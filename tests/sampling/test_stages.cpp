@@ -214,3 +214,39 @@ TEST_CASE("draw is the inverse CDF in array order", "[sampling]") {
   CHECK(sampling::draw(unnorm, 0.49) == 1);
   CHECK(sampling::draw(unnorm, 0.51) == 2);
 }
+
+// Seen in hostile testing: tiny temperatures and penalties made the logits
+// inf, the softmax NaN and the output a stream of one token. The result must
+// stay a distribution: by hand, logits [2, 1, 0] at T = 1e-38 (1/T ~ 1e38,
+// 2/T past FLT_MAX) put all mass on id 0; at T = 1e-30 (finite products)
+// too, as exp(-1e30) is 0. Two tied best logits share the mass equally.
+TEST_CASE("extreme temperatures and penalties give a distribution, never NaN", "[sampling]") {
+  for (float t : {1e-30f, 1e-38f, 1e-45f}) {
+    INFO("T = " << t);
+    auto c = from_logits({2.0f, 1.0f, 0.0f});
+    sampling::apply_temperature(c, t);
+    sampling::softmax(c);
+    REQUIRE(ids_of(c) == std::vector<int32_t>{0, 1, 2});
+    CHECK(c[0].p == 1.0f);
+    CHECK(c[1].p == 0.0f);
+    CHECK(c[2].p == 0.0f);
+  }
+  auto tied = from_logits({5.0f, 1.0f, 5.0f});
+  sampling::apply_temperature(tied, 1e-40f);
+  sampling::softmax(tied);
+  CHECK(tied[0].p == 0.5f);
+  CHECK(tied[1].p == 0.5f);
+  CHECK(tied[2].p == 0.0f);
+
+  // repeat_penalty 1e-38 divides the logit 10 of a seen token past FLT_MAX:
+  // it saturates, so the seen token takes all the mass, with no NaN.
+  auto pen = from_logits({10.0f, 3.0f, -1.0f});
+  const std::vector<int32_t> seen = {0, 2};
+  sampling::apply_penalties(pen, seen, 1e-38f, 0.0f, 0.0f);
+  CHECK(pen[0].logit == std::numeric_limits<float>::max());
+  CHECK(pen[2].logit == Approx(-1e-38f));
+  sampling::softmax(pen);
+  for (const Candidate& x : pen) CHECK(!std::isnan(x.p));
+  CHECK(pen[0].id == 0);
+  CHECK(pen[0].p == 1.0f);
+}

@@ -67,4 +67,19 @@ TEST_CASE("answer records: round trip, and every damaged or foreign record is re
   CHECK_FALSE(answer_key(root, text) == answer_key(other_root, text));
 }
 
+TEST_CASE("AnswerMemo scopes: an answer remembered for one tenant is not found for another", "[answer_memo]") {
+  AnswerMemo memo(100);
+  const std::vector<int32_t> ids = {5, 6, 7};
+  memo.remember("Hello", ids, "tenant-a");
+  CHECK(memo.find("Hello", "tenant-a") == ids);
+  CHECK(!memo.find("Hello", "tenant-b"));
+  CHECK(!memo.find("Hello"));
+  memo.remember("Hello", std::vector<int32_t>{9});
+  CHECK(memo.find("Hello") == std::vector<int32_t>{9});
+  CHECK(memo.find("Hello", "tenant-a") == ids);
+  // The scope and the text do not run into each other.
+  CHECK(!memo.find("loHello", "tenant-a"));
+  CHECK(!memo.find("Hello", "tenant-"));
+}
+
 }  // namespace larder

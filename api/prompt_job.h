@@ -1,0 +1,69 @@
+// PromptJob: the part of a generation request that may take long — parsing
+// and validating the JSON body, rendering the chat template, tokenizing,
+// reading remembered answers from the disk tier — runs on libuv's thread
+// pool (uv_queue_work), never on the loop thread. When it is done, the loop
+// thread gets the result (an error response, or a ready-to-submit request)
+// and the job continues as the response that follows from it.
+//
+// Lifetime: the work item holds the shared state; destroying the job (the
+// client went away, shutdown) cancels work that has not started yet and
+// makes a running one's result be dropped when it arrives. The loop does
+// not end while work is in flight (libuv keeps it alive), so `prepare` may
+// use objects that live as long as the server.
+//
+// Threads: constructed, pumped and destroyed on the loop thread; `prepare`
+// runs on a pool thread and must only touch thread-safe state.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "api/api_error.h"
+#include "api/generation_job.h"
+#include "api/openai_request.h"
+#include "api/tool_calls.h"
+
+namespace larder {
+
+// A request parsed, validated and tokenized: what the loop thread submits.
+struct PreparedGeneration {
+  CompletionKind kind = CompletionKind::kText;
+  GenerationOptions options;
+  std::vector<int32_t> prompt_tokens;
+  const char* prompt_param = "prompt";  // the field blamed for an over-long prompt
+  ToolCallOptions tools;
+};
+// The outcome of the pool step: an error to answer, or a request to submit.
+using PreparedRequest = std::variant<ApiError, PreparedGeneration>;
+
+class PromptJob : public ResponseJob {
+ public:
+  using Prepare = std::function<PreparedRequest()>;                  // pool thread
+  using Submit = std::function<HandlerResult(PreparedGeneration)>;  // loop thread
+
+  // Queues `prepare` on `loop`'s thread pool; `waker` is woken when it is
+  // done (the server then pumps its connections), and the next pump() either
+  // answers the error or calls `submit` and continues as the job it returns.
+  // A failure to queue answers 500 at the first pump().
+  PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit);
+  ~PromptJob() override;
+  PromptJob(const PromptJob&) = delete;
+  PromptJob& operator=(const PromptJob&) = delete;
+
+  void pump(ResponseWriter& writer) override;
+  bool done() const override { return done_; }
+
+  struct State;  // shared with the work item (api/prompt_job.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+  Submit submit_;
+  std::unique_ptr<ResponseJob> next_;  // what submit_ returned
+  bool done_ = false;
+};
+
+}  // namespace larder

@@ -1,0 +1,109 @@
+// The loop thread never waits for a prompt: parsing, template rendering and
+// tokenizing run on libuv's thread pool (api/prompt_job.h). Seen in hostile
+// testing before: 30,000 one-letter messages froze /health and every stream
+// for 12 s while the template rendered them on the loop thread.
+#include <catch2/catch.hpp>
+
+#include "tests/api/test_client.h"
+
+using nlohmann::json;
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+constexpr auto kWait = std::chrono::milliseconds(5000);
+
+std::string post(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// Opens the gate when the test leaves, so the server's loop can finish.
+struct GateGuard {
+  FakeGenerator& fake;
+  ~GateGuard() { fake.open_prompt_gate(); }
+};
+
+}  // namespace
+
+TEST_CASE("/health and other streams answer while a prompt is being built", "[api]") {
+  TestServer ts;
+  GateGuard guard{ts.fake()};
+  ts.fake().close_prompt_gate();
+
+  // Two slow requests (a chat and a completion) are stuck in their prompt.
+  TestClient chat(ts.port()), text(ts.port());
+  REQUIRE(chat.send_raw(post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3})")));
+  REQUIRE(text.send_raw(post("/v1/completions", R"({"prompt":"abc","max_tokens":3})")));
+  REQUIRE(ts.fake().wait_at_gate(2, kWait));
+
+  // The loop is free: /health, /v1/models and a bad request are answered
+  // while both prompts are still held.
+  auto health = http(ts.port(), "GET", "/health");
+  REQUIRE(health);
+  CHECK(health->status == 200);
+  auto models = http(ts.port(), "GET", "/v1/models");
+  REQUIRE(models);
+  CHECK(models->status == 200);
+  auto bad = http(ts.port(), "POST", "/v1/chat/completions", "{");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(ts.fake().requests().empty());
+
+  ts.fake().open_prompt_gate();
+  auto r1 = chat.read_response();
+  auto r2 = text.read_response();
+  REQUIRE(r1);
+  REQUIRE(r2);
+  CHECK(r1->status == 200);
+  CHECK(r1->json()["choices"][0]["message"]["content"] == "Hello world");
+  CHECK(r2->status == 200);
+  CHECK(r2->json()["choices"][0]["text"] == "Hello world");
+  CHECK(ts.fake().requests().size() == 2);
+}
+
+TEST_CASE("a client gone while its prompt is built: nothing reaches the engine", "[api]") {
+  TestServer ts;
+  GateGuard guard{ts.fake()};
+  ts.fake().close_prompt_gate();
+  {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw(post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}]})")));
+    REQUIRE(ts.fake().wait_at_gate(1, kWait));
+  }  // closed while the prompt is held
+  // More requests than libuv's pool has threads (4) wait at the gate too;
+  // their clients leave as well. Work that never started is cancelled.
+  for (int i = 0; i < 8; ++i) {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw(post("/v1/completions", R"({"prompt":"abc"})")));
+    c.close();
+  }
+  CHECK(http(ts.port(), "GET", "/health")->status == 200);
+  ts.fake().open_prompt_gate();
+  // The server still serves, and none of the abandoned requests was submitted.
+  auto r = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  auto reqs = ts.fake().requests();
+  REQUIRE(reqs.size() == 1);
+  CHECK(reqs[0].prompt_tokens == std::vector<int32_t>{FakeGenerator::kBos, 'x'});
+}
+
+TEST_CASE("stop while a prompt is being built: run() returns once the pool work ends", "[api]") {
+  TestServer ts;
+  GateGuard guard{ts.fake()};
+  ts.fake().close_prompt_gate();
+  TestClient c(ts.port());
+  REQUIRE(c.send_raw(post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3})")));
+  REQUIRE(ts.fake().wait_at_gate(1, kWait));
+  ts.server().request_stop();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ts.fake().open_prompt_gate();
+  // The exchange in flight is answered (within the grace period) and the
+  // server stops.
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(ts.stop(kWait));
+}

@@ -27,13 +27,11 @@ bool have_gpu() {
   return n.is_ok() && n.value() > 0;
 }
 
-#define LARDER_REQUIRE_GPU()                                                           \
-  if (!have_gpu()) {                                                                   \
-    WARN("skipped: no CUDA device (" << (cuda_device_count().is_ok()                   \
-                                             ? std::string("0 devices")                \
-                                             : cuda_device_count().status().message()) \
-                                     << ")");                                          \
-    return;                                                                            \
+#define LARDER_REQUIRE_GPU()                                                                      \
+  if (!have_gpu()) {                                                                              \
+    LARDER_SKIP("no CUDA device (" +                                                              \
+                (cuda_device_count().is_ok() ? std::string("0 devices")                          \
+                                             : cuda_device_count().status().message()) + ")"); \
   }
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
@@ -133,7 +131,7 @@ TEST_CASE("CUDA logits match CPU logits on stories260K (prefill and decode)", "[
   for (const char* file : {"stories260K.gguf", "stories260K-f16.gguf", "stories260K-q8_0.gguf"}) {
     for (const char* f32w : {"f16", "f32"}) {
       auto opt = test_model_path(file);
-      if (!opt) continue;
+      if (!opt) LARDER_MISSING_MODEL(file);
       INFO(file << " f32_weights=" << f32w);
       auto model = Model::load(*opt).value();
       const bool exact = std::string(f32w) == "f32" && std::string(file) == "stories260K.gguf";

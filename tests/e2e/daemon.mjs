@@ -5,11 +5,20 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+// The test model's path, or null when it is absent and a skip is allowed.
+// In CI (CI=true) or with LARDER_TEST_MODELS set by hand (scripts/test.sh
+// marks its own default with LARDER_TEST_MODELS_DEFAULTED=1) a missing
+// model throws: the run fails instead of skipping (tests/support/skip.h).
 export function modelPath(file = 'stories260K.gguf') {
   const dir = process.env.LARDER_TEST_MODELS;
-  if (!dir) return null;
-  const p = join(dir, file);
-  return existsSync(p) ? p : null;
+  const p = dir ? join(dir, file) : null;
+  if (p && existsSync(p)) return p;
+  const explicit = dir && process.env.LARDER_TEST_MODELS_DEFAULTED !== '1';
+  if (process.env.CI === 'true' || explicit) {
+    throw new Error(`test model ${file} not found in ${dir || '(LARDER_TEST_MODELS unset)'}; ` +
+                    'in CI, or with LARDER_TEST_MODELS set, it must be present');
+  }
+  return null;
 }
 
 export function tempDir() {

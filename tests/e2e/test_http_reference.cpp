@@ -69,10 +69,7 @@ json reference() {
 TEST_CASE("reference.json greedy continuations token for token over HTTP", "[e2e]") {
   for (const char* file : {"stories260K.gguf", "stories260K-f16.gguf", "stories260K-q8_0.gguf"}) {
     auto path = test_model_path(file);
-    if (!path) {
-      WARN("skipped: test model " << file << " not found (set LARDER_TEST_MODELS)");
-      continue;
-    }
+    if (!path) LARDER_MISSING_MODEL(file);
     const bool q8 = std::string(file).find("q8_0") != std::string::npos;
     LiveServer live(*path);
     TestClient client(live.server->port());

@@ -46,10 +46,7 @@ std::vector<float> dequantize(const GgufTensorInfo& t) {
 TEST_CASE("stories260K files parse with the README's metadata and shapes", "[gguf]") {
   for (const FileCase& fc : kFiles) {
     auto p = testing::test_model_path(fc.file);
-    if (!p) {
-      WARN("skipped: test model " << fc.file << " not found");
-      continue;
-    }
+    if (!p) LARDER_MISSING_MODEL(fc.file);
     INFO(fc.file);
     auto r = GgufFile::open(*p);
     REQUIRE(r.is_ok());

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "tests/support/skip.h"
+
 namespace larder::testing {
 
 // The test model directory: $LARDER_TEST_MODELS if set, else the repository's
@@ -18,11 +20,9 @@ std::optional<std::string> test_models_dir();
 
 // Use at the top of a TEST_CASE that needs a real model file:
 //   LARDER_REQUIRE_MODEL(path, "stories260K.gguf");
-// Declares `std::string path`, or WARNs and returns when it is absent.
+// Declares `std::string path`; when the file is absent the case is skipped
+// (or fails in CI / with LARDER_TEST_MODELS set: tests/support/skip.h).
 #define LARDER_REQUIRE_MODEL(var, file)                                           \
   auto var##_opt = ::larder::testing::test_model_path(file);                      \
-  if (!var##_opt) {                                                               \
-    WARN("skipped: test model " file " not found (set LARDER_TEST_MODELS)");      \
-    return;                                                                       \
-  }                                                                               \
+  if (!var##_opt) LARDER_MISSING_MODEL(file);                                     \
   const std::string var = *var##_opt

@@ -14,6 +14,8 @@ packages=(
   librocksdb-dev libuv1-dev node-llhttp nlohmann-json3-dev catch2
   libxxhash-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libcli11-dev
+  # fuzzing (bench/fuzz.sh; a short run is part of scripts/test.sh)
+  clang libclang-rt-14-dev
   # tests, tools and end-to-end clients
   python3 python3-numpy nodejs npm curl ca-certificates
 )

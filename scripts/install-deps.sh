@@ -14,8 +14,8 @@ packages=(
   librocksdb-dev libuv1-dev node-llhttp nlohmann-json3-dev catch2
   libxxhash-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libcli11-dev
-  # tests, tools and end-to-end clients
-  python3 python3-numpy nodejs npm curl ca-certificates
+  # tests, tools and end-to-end clients (chromium: the CORS tests in a real browser)
+  python3 python3-numpy nodejs npm curl ca-certificates chromium
 )
 
 check_only=0

@@ -115,8 +115,8 @@ void HttpConnection::on_timer() {
   switch (mode) {
     case TimerMode::kRequest:
       spdlog::debug("api: request not received within {} s: 408", seconds(limits_.request_timeout_ms));
-      fail(408, "the request did not arrive within " + seconds(limits_.request_timeout_ms) +
-                    " seconds (request_timeout_s)");
+      fail(408, "the request did not arrive in time (request_timeout_s = " + seconds(limits_.request_timeout_ms) +
+                    ")");
       break;
     case TimerMode::kSendStall:
       spdlog::debug("api: client read nothing of its response for {} s: closing", seconds(limits_.idle_timeout_ms));

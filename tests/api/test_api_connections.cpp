@@ -131,7 +131,7 @@ TEST_CASE("request_timeout: a request not complete in time gets 408 and close", 
     REQUIRE(r);
     CHECK(r->status == 408);
     CHECK(r->header("connection") == "close");
-    CHECK(r->json()["error"]["message"].get<std::string>().find("0.3 seconds") != std::string::npos);
+    CHECK(r->json()["error"]["message"].get<std::string>().find("request_timeout_s = 0.3") != std::string::npos);
     CHECK(c.wait_closed(3000ms));
   }
   SECTION("a body shorter than its Content-Length") {

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cassert>
 #include <cctype>
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
 
 #include "api/openai_response.h"
 
 namespace larder {
 
 namespace {
-
-constexpr size_t kReadBufferBytes = 64 << 10;
 
 HttpConnection* self(llhttp_t* p) { return static_cast<HttpConnection*>(p->data); }
 
@@ -24,14 +25,25 @@ std::string lower(std::string s) {
   return s;
 }
 
+std::string seconds(uint64_t ms) {
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000) {
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03u", static_cast<unsigned>(ms % 1000));
+    s += frac;
+    while (s.back() == '0') s.pop_back();
+  }
+  return s;
+}
+
 }  // namespace
 
 HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, ConnectionLimits limits)
-    : host_(host), limits_(limits), read_buf_(kReadBufferBytes) {
+    : host_(host), limits_(limits) {
   uv_tcp_init(loop, &tcp_);
-  uv_timer_init(loop, &linger_timer_);
+  uv_timer_init(loop, &timer_);
   tcp_.data = this;
-  linger_timer_.data = this;
+  timer_.data = this;
   open_handles_ = 2;
   llhttp_init(&parser_, HTTP_REQUEST, &parser_settings());
   parser_.data = this;
@@ -59,15 +71,64 @@ int HttpConnection::accept(uv_stream_t* listener) {
   int rc = uv_accept(listener, reinterpret_cast<uv_stream_t*>(&tcp_));
   if (rc != 0) return rc;
   uv_tcp_nodelay(&tcp_, 1);
-  return uv_read_start(
+  rc = uv_read_start(
       reinterpret_cast<uv_stream_t*>(&tcp_),
-      [](uv_handle_t* h, size_t, uv_buf_t* buf) {
-        auto* c = static_cast<HttpConnection*>(h->data);
-        *buf = uv_buf_init(c->read_buf_.data(), static_cast<unsigned>(c->read_buf_.size()));
-      },
+      [](uv_handle_t* h, size_t, uv_buf_t* buf) { *buf = static_cast<HttpConnection*>(h->data)->host_.read_buffer(); },
       [](uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
         static_cast<HttpConnection*>(s->data)->on_read(nread, buf);
       });
+  if (rc == 0) rest_timer();
+  return rc;
+}
+
+// ---- timers -----------------------------------------------------------------
+
+size_t HttpConnection::queued_bytes() const {
+  return uv_stream_get_write_queue_size(reinterpret_cast<const uv_stream_t*>(&tcp_));
+}
+
+void HttpConnection::start_timer(TimerMode mode, uint64_t ms) {
+  if (closing_) return;
+  timer_mode_ = mode;
+  uv_timer_start(&timer_, [](uv_timer_t* t) { static_cast<HttpConnection*>(t->data)->on_timer(); }, ms, 0);
+}
+
+void HttpConnection::stop_timer() {
+  timer_mode_ = TimerMode::kNone;
+  if (!closing_) uv_timer_stop(&timer_);
+}
+
+void HttpConnection::rest_timer() {
+  if (closing_ || shutting_down_ || timer_mode_ == TimerMode::kRequest) return;
+  if (queued_bytes() > 0) {
+    if (timer_mode_ != TimerMode::kSendStall) start_timer(TimerMode::kSendStall, limits_.idle_timeout_ms);
+  } else if (exchange_active_) {
+    stop_timer();
+  } else if (timer_mode_ != TimerMode::kIdle) {
+    start_timer(TimerMode::kIdle, limits_.idle_timeout_ms);
+  }
+}
+
+void HttpConnection::on_timer() {
+  const TimerMode mode = timer_mode_;
+  timer_mode_ = TimerMode::kNone;
+  switch (mode) {
+    case TimerMode::kRequest:
+      spdlog::debug("api: request not received within {} s: 408", seconds(limits_.request_timeout_ms));
+      fail(408, "the request did not arrive in time (request_timeout_s = " + seconds(limits_.request_timeout_ms) +
+                    ")");
+      break;
+    case TimerMode::kSendStall:
+      spdlog::debug("api: client read nothing of its response for {} s: closing", seconds(limits_.idle_timeout_ms));
+      close();
+      break;
+    case TimerMode::kIdle:
+    case TimerMode::kLinger:
+      close();
+      break;
+    case TimerMode::kNone:
+      break;
+  }
 }
 
 // ---- parser callbacks -------------------------------------------------------
@@ -75,7 +136,8 @@ int HttpConnection::accept(uv_stream_t* listener) {
 bool HttpConnection::count_head_bytes(size_t n) {
   head_bytes_ += n;
   if (head_bytes_ <= limits_.max_head_bytes) return true;
-  limit_status_ = 431;
+  refuse_status_ = 431;
+  refuse_message_ = "the request line and headers exceed " + std::to_string(limits_.max_head_bytes) + " bytes";
   return false;
 }
 
@@ -86,7 +148,9 @@ int HttpConnection::on_message_begin(llhttp_t* p) {
   c->header_value_.clear();
   c->last_was_value_ = false;
   c->head_bytes_ = 0;
-  c->limit_status_ = 0;
+  c->refuse_status_ = 0;
+  c->refuse_message_.clear();
+  c->start_timer(TimerMode::kRequest, c->limits_.request_timeout_ms);
   return 0;
 }
 
@@ -129,8 +193,17 @@ int HttpConnection::on_headers_complete(llhttp_t* p) {
   r.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
   r.http_major = p->http_major;
   r.http_minor = p->http_minor;
+  if (p->method == HTTP_CONNECT) {
+    c->refuse_status_ = 405;
+    c->refuse_message_ = "CONNECT is not supported: larder is not a proxy";
+    return -1;
+  }
+  // An Upgrade (websocket, h2c) is ignored, as RFC 9110 section 7.8 allows:
+  // the request is answered as plain HTTP/1.1 and the connection stays HTTP.
+  p->upgrade = 0;
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->limits_.max_body_bytes) {
-    c->limit_status_ = 413;
+    c->refuse_status_ = 413;
+    c->refuse_message_ = "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes";
     return -1;
   }
   const std::string* expect = r.header("expect");
@@ -143,7 +216,8 @@ int HttpConnection::on_headers_complete(llhttp_t* p) {
 int HttpConnection::on_body(llhttp_t* p, const char* at, size_t n) {
   HttpConnection* c = self(p);
   if (c->request_.body.size() + n > c->limits_.max_body_bytes) {
-    c->limit_status_ = 413;
+    c->refuse_status_ = 413;
+    c->refuse_message_ = "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes";
     return HPE_USER;
   }
   c->request_.body.append(at, n);
@@ -193,21 +267,19 @@ void HttpConnection::process_input() {
     data.swap(input_);
     llhttp_errno_t err = llhttp_execute(&parser_, data.data(), data.size());
     if (err == HPE_OK) continue;
-    if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) {
+    if (err == HPE_PAUSED) {
       const char* pos = llhttp_get_error_pos(&parser_);
       input_.assign(pos, static_cast<size_t>(data.data() + data.size() - pos));
-      if (err == HPE_PAUSED_UPGRADE) {
-        keep_alive_ = false;  // we never switch protocols
-      } else {
-        llhttp_resume(&parser_);
-      }
+      llhttp_resume(&parser_);
       dispatch();
       continue;
     }
-    if (limit_status_ == 431) {
-      fail(431, "the request line and headers exceed " + std::to_string(limits_.max_head_bytes) + " bytes");
-    } else if (limit_status_ == 413) {
-      fail(413, "the request body exceeds " + std::to_string(limits_.max_body_bytes) + " bytes");
+    if (refuse_status_ != 0) {
+      fail(refuse_status_, refuse_message_);
+    } else if (err == HPE_PAUSED_H2_UPGRADE) {
+      fail(505, "HTTP/2 is not supported: use HTTP/1.1");
+    } else if (err == HPE_PAUSED_UPGRADE) {
+      fail(400, "protocol upgrades are not supported");  // on_headers_complete clears them; kept for safety
     } else {
       fail(400, std::string("malformed HTTP request: ") + llhttp_errno_name(err));
     }
@@ -217,10 +289,13 @@ void HttpConnection::process_input() {
 
 void HttpConnection::dispatch() {
   exchange_active_ = true;
+  stop_timer();  // nothing is timed while answering
+  rest_timer();  // (bytes of an earlier response may still wait)
   http_minor_ = request_.http_minor;
   head_only_ = request_.method == "HEAD";
   if (host_.stopping()) keep_alive_ = false;
-  HandlerResult result = host_.handle_request(request_);
+  exchange_headers_.clear();
+  HandlerResult result = host_.handle_request(request_, &exchange_headers_);
   request_ = HttpRequest();  // free the body now
   if (auto* response = std::get_if<HttpResponse>(&result)) {
     send(std::move(*response));
@@ -252,12 +327,15 @@ void HttpConnection::complete_exchange() {
     close_after_flush();
     return;
   }
+  rest_timer();
   process_input();
 }
 
 void HttpConnection::fail(int status, std::string message) {
   exchange_active_ = true;
   keep_alive_ = false;
+  head_only_ = false;
+  exchange_headers_.clear();
   send(error_response(ApiError{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt}));
   close_after_flush();
 }
@@ -286,7 +364,7 @@ void HttpConnection::close() {
     if (--c->open_handles_ == 0) c->host_.on_connection_closed(c);  // destroys c
   };
   uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&linger_timer_), on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_closed);
 }
 
 void HttpConnection::close_after_flush() {
@@ -295,6 +373,9 @@ void HttpConnection::close_after_flush() {
   draining_ = true;
   job_.reset();
   input_.clear();
+  stop_timer();
+  // A client that reads nothing would hold the shutdown back forever.
+  if (queued_bytes() > 0) start_timer(TimerMode::kSendStall, limits_.idle_timeout_ms);
   auto req = std::make_unique<uv_shutdown_t>();
   int rc = uv_shutdown(req.get(), reinterpret_cast<uv_stream_t*>(&tcp_), [](uv_shutdown_t* r, int status) {
     std::unique_ptr<uv_shutdown_t> owned(r);
@@ -310,14 +391,14 @@ void HttpConnection::close_after_flush() {
 void HttpConnection::on_shutdown_done(int status) {
   shutdown_done_ = true;
   if (closing_) return;
+  stop_timer();
   if (status < 0 || peer_closed_ || host_.stopping() || limits_.linger_ms == 0) {
     close();
     return;
   }
   // Keep reading (and discarding) until the client closes or the linger
   // time is over.
-  uv_timer_start(&linger_timer_, [](uv_timer_t* t) { static_cast<HttpConnection*>(t->data)->close(); },
-                 limits_.linger_ms, 0);
+  start_timer(TimerMode::kLinger, limits_.linger_ms);
 }
 
 // ---- output -----------------------------------------------------------------
@@ -331,7 +412,18 @@ void HttpConnection::write(std::string data) {
     std::unique_ptr<WriteRequest> owned(reinterpret_cast<WriteRequest*>(r));
     auto* c = static_cast<HttpConnection*>(r->handle->data);
     --c->pending_writes_;
-    if (status < 0) c->close();  // the client is gone (UV_ECANCELED: already closing)
+    if (status < 0) {
+      c->close();  // the client is gone (UV_ECANCELED: already closing)
+    } else if (c->timer_mode_ == TimerMode::kSendStall) {
+      // The client took bytes: restart the stall timer, or stop it when
+      // nothing waits any more.
+      if (c->queued_bytes() > 0) {
+        c->start_timer(TimerMode::kSendStall, c->limits_.idle_timeout_ms);
+      } else {
+        c->timer_mode_ = TimerMode::kNone;
+        c->rest_timer();
+      }
+    }
   });
   if (rc != 0) {
     close();
@@ -339,12 +431,20 @@ void HttpConnection::write(std::string data) {
   }
   ++pending_writes_;
   (void)w.release();  // freed by the callback
+  const size_t queued = queued_bytes();
+  if (queued > limits_.max_queued_write_bytes) {
+    spdlog::warn("api: a client left {} response bytes unread (max {}): closing its connection", queued,
+                 limits_.max_queued_write_bytes);
+    close();
+  } else if (queued > 0 && (timer_mode_ == TimerMode::kNone || timer_mode_ == TimerMode::kIdle)) {
+    start_timer(TimerMode::kSendStall, limits_.idle_timeout_ms);
+  }
 }
 
 void HttpConnection::add_common_headers(HttpHeaders* headers) const {
   headers->emplace_back("Connection", keep_alive_ && !host_.stopping() ? "keep-alive" : "close");
   headers->emplace_back("Server", "larder");
-  for (const auto& h : cors_headers()) headers->push_back(h);
+  for (const auto& h : exchange_headers_) headers->push_back(h);
 }
 
 void HttpConnection::send(HttpResponse response) {

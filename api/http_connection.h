@@ -5,7 +5,18 @@
 // implements. One exchange at a time: bytes of the next pipelined request
 // wait until the current response is complete.
 //
-// Closing: close() closes the socket and the linger timer at once (an
+// Timeouts (one timer per connection, ConnectionLimits): waiting for a
+// request's first byte (after accept or a response) is the idle timeout
+// (close, nothing sent); from a request's first byte to its last, the
+// request timeout (408, close); while response bytes wait in the write
+// queue without any being taken by the client, the idle timeout again
+// (close). While the request is being answered (generating) nothing is
+// timed. Queued response bytes over max_queued_write_bytes close at once.
+// Reads go into one buffer the host shares among its connections (the
+// bytes are copied or parsed before the read callback returns), so an idle
+// connection holds no read buffer.
+//
+// Closing: close() closes the socket and the timer at once (an
 // unfinished ResponseJob is destroyed, which cancels its generation); once
 // both close callbacks ran, ConnectionHost::on_connection_closed() is called
 // and the host destroys the object. After a response that ends the
@@ -34,8 +45,12 @@ class HttpConnection;
 class ConnectionHost {
  public:
   virtual ~ConnectionHost() = default;
-  // May take the request's body (it is not used after this call).
-  virtual HandlerResult handle_request(HttpRequest& request) = 0;
+  // `response_headers` (empty on entry): headers every response of this
+  // exchange carries (CORS); the connection adds them. May take the
+  // request's body (it is not used after this call).
+  virtual HandlerResult handle_request(HttpRequest& request, HttpHeaders* response_headers) = 0;
+  // The loop-wide read buffer (valid until the read callback returns).
+  virtual uv_buf_t read_buffer() = 0;
   // Both handles are closed; the host may destroy `connection` now.
   virtual void on_connection_closed(HttpConnection* connection) = 0;
   // True once the server is shutting down: no new exchanges start.
@@ -46,6 +61,9 @@ struct ConnectionLimits {
   size_t max_head_bytes = 64 << 10;  // request line + headers; more: 431
   size_t max_body_bytes = 8 << 20;   // more: 413
   uint64_t linger_ms = 2000;         // discard time after a closing response
+  uint64_t request_timeout_ms = 30000;  // first byte to last of a request; then 408
+  uint64_t idle_timeout_ms = 60000;     // no request (keep-alive), or no response byte taken
+  size_t max_queued_write_bytes = 16 << 20;
 };
 
 class HttpConnection : public ResponseWriter {
@@ -83,6 +101,8 @@ class HttpConnection : public ResponseWriter {
   static int on_message_complete(llhttp_t* p);
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
+  enum class TimerMode { kNone, kIdle, kRequest, kSendStall, kLinger };
+
   bool count_head_bytes(size_t n);  // false: over the limit (431)
   void process_input();
   void dispatch();
@@ -92,13 +112,20 @@ class HttpConnection : public ResponseWriter {
   void on_shutdown_done(int status);
   void write(std::string data);
   void add_common_headers(HttpHeaders* headers) const;
+  size_t queued_bytes() const;
+  void start_timer(TimerMode mode, uint64_t ms);
+  void stop_timer();
+  // Between requests: the send-stall timer while bytes wait, else nothing
+  // while answering, else the idle timer. Leaves a running request timer.
+  void rest_timer();
+  void on_timer();
 
   ConnectionHost& host_;
   ConnectionLimits limits_;
   uv_tcp_t tcp_{};
-  uv_timer_t linger_timer_{};
+  uv_timer_t timer_{};
+  TimerMode timer_mode_ = TimerMode::kNone;
   int open_handles_ = 0;
-  std::vector<char> read_buf_;
 
   llhttp_t parser_{};
   HttpRequest request_;      // the request being parsed
@@ -106,13 +133,15 @@ class HttpConnection : public ResponseWriter {
   std::string header_value_;
   bool last_was_value_ = false;
   size_t head_bytes_ = 0;
-  int limit_status_ = 0;     // 413/431 when a limit stopped the parser
+  int refuse_status_ = 0;    // 405/413/431 when a callback stopped the parser
+  std::string refuse_message_;
   std::string input_;        // received, not yet parsed bytes
 
   bool exchange_active_ = false;  // a request is being answered
   bool keep_alive_ = true;
   int http_minor_ = 1;            // of the request being answered
   bool chunked_ = false;          // the streamed response uses chunked framing
+  HttpHeaders exchange_headers_;  // the host's headers for every response of this exchange
   std::unique_ptr<ResponseJob> job_;
   int pending_writes_ = 0;
   bool in_process_ = false;

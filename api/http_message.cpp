@@ -23,6 +23,8 @@ const char* http_reason_phrase(int status) {
     case 200: return "OK";
     case 204: return "No Content";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -31,18 +33,9 @@ const char* http_reason_phrase(int status) {
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
   }
-}
-
-const HttpHeaders& cors_headers() {
-  static const HttpHeaders kCors = {
-      {"Access-Control-Allow-Origin", "*"},
-      {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
-      {"Access-Control-Allow-Headers", "*"},
-      {"Access-Control-Max-Age", "86400"},
-  };
-  return kCors;
 }
 
 std::string encode_response_head(int status, const HttpHeaders& headers) {

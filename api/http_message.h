@@ -29,7 +29,7 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
-  HttpHeaders headers;  // extra headers (CORS and framing headers are added by the connection)
+  HttpHeaders headers;  // extra headers (framing, Connection, Server and CORS headers are added by the connection)
   std::string body;
 };
 
@@ -52,10 +52,6 @@ class ResponseWriter {
 
 // "OK", "Not Found", ...; "Unknown" for codes we never send.
 const char* http_reason_phrase(int status);
-
-// The permissive CORS headers every response carries (desktop apps and
-// browser-based clients call the daemon from another origin).
-const HttpHeaders& cors_headers();
 
 // "HTTP/1.1 <status> <reason>\r\n" + headers + "\r\n". `headers` must already
 // hold the framing headers (Content-Length or Transfer-Encoding).

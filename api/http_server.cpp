@@ -1,19 +1,68 @@
 #include "api/http_server.h"
 
+#include <sys/resource.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <csignal>
+#include <optional>
+#include <string>
+#include <vector>
 #include <mutex>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
+#include "api/access_policy.h"
 #include "api/generation_job.h"
 #include "api/http_connection.h"
 #include "api/router.h"
+#include "api/openai_response.h"
 #include "api/uv_handle.h"
 
 namespace larder {
+
+namespace {
+
+constexpr size_t kReadBufferBytes = 64 << 10;
+// Descriptors kept for everything but connections (RocksDB files, the
+// model, libuv's own, logs).
+constexpr rlim_t kReservedFds = 256;
+
+// max_connections, lowered where the descriptor limit cannot hold it (after
+// raising the soft limit toward the hard one).
+int fit_connection_cap(int wanted) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return wanted;
+  const rlim_t need = static_cast<rlim_t>(wanted) + kReservedFds;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need ? need : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need) return wanted;
+  const int fit = rl.rlim_cur > 2 * kReservedFds ? static_cast<int>(rl.rlim_cur - kReservedFds)
+                                                 : std::max(1, static_cast<int>(rl.rlim_cur / 2));
+  spdlog::warn("api: max_connections {} lowered to {}: this process may open only {} files (ulimit -n)", wanted,
+               fit, static_cast<uint64_t>(rl.rlim_cur));
+  return fit;
+}
+
+// The whole answer to a connection over the cap.
+std::string too_many_connections_response(int cap) {
+  HttpResponse r = error_response(ApiError{503,
+                                           "too many connections (this server takes " + std::to_string(cap) +
+                                               " at once: [server] max_connections); try again later",
+                                           "server_error", std::nullopt, std::string("too_many_connections")});
+  HttpHeaders headers = {{"Content-Type", r.content_type},
+                         {"Content-Length", std::to_string(r.body.size())},
+                         {"Connection", "close"},
+                         {"Retry-After", "1"},
+                         {"Server", "larder"}};
+  return encode_response_head(503, headers) + r.body;
+}
+
+}  // namespace
 
 struct HttpServer::Impl : public ConnectionHost {
   Impl(const ServerOptions& o, Generator& g) : options(o), generator(g) {}
@@ -21,6 +70,7 @@ struct HttpServer::Impl : public ConnectionHost {
 
   Status init();
   void on_new_connection(int status);
+  void refuse_connection();
   void on_wake();
   void on_stop();
   void on_grace_expired();
@@ -28,7 +78,14 @@ struct HttpServer::Impl : public ConnectionHost {
   void close_all_now();
 
   // ConnectionHost
-  HandlerResult handle_request(HttpRequest& request) override { return router->handle(request); }
+  HandlerResult handle_request(HttpRequest& request, HttpHeaders* response_headers) override {
+    *response_headers = access->response_headers(request);
+    if (std::optional<HttpResponse> refusal = access->check(request)) return std::move(*refusal);
+    return router->handle(request);
+  }
+  uv_buf_t read_buffer() override {
+    return uv_buf_init(read_buf.data(), static_cast<unsigned>(read_buf.size()));
+  }
   void on_connection_closed(HttpConnection* c) override {
     connections.erase(c);
     maybe_finish();
@@ -47,7 +104,13 @@ struct HttpServer::Impl : public ConnectionHost {
   UvHandle<uv_signal_t> sigterm;
   std::shared_ptr<LoopWaker> waker;
   std::unique_ptr<ApiRouter> router;
+  std::optional<AccessPolicy> access;
+  std::vector<char> read_buf = std::vector<char>(kReadBufferBytes);  // shared by every connection's reads
   std::unordered_map<HttpConnection*, std::unique_ptr<HttpConnection>> connections;
+  int max_connections = 0;       // options.max_connections, fitted to the descriptor limit
+  std::string refusal_503;       // the answer above max_connections
+  uint64_t last_refusal_log_ms = 0;
+  uint64_t n_refused = 0;
   int port = 0;
   bool stopping_ = false;
   bool finished = false;  // every server handle closed
@@ -70,6 +133,15 @@ Status HttpServer::Impl::init() {
   loop_initialized = true;
   const std::string where = options.host + ":" + std::to_string(options.port);
   if (options.port < 0 || options.port > 65535) return Status::invalid_argument("bad port in " + where);
+  Result<AccessPolicy> policy = AccessPolicy::create(options);
+  if (!policy.is_ok()) return policy.status();
+  access = std::move(*policy);
+  if (options.max_connections < 1) return Status::invalid_argument("max_connections must be at least 1");
+  if (!(options.request_timeout_s > 0) || !(options.idle_timeout_s > 0)) {
+    return Status::invalid_argument("request_timeout_s and idle_timeout_s must be above 0");
+  }
+  max_connections = fit_connection_cap(options.max_connections);
+  refusal_503 = too_many_connections_response(max_connections);
 
   sockaddr_storage addr{};
   if (uv_ip4_addr(options.host.c_str(), options.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
@@ -134,13 +206,43 @@ Status HttpServer::Impl::init() {
 }
 
 void HttpServer::Impl::on_new_connection(int status) {
+  // (Out of descriptors, libuv accepts and closes the pending connections
+  // with a descriptor it keeps in reserve, and reports UV_EMFILE here: the
+  // listener never spins.)
   if (status < 0 || stopping_) return;
+  if (static_cast<int>(connections.size()) >= max_connections) {
+    refuse_connection();
+    return;
+  }
+  const auto ms = [](double s) { return static_cast<uint64_t>(std::max(1.0, s * 1000)); };
   ConnectionLimits limits;
   limits.max_body_bytes = options.max_body_bytes;
+  limits.request_timeout_ms = ms(options.request_timeout_s);
+  limits.idle_timeout_ms = ms(options.idle_timeout_s);
+  limits.max_queued_write_bytes = options.max_queued_write_bytes;
   auto conn = std::make_unique<HttpConnection>(&loop, *this, limits);
   HttpConnection* raw = conn.get();
   connections.emplace(raw, std::move(conn));
   if (raw->accept(reinterpret_cast<uv_stream_t*>(listener.get())) != 0) raw->close();
+}
+
+void HttpServer::Impl::refuse_connection() {
+  auto tcp = std::make_unique<uv_tcp_t>();
+  uv_tcp_init(&loop, tcp.get());
+  if (uv_accept(reinterpret_cast<uv_stream_t*>(listener.get()), reinterpret_cast<uv_stream_t*>(tcp.get())) == 0) {
+    // A fresh socket's send buffer takes these few hundred bytes at once.
+    uv_buf_t buf = uv_buf_init(refusal_503.data(), static_cast<unsigned>(refusal_503.size()));
+    (void)uv_try_write(reinterpret_cast<uv_stream_t*>(tcp.get()), &buf, 1);
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(tcp.release()),
+           [](uv_handle_t* h) { std::unique_ptr<uv_tcp_t> owned(reinterpret_cast<uv_tcp_t*>(h)); });
+  ++n_refused;
+  const uint64_t now = uv_now(&loop);
+  if (last_refusal_log_ms == 0 || now - last_refusal_log_ms >= 10000) {
+    spdlog::warn("api: {} connection(s) refused: max_connections ({}) are open", n_refused, max_connections);
+    last_refusal_log_ms = now;
+    n_refused = 0;
+  }
 }
 
 void HttpServer::Impl::on_wake() {

@@ -6,12 +6,22 @@
 //   GET  /v1/models             {"object":"list","data":[...]}
 //   GET  /v1/models/{id}
 //   GET  /health                {"status":"ok"}
-//   OPTIONS *                   204 (CORS preflight)
-// Every response carries permissive CORS headers. Unknown path: 404; known
-// path with another method: 405. Errors are OpenAI-shaped JSON
-// (api/api_error.h). HTTP/1.1 keep-alive, pipelining, `Connection: close`,
-// Content-Length and chunked request bodies. Limits: request head 64 KiB
-// (431), body max_body_bytes (413), unparsable HTTP (400, then close).
+//   OPTIONS *                   204 (a CORS preflight only for allowed origins)
+// Before routing, every request passes the Host allow-list, the CORS origin
+// check, the API key check and (for browsers) the JSON content-type check:
+// api/access_policy.h. Unknown path: 404; known path with another method:
+// 405. Errors are OpenAI-shaped JSON (api/api_error.h). HTTP/1.1
+// keep-alive, pipelining, `Connection: close`, Content-Length and chunked
+// request bodies. `Upgrade` headers are ignored (the request is answered as
+// plain HTTP/1.1); CONNECT gets 405 and the HTTP/2 preface 505, then close.
+// Limits: request head 64 KiB (431), body max_body_bytes (413), unparsable
+// HTTP (400, then close); connections above max_connections get 503 and are
+// closed at once; a request whose head and body do not arrive within
+// request_timeout_s gets 408 and close; a keep-alive connection idle for
+// idle_timeout_s is closed, and so is one whose client reads nothing of its
+// response for that long or leaves more than max_queued_write_bytes unread.
+// Generating is never timed out: the timeouts only run while the server
+// waits for the client.
 //
 // Threads: create() and run() on the loop thread; request_stop() from any
 // thread. The engine delivers events on its own thread; they cross to the
@@ -23,6 +33,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/generation.h"
 #include "storage/status.h"
@@ -37,13 +48,29 @@ struct ServerOptions {
   int default_max_tokens = -1;              // when the request gives none (-1: until the context is full)
   bool handle_signals = false;              // SIGINT/SIGTERM -> request_stop() (uv_signal on the loop)
   double shutdown_grace_s = 10;             // in-flight responses get this long to finish after stop, then are cancelled
+
+  // Access (api/access_policy.h).
+  std::vector<std::string> allowed_hosts;   // Host names answered besides localhost and the listen address ("*": any)
+  std::vector<std::string> cors_origins;    // web origins allowed to call the API ("*": any); empty: none
+  std::vector<std::string> api_keys;        // Bearer keys; empty: no key needed
+
+  // Connections.
+  int max_connections = 1024;               // more at once: 503 and close (lowered to fit the descriptor limit)
+  double request_timeout_s = 30;            // head + body of a request must arrive within this: else 408 and close
+  double idle_timeout_s = 60;               // keep-alive idle time, and how long a client may read nothing
+  size_t max_queued_write_bytes = 16 << 20; // response bytes a client leaves unread beyond the socket buffers
 };
 
 class HttpServer {
  public:
   // Binds and listens (nothing runs yet). Errors: kIOError
   // "cannot listen on 127.0.0.1:8080: address already in use";
-  // kInvalidArgument for an unparsable host or a port outside [0, 65535].
+  // kInvalidArgument for an unparsable host, a port outside [0, 65535], a
+  // bad allowed_hosts / cors_origins entry or API key, max_connections < 1,
+  // or a timeout that is not positive. Raises the soft RLIMIT_NOFILE toward
+  // the hard one when max_connections needs it; where the hard limit is too
+  // low, max_connections is lowered (with a warning) so that the listener
+  // never runs out of descriptors.
   static Result<std::unique_ptr<HttpServer>> create(const ServerOptions& options, Generator& generator);
   // Closes whatever is still open (cancelling in-flight generations) and
   // releases the loop. Call from the thread that ran run() (or created it).

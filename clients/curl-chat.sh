@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Streaming, then non-streaming chat against a running larderd.
 #   clients/curl-chat.sh [BASE_URL]   (default http://127.0.0.1:8080)
+# Sends $LARDER_API_KEY as the API key when it is set.
 set -euo pipefail
 base=${1:-http://127.0.0.1:8080}
-model=$(curl -s "$base/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+auth=()
+if [ -n "${LARDER_API_KEY:-}" ]; then auth=(-H "Authorization: Bearer $LARDER_API_KEY"); fi
+model=$(curl -s "${auth[@]}" "$base/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 echo "model: $model"
-curl -sN "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "{
+curl -sN "${auth[@]}" "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "{
   \"model\": \"$model\", \"stream\": true, \"max_tokens\": 40,
   \"stream_options\": {\"include_usage\": true},
   \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story about a cat.\"}]}"
 echo
-curl -s "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "{
+curl -s "${auth[@]}" "$base/v1/chat/completions" -H 'Content-Type: application/json' -d "{
   \"model\": \"$model\", \"max_tokens\": 40, \"temperature\": 0,
   \"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story about a cat.\"}]}"
 echo

@@ -31,6 +31,8 @@ constexpr KeyFlag kKeyFlags[] = {
     {"--ctx", "model.context_length", "N",
      "context length served, in tokens; 0: the model's ([model] context_length)"},
     {"--log-level", "log.level", "L", "trace, debug, info, warn, error, critical or off ([log] level)"},
+    {"--api-key-file", "server.api_key_file", "FILE",
+     "API keys clients must send, one per line ([server] api_key_file; also $LARDER_API_KEY)"},
 };
 
 constexpr const char* kFooter =

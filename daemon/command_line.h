@@ -1,7 +1,8 @@
 // larderd's command line. The flag names are relied on by scripts and
 // admins; do not rename them:
 //   --model PATH  --host H  --port N  --cache-dir DIR  --config FILE
-//   --threads N   --ctx N   --log-level L  --print-config  --help  --version
+//   --threads N   --ctx N   --log-level L  --api-key-file FILE
+//   --print-config  --help  --version
 //
 // Precedence: built-in defaults < config file < flags. The config file is
 // --config FILE, else the file named by $LARDER_CONFIG, else none:

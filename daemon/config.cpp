@@ -15,7 +15,9 @@
 
 #include <toml++/toml.h>
 
+#include "api/access_policy.h"
 #include "daemon/byte_size.h"
+#include "daemon/toml_text.h"
 
 namespace larder {
 namespace {
@@ -25,12 +27,13 @@ namespace {
 // message), how to store it and how to read it back (for dump_config). Adding
 // a key means one row here and one documented line in config/larder.toml.
 
-enum class Kind { kInt, kFloat, kString, kSize };
+enum class Kind { kInt, kFloat, kString, kSize, kStringList };
 
 struct Value {
   int64_t i = 0;     // kInt, kSize (bytes)
   double f = 0;      // kFloat
   std::string s;     // kString
+  std::vector<std::string> list;  // kStringList (a TOML array of strings; flags: comma-separated)
 };
 
 // Returns OK, or a non-OK Status whose (optional) message adds detail to
@@ -45,7 +48,11 @@ struct KeySpec {
   std::string_view allowed;  // completes "must be ..."
   ApplyFn apply;
   GetFn get;
+  bool secret = false;  // never shown: dump_config and error messages print kRedacted instead
 };
+
+// What dump_config prints for each secret list entry; refused when read back.
+constexpr std::string_view kRedacted = "<redacted>";
 
 Status bad(std::string detail = "") { return Status::invalid_argument(std::move(detail)); }
 
@@ -72,6 +79,21 @@ Value of_float(double f) {
   return v;
 }
 Value of_string(std::string s) { Value v; v.s = std::move(s); return v; }
+Value of_list(std::vector<std::string> list) { Value v; v.list = std::move(list); return v; }
+
+// Normalizes every entry with `normalize` into `out`; the first bad entry's
+// reason is the error detail.
+Status apply_list(const std::vector<std::string>& in, Result<std::string> (*normalize)(std::string_view),
+                  std::vector<std::string>& out) {
+  std::vector<std::string> result;
+  for (const std::string& entry : in) {
+    Result<std::string> n = normalize(entry);
+    if (!n.is_ok()) return bad(n.status().message());
+    if (std::find(result.begin(), result.end(), *n) == result.end()) result.push_back(*n);
+  }
+  out = std::move(result);
+  return Status::ok();
+}
 
 constexpr int kMaxCtx = 1 << 20;
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug", "info", "warn",
@@ -108,6 +130,40 @@ const KeySpec kSpecs[] = {
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 3600)); c.server.shutdown_grace_s = v.f; return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.shutdown_grace_s); }},
+  {"server", "allowed_hosts", Kind::kStringList,
+   "a list of host names or IP addresses without a port (\"*\": any; \".example.lan\": the domain and its subdomains)",
+   [](const Value& v, DaemonConfig& c) { return apply_list(v.list, &normalize_allowed_host, c.server.allowed_hosts); },
+   [](const DaemonConfig& c) { return of_list(c.server.allowed_hosts); }},
+  {"server", "cors_origins", Kind::kStringList,
+   "a list of web origins like \"http://localhost:3000\" (\"*\": any)",
+   [](const Value& v, DaemonConfig& c) { return apply_list(v.list, &normalize_cors_origin, c.server.cors_origins); },
+   [](const DaemonConfig& c) { return of_list(c.server.cors_origins); }},
+  {"server", "api_keys", Kind::kStringList, "a list of API keys (printable ASCII without spaces)",
+   [](const Value& v, DaemonConfig& c) {
+     for (size_t i = 0; i < v.list.size(); ++i) {
+       const std::string n = std::to_string(i + 1);
+       if (v.list[i] == kRedacted) return bad("key " + n + " is " + std::string(kRedacted) + ": --print-config hides the keys; put the real ones back");
+       if (!valid_api_key(v.list[i])) return bad("key " + n + " is not 1 to 4096 printable ASCII characters without spaces");
+     }
+     c.server.api_keys = v.list; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_list(c.server.api_keys); }, /*secret=*/true},
+  {"server", "api_key_file", Kind::kString, "a path to a file of API keys, one per line (empty: none)",
+   [](const Value& v, DaemonConfig& c) { c.api_key_file = expand_home(v.s); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.api_key_file); }},
+  {"server", "max_connections", Kind::kInt, "an integer between 1 and 1000000",
+   [](const Value& v, DaemonConfig& c) {
+     LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 1000000)); c.server.max_connections = int(v.i); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.server.max_connections); }},
+  {"server", "request_timeout_s", Kind::kFloat, "a number of seconds above 0 and at most 86400",
+   [](const Value& v, DaemonConfig& c) {
+     if (!(v.f > 0 && v.f <= 86400)) return bad();
+     c.server.request_timeout_s = v.f; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_float(c.server.request_timeout_s); }},
+  {"server", "idle_timeout_s", Kind::kFloat, "a number of seconds above 0 and at most 86400",
+   [](const Value& v, DaemonConfig& c) {
+     if (!(v.f > 0 && v.f <= 86400)) return bad();
+     c.server.idle_timeout_s = v.f; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_float(c.server.idle_timeout_s); }},
   // [cache]
   {"cache", "dir", Kind::kString, "a directory path (empty: no disk tier)",
    [](const Value& v, DaemonConfig& c) { c.engine.cache_dir = expand_home(v.s); return Status::ok(); },
@@ -240,84 +296,21 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 // ---- formatting -----------------------------------------------------------
 
-std::string toml_quote(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// Shortest decimal text that reads back as the same double; always a TOML
-// float literal (has '.', 'e', "inf" or "nan").
-std::string format_float(double f) {
-  if (std::isnan(f)) return "nan";
-  if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
-  // The shortest text that reads back as f (10 -> "10", not "1e+01").
-  char buf[40];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
-  std::string s = ec == std::errc() ? std::string(buf, end) : std::to_string(f);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
-}
-
-std::string format_value(const KeySpec& spec, const Value& v) {
+std::string format_value(const KeySpec& spec, const Value& v, bool redact) {
   switch (spec.kind) {
     case Kind::kInt: return std::to_string(v.i);
     case Kind::kFloat: return format_float(v.f);
     case Kind::kString: return toml_quote(v.s);
     case Kind::kSize: return toml_quote(format_byte_size(v.i));
+    case Kind::kStringList: {
+      std::string out = "[";
+      for (const std::string& e : v.list) {
+        out += (out.size() > 1 ? ", " : "") + toml_quote(redact && spec.secret ? kRedacted : std::string_view(e));
+      }
+      return out + "]";
+    }
   }
   return "";
-}
-
-const char* type_name(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    default: return "a date/time";
-  }
-}
-
-// How the value looked in the file, for error messages (clipped).
-std::string show_node(const toml::node& node) {
-  std::string s;
-  if (const auto* str = node.as_string()) {
-    s = toml_quote(str->get());  // toml++ would print 'literal' quotes
-  } else {
-    std::ostringstream os;
-    node.visit([&](auto&& n) { os << n; });
-    s = os.str();
-  }
-  for (char& c : s) if (c == '\n') c = ' ';
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
-// " (FILE line N)" for a node parsed from a file, " (line N)" otherwise.
-std::string where(const toml::source_region& src) {
-  if (src.begin.line == 0) return "";
-  std::string file = src.path ? *src.path : "";
-  return " (" + (file.empty() ? "" : file + " ") + "line " + std::to_string(src.begin.line) + ")";
 }
 
 std::string known_keys(std::string_view section) {
@@ -356,6 +349,15 @@ Result<Value> value_from_node(const KeySpec& spec, const toml::node& node) {
       if (!node.is_string()) return bad(std::string("got ") + type_name(node));
       v.s = node.as_string()->get();
       return v;
+    case Kind::kStringList: {
+      const toml::array* array = node.as_array();
+      if (array == nullptr) return bad(std::string("got ") + type_name(node));
+      for (const toml::node& element : *array) {
+        if (!element.is_string()) return bad(std::string("got an array holding ") + type_name(element));
+        v.list.push_back(element.as_string()->get());
+      }
+      return v;
+    }
     case Kind::kSize:
       if (node.is_integer()) {
         v.i = node.as_integer()->get();
@@ -396,6 +398,20 @@ Result<Value> value_from_text(const KeySpec& spec, std::string_view text) {
       LARDER_ASSIGN_OR_RETURN(v.i, parse_byte_size(text));
       return v;
     }
+    case Kind::kStringList: {
+      // "a, b,c" -> {"a", "b", "c"}; "" -> {}.
+      std::string_view rest = text;
+      while (!rest.empty()) {
+        const size_t comma = rest.find(',');
+        std::string_view item = rest.substr(0, comma);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        if (!item.empty()) v.list.emplace_back(item);
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+      return v;
+    }
   }
   return bad();
 }
@@ -408,8 +424,9 @@ std::string reason(const KeySpec& spec, const Status& st) {
 }
 
 Status apply_node(const KeySpec& spec, const toml::node& node, DaemonConfig& config) {
-  const std::string prefix = "config error: " + std::string(spec.section) + "." +
-                             std::string(spec.name) + " = " + show_node(node) + ": ";
+  const std::string shown = spec.secret ? "[" + std::string(kRedacted) + "]" : show_node(node);
+  const std::string prefix = "config error: " + std::string(spec.section) + "." + std::string(spec.name) +
+                             " = " + shown + ": ";
   Result<Value> v = value_from_node(spec, node);
   Status st = v.is_ok() ? spec.apply(*v, config) : v.status();
   if (st.is_ok()) return st;
@@ -525,10 +542,11 @@ Status set_config_value(std::string_view key, std::string_view text, DaemonConfi
   Result<Value> v = value_from_text(*spec, text);
   Status st = v.is_ok() ? spec->apply(*v, config) : v.status();
   if (st.is_ok()) return st;
-  return Status::invalid_argument(std::string(label) + " " + std::string(text) + ": " + reason(*spec, st));
+  const std::string shown = spec->secret ? std::string(kRedacted) : std::string(text);
+  return Status::invalid_argument(std::string(label) + " " + shown + ": " + reason(*spec, st));
 }
 
-std::string dump_config(const DaemonConfig& config) {
+std::string dump_config(const DaemonConfig& config, bool redact_secrets) {
   std::string out;
   std::string_view section;
   for (const KeySpec& spec : kSpecs) {
@@ -536,7 +554,7 @@ std::string dump_config(const DaemonConfig& config) {
       section = spec.section;
       out += (out.empty() ? "[" : "\n[") + std::string(section) + "]\n";
     }
-    out += std::string(spec.name) + " = " + format_value(spec, spec.get(config)) + "\n";
+    out += std::string(spec.name) + " = " + format_value(spec, spec.get(config), redact_secrets) + "\n";
   }
   return out;
 }

@@ -22,6 +22,9 @@ struct DaemonConfig {
   EngineOptions engine;   // [model], [cache], [engine]
   ServerOptions server;   // [server], [sampling] (default_sampling, default_max_tokens)
   std::string log_level = "info";  // [log] level: trace|debug|info|warn|error|critical|off
+  // [server] api_key_file: more API keys, one per line (daemon/api_keys.h
+  // reads it at start; server.api_keys holds only the config's own).
+  std::string api_key_file;
 };
 
 // The built-in defaults: the struct defaults plus the cache directory,
@@ -54,8 +57,11 @@ Status set_config_value(std::string_view key, std::string_view text, DaemonConfi
                         std::string_view label);
 
 // The configuration as a TOML document with every key (what --print-config
-// shows). load_config_string(dump_config(c), anything) gives back c.
-std::string dump_config(const DaemonConfig& config);
+// and the debug log show). With redact_secrets (the default) each API key
+// prints as "<redacted>", which load_config_string refuses, so a printed
+// config can never silently run with wrong keys. Unredacted,
+// load_config_string(dump_config(c, false), anything) gives back c.
+std::string dump_config(const DaemonConfig& config, bool redact_secrets = true);
 
 // Replaces a leading "~" or "~/" with $HOME (config files are not shell
 // expanded). Other paths are returned unchanged.

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/http_server.h"
+#include "daemon/api_keys.h"
 #include "daemon/command_line.h"
 #include "daemon/config.h"
 #include "daemon/version.h"
@@ -38,7 +39,20 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   spdlog::info("larderd {}: config {}", larder::kLarderVersion,
                command_line->config_path.empty() ? "(none: defaults and flags)" : command_line->config_path);
-  spdlog::debug("effective configuration:\n{}", larder::dump_config(config));
+  spdlog::debug("effective configuration:\n{}", larder::dump_config(config));  // API keys redacted
+  if (larder::Status st = larder::add_api_keys_from_file_and_env(config); !st.is_ok()) {
+    std::fprintf(stderr, "larderd: %s\n", st.message().c_str());
+    return 2;
+  }
+  const std::string& host = config.server.host;
+  const bool loopback = host == "127.0.0.1" || host == "::1" || host == "localhost" || host.rfind("127.", 0) == 0;
+  if (!config.server.api_keys.empty()) {
+    spdlog::info("larderd: {} API key(s): requests must send one (Authorization: Bearer KEY)",
+                 config.server.api_keys.size());
+  } else if (!loopback) {
+    spdlog::warn("larderd: listening on {} without API keys: anyone who reaches this port can use the model "
+                 "(set [server] api_keys, api_key_file or LARDER_API_KEY)", host);
+  }
 
   auto engine = larder::Engine::create(config.engine);
   if (!engine.is_ok()) {

@@ -16,8 +16,8 @@ packages=(
   libcli11-dev
   # fuzzing (bench/fuzz.sh; a short run is part of scripts/test.sh)
   clang libclang-rt-14-dev
-  # tests, tools and end-to-end clients
-  python3 python3-numpy nodejs npm curl ca-certificates
+  # tests, tools and end-to-end clients (chromium: the CORS tests in a real browser)
+  python3 python3-numpy nodejs npm curl ca-certificates chromium
 )
 
 check_only=0

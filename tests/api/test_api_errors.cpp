@@ -280,7 +280,7 @@ TEST_CASE("HTTP-level garbage and limits", "[api]") {
     std::string body(9 << 20, 'a');
     // The server answers after the headers and discards the rest; the
     // send may or may not complete before it closes.
-    std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+    std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n";
     REQUIRE(c.send_raw(head));
     (void)c.send_raw(body);
@@ -295,7 +295,7 @@ TEST_CASE("HTTP-level garbage and limits", "[api]") {
     TestServer ts2(small);
     TestClient c(ts2.port());
     std::string chunk(600, 'a');
-    REQUIRE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    REQUIRE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                        "258\r\n" + chunk + "\r\n258\r\n" + chunk + "\r\n0\r\n\r\n"));
     auto r = c.read_response();
     REQUIRE(r);
@@ -304,14 +304,14 @@ TEST_CASE("HTTP-level garbage and limits", "[api]") {
   SECTION("headers over 64 KiB -> 431") {
     TestClient c(ts.port());
     std::string big(70 << 10, 'h');
-    REQUIRE(c.send_raw("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + big + "\r\n\r\n"));
+    REQUIRE(c.send_raw("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + big + "\r\n\r\n"));
     auto r = c.read_response();
     REQUIRE(r);
     CHECK(r->status == 431);
   }
   SECTION("a bad Content-Length -> 400") {
     TestClient c(ts.port());
-    REQUIRE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"));
+    REQUIRE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n"));
     auto r = c.read_response();
     REQUIRE(r);
     CHECK(r->status == 400);

@@ -112,8 +112,8 @@ TEST_CASE("keep-alive: several requests on one connection, also pipelined", "[ap
   CHECK(e->status == 400);
   // Two requests in one write: answered in order.
   std::string body = "{" + kUserHi + R"(,"stream":true})";
-  REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n" + body + "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"));
+  REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body + "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
   auto s = c.read_response();
   REQUIRE(s);
   CHECK(s->status == 200);
@@ -154,7 +154,7 @@ TEST_CASE("a client that disconnects mid-stream cancels the generation", "[api]"
   {
     TestClient c(ts.port());
     std::string body = "{" + kUserHi + R"(,"stream":true})";
-    REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+    REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n" + body));
     REQUIRE(c.read_until(R"({"content":"z"})"));  // streaming has begun
     CHECK(!ts.fake().wait_cancelled(0ms));
@@ -176,7 +176,7 @@ TEST_CASE("request_stop() while a stream is in flight", "[api]") {
     ts.fake().set_script(script);
     TestClient c(ts.port());
     std::string body = "{" + kUserHi + R"(,"stream":true})";
-    REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+    REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n" + body));
     REQUIRE(c.read_until(R"({"content":"z"})"));
     auto t0 = std::chrono::steady_clock::now();
@@ -197,7 +197,7 @@ TEST_CASE("request_stop() while a stream is in flight", "[api]") {
     TestClient idle(ts.port());  // an idle keep-alive connection is closed at once
     REQUIRE(idle.request("GET", "/health"));
     std::string body = "{" + kUserHi + R"(,"stream":true})";
-    REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+    REQUIRE(c.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n" + body));
     REQUIRE(c.read_until(R"({"content":"z"})"));
     CHECK(ts.stop(5000ms));

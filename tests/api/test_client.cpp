@@ -18,8 +18,9 @@ namespace {
 constexpr int kReadTimeoutMs = 5000;
 }
 
-TestClient::TestClient(int port) {
+TestClient::TestClient(int port, int rcvbuf_bytes) {
   fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (rcvbuf_bytes > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_bytes, sizeof rcvbuf_bytes);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));

@@ -35,7 +35,9 @@ struct ClientResponse {
 
 class TestClient {
  public:
-  explicit TestClient(int port);
+  // rcvbuf_bytes > 0: SO_RCVBUF before connecting (a client that reads
+  // slowly, or not at all, fills its window sooner).
+  explicit TestClient(int port, int rcvbuf_bytes = 0);
   ~TestClient();
   bool connected() const { return fd_ >= 0; }
 

@@ -35,6 +35,13 @@ inline void check_same_config(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.server.default_max_tokens == b.server.default_max_tokens);
   CHECK(a.server.handle_signals == b.server.handle_signals);
   CHECK(a.server.shutdown_grace_s == b.server.shutdown_grace_s);
+  CHECK(a.server.allowed_hosts == b.server.allowed_hosts);
+  CHECK(a.server.cors_origins == b.server.cors_origins);
+  CHECK(a.server.api_keys == b.server.api_keys);
+  CHECK(a.api_key_file == b.api_key_file);
+  CHECK(a.server.max_connections == b.server.max_connections);
+  CHECK(a.server.request_timeout_s == b.server.request_timeout_s);
+  CHECK(a.server.idle_timeout_s == b.server.idle_timeout_s);
   const SamplingParams& sa = a.server.default_sampling;
   const SamplingParams& sb = b.server.default_sampling;
   CHECK(sa.temperature == sb.temperature);

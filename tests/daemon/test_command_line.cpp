@@ -44,7 +44,7 @@ TEST_CASE("no flags: the defaults, no config file", "[daemon][cli]") {
 TEST_CASE("every flag sets its key", "[daemon][cli]") {
   ScopedEnv env("LARDER_CONFIG", nullptr);
   auto r = parse({"--model", "/models/a.gguf", "--host", "0.0.0.0", "--port", "9001", "--cache-dir", "/srv/c",
-                  "--threads", "3", "--ctx", "512", "--log-level", "warn"});
+                  "--threads", "3", "--ctx", "512", "--log-level", "warn", "--api-key-file", "/etc/larder/keys"});
   INFO(r.status().message());
   REQUIRE(r.is_ok());
   const DaemonConfig& c = r->config;
@@ -55,6 +55,7 @@ TEST_CASE("every flag sets its key", "[daemon][cli]") {
   CHECK(c.engine.n_threads == 3);
   CHECK(c.engine.n_ctx == 512);
   CHECK(c.log_level == "warn");
+  CHECK(c.api_key_file == "/etc/larder/keys");
 
   // --flag=value works too; --cache-dir "" disables the disk tier.
   r = parse({"--port=7000", "--cache-dir", ""});

@@ -47,6 +47,13 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.server.port == 8080);
   CHECK(c.server.max_body_bytes == 8u * 1024 * 1024);
   CHECK(c.server.shutdown_grace_s == 10.0);
+  CHECK(c.server.allowed_hosts.empty());
+  CHECK(c.server.cors_origins.empty());  // no web page may call the API
+  CHECK(c.server.api_keys.empty());
+  CHECK(c.api_key_file.empty());
+  CHECK(c.server.max_connections == 1024);
+  CHECK(c.server.request_timeout_s == 30.0);
+  CHECK(c.server.idle_timeout_s == 60.0);
   CHECK(c.engine.cache_dir == "/home/alice/.cache/larder");
   CHECK(c.engine.page_size == 16);
   CHECK(c.engine.memory_capacity_bytes == 1073741824);   // 1 GiB
@@ -101,6 +108,13 @@ host = "0.0.0.0"
 port = 9090
 max_body = "16MiB"
 shutdown_grace_s = 2.5
+allowed_hosts = ["My-Box.lan", "::1", ".corp.example"]
+cors_origins = ["http://localhost:3000/", "HTTPS://Chat.Example:443"]
+api_keys = ["sk-one", "sk-two"]
+api_key_file = "~/.config/larder/keys"
+max_connections = 50
+request_timeout_s = 5
+idle_timeout_s = 0.5
 
 [cache]
 dir = "/srv/larder"
@@ -142,6 +156,15 @@ level = "debug"
   CHECK(c.server.port == 9090);
   CHECK(c.server.max_body_bytes == 16777216u);  // 16 * 2^20
   CHECK(c.server.shutdown_grace_s == 2.5);
+  // Lists are stored normalized: lower case, IPv6 in brackets, no trailing
+  // slash or default port.
+  CHECK(c.server.allowed_hosts == std::vector<std::string>{"my-box.lan", "[::1]", ".corp.example"});
+  CHECK(c.server.cors_origins == std::vector<std::string>{"http://localhost:3000", "https://chat.example"});
+  CHECK(c.server.api_keys == std::vector<std::string>{"sk-one", "sk-two"});
+  CHECK(c.api_key_file == "/home/carol/.config/larder/keys");
+  CHECK(c.server.max_connections == 50);
+  CHECK(c.server.request_timeout_s == 5.0);
+  CHECK(c.server.idle_timeout_s == 0.5);
   CHECK(c.engine.cache_dir == "/srv/larder");
   CHECK(c.engine.page_size == 32);
   CHECK(c.engine.memory_capacity_bytes == 536870912);  // 512 * 2^20
@@ -165,12 +188,40 @@ level = "debug"
   CHECK(c.server.default_max_tokens == 256);
   CHECK(c.log_level == "debug");
 
-  // dump_config writes every key back; loading the dump over the defaults
-  // gives the same config.
-  auto again = load_config_string(dump_config(c), default_config());
-  INFO(dump_config(c));
+  // dump_config writes every key back; loading the unredacted dump over the
+  // defaults gives the same config.
+  auto again = load_config_string(dump_config(c, /*redact_secrets=*/false), default_config());
+  INFO(dump_config(c, false));
   REQUIRE(again.is_ok());
   check_same_config(*again, c);
+  CHECK_THAT(dump_config(c, false),
+             Catch::Contains("allowed_hosts = [\"my-box.lan\", \"[::1]\", \".corp.example\"]\n"));
+  CHECK_THAT(dump_config(c, false), Catch::Contains("api_keys = [\"sk-one\", \"sk-two\"]\n"));
+}
+
+TEST_CASE("API keys never show in --print-config's dump or in error messages", "[daemon][config]") {
+  DaemonConfig c = default_config();
+  c.server.api_keys = {"sk-secret-1", "sk-secret-2"};
+  const std::string dump = dump_config(c);
+  CHECK(dump.find("sk-secret") == std::string::npos);
+  CHECK_THAT(dump, Catch::Contains("api_keys = [\"<redacted>\", \"<redacted>\"]\n"));
+  // The redacted dump is refused rather than run with keys "<redacted>".
+  auto reloaded = load_config_string(dump, default_config());
+  REQUIRE_FALSE(reloaded.is_ok());
+  CHECK_THAT(reloaded.status().message(), Catch::Contains("--print-config hides the keys"));
+  // An invalid key in a file: the message names its position, not the keys.
+  auto bad = load_config_string("[server]\napi_keys = [\"sk-good-secret\", \"two words\"]\n", DaemonConfig{});
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK_THAT(bad.status().message(), Catch::Contains("server.api_keys = [<redacted>]: must be a list of API keys"));
+  CHECK_THAT(bad.status().message(), Catch::Contains("key 2 is not"));
+  CHECK(bad.status().message().find("secret") == std::string::npos);
+  CHECK(bad.status().message().find("two words") == std::string::npos);
+  // Flags give lists comma-separated.
+  DaemonConfig f;
+  REQUIRE(set_config_value("server.cors_origins", "http://a.example, http://b.example:81", f, "--cors").is_ok());
+  CHECK(f.server.cors_origins == std::vector<std::string>{"http://a.example", "http://b.example:81"});
+  REQUIRE(set_config_value("server.cors_origins", "", f, "--cors").is_ok());
+  CHECK(f.server.cors_origins.empty());
 }
 
 TEST_CASE("keys a file leaves out keep the base values", "[daemon][config]") {
@@ -212,6 +263,17 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[engine]\ndevice = \"gpu\"", "engine.device = \"gpu\": must be \"auto\", \"cuda\" or \"cpu\""},
       {"[cache]\nstorage_threads = 0", "cache.storage_threads = 0: must be an integer between 1 and 64"},
       {"[server]\nhost = \"\"", "server.host = \"\": must be a non-empty host name"},
+      {"[server]\ncors_origins = [\"localhost:3000\"]",
+       "server.cors_origins = [\"localhost:3000\"]: must be a list of web origins like \"http://localhost:3000\" "
+       "(\"*\": any) (\"localhost:3000\" is not \"*\", \"null\" or an origin"},
+      {"[server]\ncors_origins = [\"http://localhost:3000/app\"]", "(scheme://host[:port], no path)"},
+      {"[server]\ncors_origins = \"*\"", "server.cors_origins = \"*\": must be a list of web origins"},
+      {"[server]\ncors_origins = [1]", "(got an array holding an integer)"},
+      {"[server]\nallowed_hosts = [\"box.lan:8080\"]",
+       "server.allowed_hosts = [\"box.lan:8080\"]: must be a list of host names or IP addresses without a port"},
+      {"[server]\nmax_connections = 0", "server.max_connections = 0: must be an integer between 1 and 1000000"},
+      {"[server]\nrequest_timeout_s = 0", "server.request_timeout_s = 0: must be a number of seconds above 0"},
+      {"[server]\nidle_timeout_s = -1", "server.idle_timeout_s = -1: must be a number of seconds above 0"},
       // Wrong types.
       {"[server]\nport = \"8080\"", "server.port = \"8080\": must be an integer between 0 and 65535 (0: any free port) (got a string)"},
       {"[server]\nport = 80.5", "server.port = 80.5: must be an integer between 0 and 65535 (0: any free port) (got a float)"},
@@ -297,6 +359,13 @@ host = "::1"
 port = 1
 max_body = "1KiB"
 shutdown_grace_s = 1
+allowed_hosts = ["a.lan"]
+cors_origins = ["http://a.example"]
+api_keys = ["k"]
+api_key_file = "keys.txt"
+max_connections = 2
+request_timeout_s = 1
+idle_timeout_s = 1
 [cache]
 dir = "d"
 page_size = 1

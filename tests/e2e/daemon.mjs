@@ -48,7 +48,8 @@ export class Daemon {
     this.baseURL = `http://127.0.0.1:${port}/v1`;
   }
 
-  static async start({ model, cacheDir, extraArgs = [] }) {
+  // env: variables added to larderd's environment (e.g. LARDER_API_KEY).
+  static async start({ model, cacheDir, extraArgs = [], env = {} }) {
     const bin = process.env.LARDER_BIN;
     if (!bin || !existsSync(bin)) throw new Error(`LARDER_BIN not found: ${bin}`);
     const port = await freePort();
@@ -56,7 +57,7 @@ export class Daemon {
     // No cache dir given: no disk tier (never the user's ~/.cache/larder).
     args.push('--cache-dir', cacheDir ?? '');
     const logs = [];
-    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     proc.stdout.on('data', (d) => logs.push(d.toString()));
     proc.stderr.on('data', (d) => logs.push(d.toString()));
     const d = new Daemon(proc, port, logs);

@@ -1,0 +1,255 @@
+// Connection robustness: Upgrade/CONNECT/HTTP/2 requests, the connection
+// cap, the request and idle timeouts, clients that read nothing, and the
+// memory an idle connection holds. Timeouts are set short here; the checks
+// wait with generous upper bounds.
+#include <malloc.h>
+
+#include <catch2/catch.hpp>
+
+#include "tests/api/test_client.h"
+
+using nlohmann::json;
+using namespace larder;
+using namespace larder::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kChat = R"({"messages":[{"role":"user","content":"Hi"}]})";
+
+std::string post_head(const std::string& path, size_t content_length, const std::string& extra = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra +
+         "Content-Length: " + std::to_string(content_length) + "\r\n\r\n";
+}
+
+bool health_ok(int port) {
+  auto r = http(port, "GET", "/health");
+  return r && r->status == 200;
+}
+
+}  // namespace
+
+TEST_CASE("an Upgrade header is ignored: answered as HTTP/1.1, the connection stays usable", "[api][conn]") {
+  TestServer ts;
+  TestClient c(ts.port());
+  REQUIRE(c.send_raw("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"));
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->json() == json{{"status", "ok"}});
+  CHECK(r->header("upgrade").empty());  // no switch
+  auto next = c.request("GET", "/v1/models");
+  REQUIRE(next);
+  CHECK(next->status == 200);
+  CHECK(next->json()["object"] == "list");
+  // An h2c upgrade with a body: the body is read as the request's.
+  REQUIRE(c.send_raw(post_head("/v1/chat/completions", kChat.size(), "Connection: Upgrade, HTTP2-Settings\r\n"
+                                                                      "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n") +
+                     kChat));
+  auto chat = c.read_response();
+  REQUIRE(chat);
+  CHECK(chat->status == 200);
+  CHECK(chat->json()["choices"][0]["message"]["content"] == "Hello world");
+  auto last = c.request("GET", "/health");
+  REQUIRE(last);
+  CHECK(last->status == 200);
+}
+
+TEST_CASE("CONNECT gets 405 and the HTTP/2 preface 505, each then closed", "[api][conn]") {
+  TestServer ts;
+  {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 405);
+    CHECK(r->header("connection") == "close");
+    CHECK(r->json()["error"]["message"].get<std::string>().find("CONNECT") != std::string::npos);
+    CHECK(c.wait_closed(3000ms));
+  }
+  {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 505);
+    CHECK(r->header("connection") == "close");
+    CHECK(c.wait_closed(3000ms));
+  }
+  CHECK(health_ok(ts.port()));
+}
+
+TEST_CASE("max_connections: one more gets 503 and is closed; the listener keeps serving", "[api][conn]") {
+  ServerOptions o;
+  o.max_connections = 3;
+  TestServer ts(o);
+  std::vector<std::unique_ptr<TestClient>> open;
+  for (int i = 0; i < 3; ++i) {
+    open.push_back(std::make_unique<TestClient>(ts.port()));
+    auto r = open.back()->request("GET", "/health");  // accepted and served
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  for (int i = 0; i < 2; ++i) {
+    TestClient extra(ts.port());
+    REQUIRE(extra.connected());
+    auto r = extra.read_response();  // answered without a request
+    REQUIRE(r);
+    CHECK(r->status == 503);
+    CHECK(r->header("connection") == "close");
+    CHECK(r->json()["error"]["code"] == "too_many_connections");
+    CHECK(extra.wait_closed(3000ms));
+  }
+  // The open ones still work; once one closes, a new one is served.
+  auto again = open[1]->request("GET", "/v1/models");
+  REQUIRE(again);
+  CHECK(again->status == 200);
+  open[0].reset();
+  bool served = false;
+  for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+    auto r = http(ts.port(), "GET", "/health");
+    served = r && r->status == 200;
+    if (!served) std::this_thread::sleep_for(20ms);
+  }
+  CHECK(served);
+}
+
+TEST_CASE("request_timeout: a request not complete in time gets 408 and close", "[api][conn]") {
+  ServerOptions o;
+  o.request_timeout_s = 0.3;
+  o.idle_timeout_s = 30;
+  TestServer ts(o);
+  SECTION("a head trickled in slowly (slowloris)") {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw("GET /health HTTP/1.1\r\n"));
+    std::this_thread::sleep_for(100ms);
+    REQUIRE(c.send_raw("Host: 127.0.0.1\r\n"));  // a header now and then does not extend the time
+    std::this_thread::sleep_for(100ms);
+    (void)c.send_raw("X-A: b\r\n");
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 408);
+    CHECK(r->header("connection") == "close");
+    CHECK(r->json()["error"]["message"].get<std::string>().find("request_timeout_s = 0.3") != std::string::npos);
+    CHECK(c.wait_closed(3000ms));
+  }
+  SECTION("a body shorter than its Content-Length") {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw(post_head("/v1/chat/completions", 100) + "{\"messages\""));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 408);
+    CHECK(c.wait_closed(3000ms));
+  }
+  SECTION("the second request on a keep-alive connection") {
+    TestClient c(ts.port());
+    auto first = c.request("GET", "/health");
+    REQUIRE(first);
+    CHECK(first->status == 200);
+    REQUIRE(c.send_raw("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 408);
+  }
+  CHECK(ts.fake().requests().empty());
+  CHECK(health_ok(ts.port()));
+}
+
+TEST_CASE("idle_timeout closes idle keep-alive connections, not busy ones", "[api][conn]") {
+  ServerOptions o;
+  o.idle_timeout_s = 0.3;
+  TestServer ts(o);
+  {
+    TestClient silent(ts.port());  // never sends a byte
+    CHECK(silent.wait_closed(3000ms));
+  }
+  {
+    TestClient c(ts.port());
+    auto r = c.request("GET", "/health");
+    REQUIRE(r);
+    CHECK(r->header("connection") == "keep-alive");
+    CHECK(c.wait_closed(3000ms));
+  }
+  {
+    ServerOptions slow;
+    slow.idle_timeout_s = 1.0;
+    TestServer ts2(slow);
+    TestClient c(ts2.port());
+    // 12 requests 200 ms apart: 2.4 s in all, over twice the idle timeout.
+    for (int i = 0; i < 12; ++i) {
+      auto r = c.request("GET", "/health");
+      REQUIRE(r);
+      CHECK(r->status == 200);
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+}
+
+TEST_CASE("a slow generation is never cut by the timeouts", "[api][conn]") {
+  ServerOptions o;
+  o.request_timeout_s = 0.2;
+  o.idle_timeout_s = 0.2;
+  TestServer ts(o);
+  FakeScript script;
+  script.pieces = {"a", "b", "c"};
+  script.delay_ms = 400;  // each gap is longer than both timeouts
+  ts.fake().set_script(script);
+  TestClient c(ts.port());
+  for (const char* stream : {"true", "false"}) {
+    INFO("stream " << stream);
+    const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],"stream":)" + std::string(stream) + "}";
+    REQUIRE(c.send_raw(post_head("/v1/chat/completions", body.size()) + body));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(r->complete);
+    CHECK(r->header("connection") == "keep-alive");
+  }
+  REQUIRE(ts.fake().wait_all_finished(3000ms));
+  CHECK(!ts.fake().wait_cancelled(0ms));
+}
+
+TEST_CASE("a client that reads nothing is disconnected; its generation is cancelled", "[api][conn]") {
+  ServerOptions o;
+  SECTION("more than max_queued_write_bytes unread") {
+    o.max_queued_write_bytes = 256 << 10;
+    o.idle_timeout_s = 60;
+  }
+  SECTION("no byte taken for idle_timeout_s") { o.idle_timeout_s = 0.5; }
+  TestServer ts(o);
+  FakeScript script;
+  script.pieces.assign(400, std::string(32 << 10, 'z'));  // 12.8 MB of text over >= 2 s
+  script.delay_ms = 5;
+  ts.fake().set_script(script);
+  TestClient reader(ts.port(), 4096);
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],"stream":true})";
+  REQUIRE(reader.send_raw(post_head("/v1/chat/completions", body.size()) + body));
+  // The loop goes on serving others meanwhile.
+  CHECK(health_ok(ts.port()));
+  CHECK(ts.fake().wait_cancelled(20000ms));
+  CHECK(health_ok(ts.port()));
+  CHECK(reader.wait_closed(10000ms));  // what was sent, then the end
+}
+
+TEST_CASE("idle connections hold no read buffer", "[api][conn]") {
+  TestServer ts;
+  constexpr int kConnections = 200;
+  std::vector<std::unique_ptr<TestClient>> clients;
+  clients.reserve(kConnections);
+  // Warm up (first-use allocations of the loop and the router).
+  for (int i = 0; i < 3; ++i) REQUIRE(health_ok(ts.port()));
+  const size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < kConnections; ++i) {
+    clients.push_back(std::make_unique<TestClient>(ts.port()));
+    auto r = clients.back()->request("GET", "/health");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+  }
+  const size_t after = mallinfo2().uordblks;
+  const double per_connection = (double(after) - double(before)) / kConnections;
+  INFO("heap bytes per idle connection (server and test client together): " << per_connection);
+  // A 64 KiB buffer each would be 65536; what a connection needs is a few
+  // hundred bytes of state plus the client's.
+  CHECK(per_connection < 8192);
+}

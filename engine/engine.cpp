@@ -25,6 +25,7 @@
 #include "engine/tokenizer/chat_format.h"
 #include "engine/tokenizer/chat_prompt.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "storage/log_limiter.h"
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
 #include "storage/storage_workers.h"
@@ -120,6 +121,7 @@ struct Engine::Impl {
   bool runnable = false;          // a sequence can make progress without new input
   // write_back only: token ids of sealed pages not yet written, by page id.
   std::unordered_map<int, std::vector<int32_t>> unwritten_tokens;
+  LogLimiter log_limited{10000};  // repeated warnings: one line per kind per 10 s
 
   struct AtomicStats {
     std::atomic<int64_t> pages_written{0}, pages_restored_disk{0}, pages_reused_memory{0};
@@ -161,7 +163,8 @@ void Engine::Impl::write_back(int page, const PageKey& key) {
   if (it == unwritten_tokens.end() || !workers) return;
   Status st = backend->read_page(page, page_buf);
   if (!st.is_ok()) {
-    spdlog::warn("page {} could not be copied out for writing: {}", key.to_hex(), st.to_string());
+    log_limited.log(spdlog::level::warn, "copy out",
+                    "page " + key.to_hex() + " could not be copied out for writing: " + st.to_string());
     unwritten_tokens.erase(it);
     return;
   }
@@ -303,8 +306,8 @@ void Engine::Impl::apply_disk(DiskResult& r) {
                                    std::span<uint8_t>(page_buf.data(), page_bytes));
     if (st.is_ok()) st = backend->write_page(*page, page_buf);
     if (!st.is_ok()) {
-      spdlog::warn("page {} from disk failed verification and was dropped: {}", key.to_hex(),
-                   st.message());
+      log_limited.log(spdlog::level::warn, "verify",
+                      "page " + key.to_hex() + " from disk failed verification and was dropped: " + st.message());
       ++stats.records_rejected;
       cache->release(*page);
       if (workers) workers->erase_async(key);
@@ -336,10 +339,10 @@ void Engine::Impl::explain_cache_miss(Sequence& s) {
   while (d < n && earlier[d] == s.tokens[d]) ++d;
   if (d >= n || d >= size_t(n_full) * size_t(ps)) return;  // not what ended the hit
   s.cache_divergence_pos = int(d);
-  spdlog::info("request {}: prefix cache hit {} of {} full pages; the prompt differs from an earlier "
-               "request with the same start at token {}: earlier {} '{}', now {} '{}'",
-               s.id, hit, n_full, d, earlier[d], escaped_for_log(tokenizer->token_to_piece(earlier[d])), s.tokens[d],
-               escaped_for_log(tokenizer->token_to_piece(s.tokens[d])));
+  spdlog::debug("request {}: prefix cache hit {} of {} full pages; the prompt differs from an earlier "
+                "request with the same start at token {}: earlier {} '{}', now {} '{}'",
+                s.id, hit, n_full, d, earlier[d], escaped_for_log(tokenizer->token_to_piece(earlier[d])), s.tokens[d],
+                escaped_for_log(tokenizer->token_to_piece(s.tokens[d])));
 }
 
 bool Engine::Impl::ensure_page(Sequence& s, int pos) {
@@ -366,7 +369,8 @@ void Engine::Impl::seal_full_pages(Sequence& s) {
     if (write_now) {
       Status st = backend->read_page(page, page_buf);
       if (!st.is_ok()) {
-        spdlog::warn("page {} could not be copied out for writing: {}", key.to_hex(), st.to_string());
+        log_limited.log(spdlog::level::warn, "copy out",
+                        "page " + key.to_hex() + " could not be copied out for writing: " + st.to_string());
         continue;
       }
       workers->put_async(key, encode_page_record(key, meta, page_tokens, page_buf));
@@ -515,7 +519,8 @@ std::optional<std::vector<int32_t>> Engine::Impl::find_answer(const std::string&
   std::optional<std::vector<int32_t>> ids = decode_answer_record(**record, text, n_vocab);
   if (!ids) {
     ++stats.records_rejected;
-    spdlog::warn("dropping a damaged answer record {} from the disk tier", key.to_hex());
+    log_limited.log(spdlog::level::warn, "verify",
+                    "dropping a damaged answer record " + key.to_hex() + " from the disk tier");
     if (workers) workers->erase_async(key);
     return std::nullopt;
   }
@@ -638,6 +643,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
     RocksDbStoreOptions sopt;
     sopt.dir = options.cache_dir;
     sopt.capacity_bytes = options.disk_capacity_bytes;
+    sopt.hooks = options.disk_hooks;
     LARDER_ASSIGN_OR_RETURN(m.store, RocksDbPageStore::open(sopt));
     m.workers = std::make_unique<StorageWorkers>(*m.store, std::max(1, options.n_storage_threads));
     if (!options.write_through) {
@@ -678,12 +684,8 @@ void Engine::stop() {
   m.cv.notify_all();
   if (m.thread.joinable()) m.thread.join();
   if (m.workers) {
-    m.workers->flush();
+    m.workers->flush();  // then store->flush(); a failure is logged there, never fatal
     m.workers.reset();
-  }
-  if (m.store) {
-    Status st = m.store->flush();
-    if (!st.is_ok()) spdlog::warn("flushing the page store: {}", st.to_string());
   }
 }
 
@@ -781,6 +783,11 @@ Engine::Stats Engine::stats() const {
   out.pages_reused_memory = s.pages_reused_memory;
   out.records_rejected = s.records_rejected;
   out.requests_total = s.requests_total;
+  if (const RocksDbPageStore* store = impl_->store.get()) {
+    out.disk_writes_failed = store->n_writes_failed();
+    out.disk_recoveries = store->n_recoveries();
+    out.disk_records_moved_aside = store->n_records_moved_aside();
+  }
   return out;
 }
 

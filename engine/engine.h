@@ -12,6 +12,8 @@
 
 namespace larder {
 
+struct RocksDbHooks;  // storage/rocksdb_hooks.h
+
 struct EngineOptions {
   std::string model_path;            // GGUF file (required)
   std::string model_id;              // shown by /v1/models; empty: the file's stem
@@ -30,17 +32,23 @@ struct EngineOptions {
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.
   std::function<std::string(const std::string& format)> strftime_now;
+  // Tests only: what goes under the disk tier's RocksDB (a fault-injecting
+  // file system); null: the real one.
+  std::shared_ptr<const RocksDbHooks> disk_hooks;
 };
 
 class Engine : public Generator {
  public:
   // Loads the model, allocates the page pool, opens the disk tier and starts
-  // the engine thread. Errors name the file or the option that failed.
+  // the engine thread. Errors name the file or the option that failed. A
+  // disk tier that cannot be opened for lack of space is no error: the
+  // engine serves from memory and the store keeps trying to open.
   static Result<std::unique_ptr<Engine>> create(const EngineOptions& options);
   ~Engine() override;  // stop() if still running
 
   // Finishes every in-flight request (kCancelled), stops the engine thread
-  // and flushes pending page writes to disk. Idempotent.
+  // and flushes pending page writes to disk (a failed flush, e.g. on a full
+  // disk, is logged, never fatal). Idempotent.
   void stop();
 
   const ModelInfo& model_info() const override;
@@ -59,6 +67,10 @@ class Engine : public Generator {
     int64_t pages_written = 0, pages_restored_disk = 0, pages_reused_memory = 0;
     int64_t records_rejected = 0;   // failed verification, dropped
     int64_t requests_total = 0;
+    // Disk tier faults (storage/rocksdb_store.h "Disk faults"): writes
+    // (pages, answer records, erases) that failed; times writes resumed or
+    // a damaged store was replaced; records lost with stores moved aside.
+    int64_t disk_writes_failed = 0, disk_recoveries = 0, disk_records_moved_aside = 0;
   };
   Stats stats() const;
 

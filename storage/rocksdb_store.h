@@ -32,11 +32,40 @@
 // later puts and gets work. When CURRENT is missing but other RocksDB files
 // are left (a partial delete), the files named like RocksDB's (CURRENT,
 // IDENTITY, LOCK, LOG*, MANIFEST-n, OPTIONS-n, n.log, n.sst, n.blob,
-// *.dbtmp) are removed first, never any other file. If the fresh open
-// fails, operations return kIOError until a later check succeeds.
+// *.dbtmp) are removed first, never any other file.
+//
+// Disk faults. The store is a cache: a fault costs cached pages, never the
+// daemon. RocksDB's info log goes to spdlog, not to a LOG file on the same
+// disk.
+// - Disk full (or another write error): the failed write makes RocksDB stop
+//   writes (a background error). Puts and erases then fail (kIOError),
+//   counted in n_writes_failed(); the failures are logged at most once per
+//   log_interval_ms with a count of the suppressed ones; gets still work.
+//   RocksDB's own recovery is off; instead, at most once per
+//   retry_interval_ms (doubling after each failed try, up to 60 s) a put,
+//   erase or flush calls DB::Resume() once the file system has room for
+//   the memtable plus 1 MiB, so writes resume by themselves when space
+//   returns. Each success counts in n_recoveries().
+// - A background error RocksDB cannot resume from (a corrupt block reached
+//   by a compaction, a fatal error): the DB is closed, moved
+//   aside like a store damaged at open (below), an empty one is opened, its
+//   records count in n_records_moved_aside(), and n_recoveries() grows.
+// - At open: a directory whose LOCK another process (or another store in
+//   this process) holds is refused with kIOError "in use by another
+//   process"; this is decided by trying to take the LOCK, not by RocksDB's
+//   message. A store that RocksDB reports as corrupt (kCorruption, or a
+//   file named by the MANIFEST missing) is renamed to
+//   "<dir>.corrupt-<unix time>", kept for inspection, and replaced by an
+//   empty one; only the newest such copy is kept, older ones are removed,
+//   oldest first. No space to open it (even the WAL replay needs some):
+//   open() still succeeds, the store is unavailable (puts and gets fail with
+//   kIOError, so the engine serves from memory) and tries to open again
+//   at most once per retry_interval_ms. If a reopen of a vanished
+//   directory fails, operations likewise return kIOError until a later try
+//   succeeds.
 //
 // Thread-safe. Gets run in parallel; puts, erases and the bookkeeping of
-// gets are serialized.
+// gets are serialized; a recovery excludes everything else.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +79,8 @@
 
 namespace larder {
 
+struct RocksDbHooks;  // storage/rocksdb_hooks.h
+
 struct RocksDbStoreOptions {
   std::string dir;                                // database directory
   int64_t capacity_bytes = int64_t(20) << 30;     // bound on size_bytes()
@@ -57,14 +88,25 @@ struct RocksDbStoreOptions {
   // How often, at most, the put/get path checks that dir/CURRENT still
   // exists (0: on every call).
   int64_t dir_check_interval_ms = 1000;
+  // Least time between two tries to resume writes after a disk fault, or
+  // to open a store that could not be opened (doubles after each failed
+  // try, up to 60 s; 0: on every call).
+  int64_t retry_interval_ms = 2000;
+  // Least time between two log lines about the same kind of fault.
+  int64_t log_interval_ms = 10000;
+  // Tests only (storage/rocksdb_hooks.h): e.g. a fault-injecting file system.
+  std::shared_ptr<const RocksDbHooks> hooks{};
 };
 
 class RocksDbPageStore : public PageStore {
  public:
   // Opens or creates the DB in options.dir (creating the directory and its
-  // parents) and rebuilds the index. Errors: kInvalidArgument for an empty
-  // dir or capacity_bytes <= 0; kIOError with RocksDB's message and the dir
-  // when the directory cannot be created or the DB cannot be opened.
+  // parents) and rebuilds the index. A corrupt store is moved aside and an
+  // empty one opened; no space to open one gives an unavailable store that
+  // retries later (see "Disk faults" above). Errors: kInvalidArgument for an
+  // empty dir or capacity_bytes <= 0; kIOError naming the dir when another
+  // process holds its LOCK ("in use by another process"), when the directory
+  // cannot be created, or when the DB cannot be opened (RocksDB's message).
   static Result<std::unique_ptr<RocksDbPageStore>> open(const RocksDbStoreOptions& options);
 
   ~RocksDbPageStore() override;
@@ -83,12 +125,20 @@ class RocksDbPageStore : public PageStore {
   Result<std::optional<std::string>> get(const PageKey& key) override;
   // Removes the record; erasing an absent key is OK.
   Status erase(const PageKey& key) override;
-  // Syncs the WAL and flushes the memtable. Errors: kIOError.
+  // Flushes the memtable to table and blob files (synced), which makes every
+  // completed put durable; after a disk fault it first tries to resume
+  // writes. Errors: kIOError (also while writes are stopped by a fault).
   Status flush() override;
 
   int64_t size_bytes() const;  // bytes of live records: sum of 16 + record size
   int64_t n_records() const;
   const std::string& dir() const;
+  // Fault counters since open() (see "Disk faults"):
+  int64_t n_writes_failed() const;        // puts and erases that returned an error
+  int64_t n_recoveries() const;           // writes resumed or the store replaced
+  int64_t n_records_moved_aside() const;  // records in stores moved aside while open
+  // True when the DB is open and no background error stops its writes.
+  bool writable() const;
 
   struct Impl;
   // Use open(); the tag keeps construction private.

@@ -118,8 +118,13 @@ void StorageWorkers::do_write(const WriteTask& task) {
     st = Status::internal(std::string("storage workers: exception: ") + e.what());
   }
   if (!st.is_ok()) {
-    spdlog::warn("storage workers: {} {} failed: {}", task.record ? "put" : "erase",
-                 task.key.to_hex(), st.to_string());
+    const char* what = task.record ? "put" : "erase";
+    if (st.code() == StatusCode::kInternal) {
+      log_.log(spdlog::level::warn, "exception",
+               std::string("storage workers: ") + what + " " + task.key.to_hex() + " failed: " + st.to_string());
+    } else {
+      spdlog::debug("storage workers: {} {} failed: {}", what, task.key.to_hex(), st.to_string());
+    }
     std::lock_guard<std::mutex> lock(mu_);
     ++n_failed_writes_;
   }
@@ -148,14 +153,15 @@ void StorageWorkers::do_read(ReadTask& task) {
     try {
       Result<std::optional<std::string>> r = store_.get(key);
       if (!r.is_ok()) {
-        spdlog::warn("storage workers: read of {} failed, prefix ends there: {}", key.to_hex(),
-                     r.status().to_string());
+        spdlog::debug("storage workers: read of {} failed, prefix ends there: {}", key.to_hex(),
+                      r.status().to_string());
         break;
       }
       if (!r->has_value()) break;
       found.push_back(std::move(**r));
     } catch (const std::exception& e) {
-      spdlog::error("storage workers: read of {} threw: {}", key.to_hex(), e.what());
+      log_.log(spdlog::level::err, "exception",
+               "storage workers: read of " + key.to_hex() + " threw: " + e.what());
       break;
     }
   }

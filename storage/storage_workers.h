@@ -6,7 +6,10 @@
 // queued (each key is bound to one thread's FIFO write queue). Reads are
 // served before queued writes and see every put/erase queued before them,
 // even one not yet in the store (read-your-writes through the pending map).
-// Errors of put/erase are logged and counted (n_failed_writes()).
+// Errors of put/erase are counted (n_failed_writes()) and logged at debug
+// level only: the store reports its own faults (RocksDbPageStore logs them
+// rate-limited); an exception thrown by the store is logged as a warning, at
+// most once per 10 s.
 //
 // Thread-safe: any thread may call any method.
 #pragma once
@@ -22,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "storage/log_limiter.h"
 #include "storage/page_store.h"
 
 namespace larder {
@@ -42,7 +46,7 @@ class StorageWorkers {
   void erase_async(PageKey key);
   // Reads keys in order and stops at the first one that is absent or fails
   // to read; calls done(records found, in order) on a storage thread. Read
-  // errors are logged and end the prefix. done must not throw (an exception
+  // errors end the prefix (logged at debug level, like write errors). done must not throw (an exception
   // is caught and logged) and must not call flush() (it would wait on the
   // thread it runs on).
   void get_prefix_async(std::vector<PageKey> keys,
@@ -89,6 +93,7 @@ class StorageWorkers {
   int64_t n_pending_ = 0;
   int64_t n_failed_writes_ = 0;
   bool stopping_ = false;
+  LogLimiter log_{10000};
   std::vector<std::thread> threads_;
 };
 

@@ -16,6 +16,7 @@
 #include "engine/model/model.h"
 #include "storage/rocksdb_store.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/support/log_capture.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -465,12 +466,22 @@ TEST_CASE("a cache miss part-way names the first token that differs from the ear
   CHECK(first.final.cache_divergence_pos == -1);  // nothing earlier to compare with
   std::vector<int32_t> edited = prompt;
   edited[100] = edited[100] == 300 ? 301 : 300;  // token 100 lies in page 6 (tokens 96..111)
-  Generated second = generate(*engine, greedy_request(edited, 2));
-  CHECK(second.final.cached_tokens == 96);        // pages 0..5
-  CHECK(second.final.cache_divergence_pos == 100);
+  {
+    LogCapture cap;  // a per-request diagnostic: debug level, not info
+    Generated second = generate(*engine, greedy_request(edited, 2));
+    CHECK(second.final.cached_tokens == 96);        // pages 0..5
+    CHECK(second.final.cache_divergence_pos == 100);
+    CHECK(cap.count("differs from an earlier request") == 0);
+  }
   Generated third = generate(*engine, greedy_request(edited, 2));
   CHECK(third.final.cached_tokens == 288);        // a full hit: nothing to explain
   CHECK(third.final.cache_divergence_pos == -1);
+  LogCapture cap;
+  spdlog::default_logger()->set_level(spdlog::level::debug);
+  edited[150] = edited[150] == 300 ? 301 : 300;    // page 9 (tokens 144..159)
+  Generated fourth = generate(*engine, greedy_request(edited, 2));
+  CHECK(fourth.final.cache_divergence_pos == 150);
+  CHECK(cap.count("differs from an earlier request with the same start at token 150") == 1);
 }
 
 // Seen in hostile testing: a second user sending "cache_salt": "B" got 336

@@ -1,0 +1,217 @@
+// Storage-internal: the state of RocksDbPageStore (storage/rocksdb_store.h)
+// shared by rocksdb_store.cpp (reads, writes, eviction) and
+// rocksdb_store_recovery.cpp (open, faults, a deleted directory). Includes
+// RocksDB: only storage/ includes this file.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <filesystem>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/options.h>
+
+#include "storage/log_limiter.h"
+#include "storage/rocksdb_hooks.h"
+#include "storage/rocksdb_store.h"
+#include "storage/rocksdb_support.h"
+
+namespace larder {
+namespace rocksdb_detail {
+
+inline constexpr char kRecordPrefix = 'p';
+inline constexpr char kBookPrefix = 's';
+inline constexpr int64_t kKeyBytes = 16;     // counted per record in size_bytes()
+inline constexpr size_t kBookValueBytes = 16;  // record bytes u64 LE, tick u64 LE
+inline constexpr int kKeepDamagedCopies = 1;   // "<dir>.corrupt-*" directories kept
+inline constexpr int64_t kMaxRetryDelayMs = 60000;
+inline constexpr uint64_t kResumeMarginBytes = uint64_t(1) << 20;  // free beyond the memtable
+
+inline std::string db_key(char prefix, const PageKey& key) { return std::string(1, prefix) + key.to_bytes(); }
+
+inline std::string book_value(uint64_t record_bytes, uint64_t tick) {
+  std::string v(kBookValueBytes, '\0');
+  for (int i = 0; i < 8; ++i) {
+    v[size_t(i)] = char((record_bytes >> (8 * i)) & 0xFF);
+    v[size_t(8 + i)] = char((tick >> (8 * i)) & 0xFF);
+  }
+  return v;
+}
+
+inline uint64_t read_u64_le(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(p[i])) << (8 * i);
+  return v;
+}
+
+inline int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline rocksdb::Options make_db_options() {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  // Values are 1-4 MB page records: keep them out of the LSM (rocksdb_store.h).
+  o.enable_blob_files = true;
+  o.min_blob_size = 4096;
+  o.blob_file_size = uint64_t(256) << 20;
+  o.blob_compression_type = rocksdb::kNoCompression;
+  o.enable_blob_garbage_collection = true;
+  o.compression = rocksdb::kNoCompression;
+  o.write_buffer_size = size_t(64) << 20;
+  return o;
+}
+
+struct IndexEntry {
+  int64_t bytes = 0;  // kKeyBytes + record size
+  uint64_t tick = 0;
+  std::list<PageKey>::iterator lru_pos;
+};
+
+}  // namespace rocksdb_detail
+
+struct RocksDbPageStore::Impl {
+  explicit Impl(const RocksDbStoreOptions& o) : options(o), log(o.log_interval_ms) {
+    if (options.hooks && options.hooks->file_system) {
+      env_owner = rocksdb::NewCompositeEnv(options.hooks->file_system);
+      env = env_owner.get();
+    }
+    db_options.env = env;
+    db_options.info_log = std::make_shared<RocksDbInfoLog>(options.dir, log);
+    db_options.listeners.push_back(bg_errors);
+    write_options.sync = options.sync_writes;
+  }
+
+  RocksDbStoreOptions options;
+  LogLimiter log;
+  std::unique_ptr<rocksdb::Env> env_owner;  // over hooks->file_system
+  rocksdb::Env* env = rocksdb::Env::Default();
+  std::shared_ptr<BackgroundErrors> bg_errors = std::make_shared<BackgroundErrors>();
+  rocksdb::Options db_options = rocksdb_detail::make_db_options();
+  rocksdb::WriteOptions write_options;
+
+  std::shared_mutex db_mu;           // exclusive only to close/reopen db
+  std::unique_ptr<rocksdb::DB> db;   // null while unavailable
+  std::atomic<bool> db_open{false};  // db != nullptr, readable without db_mu
+  std::string unavailable_why;       // guarded by db_mu: why db is null
+
+  std::mutex mu;                     // serializes writes; guards the index
+  std::list<PageKey> lru;            // front: least recently accessed
+  std::unordered_map<PageKey, rocksdb_detail::IndexEntry, PageKeyHash> index;
+  uint64_t next_tick = 1;
+  std::atomic<int64_t> size_bytes{0};
+  std::atomic<int64_t> n_records{0};
+
+  std::atomic<int64_t> last_check_ms{INT64_MIN / 2};
+  std::atomic<uint64_t> generation{0};  // bumped by every reopen
+
+  // Recovery from faults (a failed open, a background error).
+  std::atomic<int64_t> next_retry_ms{INT64_MIN / 2};
+  int n_failed_tries = 0;                 // guarded by mu
+  int64_t n_writes_failed_at_fault = 0;   // guarded by mu
+  std::atomic<int64_t> n_writes_failed{0}, n_recoveries{0}, n_records_moved_aside{0};
+
+  enum class OpenKind { kOk, kLocked, kNoSpace, kDamaged, kOther };
+  struct OpenOutcome {
+    OpenKind kind = OpenKind::kOk;
+    Status status;
+  };
+
+  bool dir_intact() const {
+    std::error_code ec;
+    return std::filesystem::exists(std::filesystem::path(options.dir) / "CURRENT", ec);
+  }
+
+  bool faulted() const { return !db_open.load() || bg_errors->any(); }
+
+  // Whether another holder has the directory's LOCK, found out by trying to
+  // take it (RocksDB's own LockFile: it knows the locks this process holds
+  // and never closes a descriptor of a file locked here).
+  bool lock_taken(std::string* why);
+
+  // Requires mu and db_mu exclusively held (or no other thread yet).
+  void close_db();
+
+  // Requires mu and db_mu exclusively held (or no other thread yet). Opens
+  // the DB and rebuilds the index; says what kind of failure stopped it.
+  OpenOutcome try_open();
+
+  // Requires mu and db_mu exclusively held. Moves the store aside
+  // (rocksdb_store.h, "Disk faults") and opens an empty one; `why` says what was wrong with it.
+  OpenOutcome replace_damaged(const Status& why);
+
+  void clear_index();
+
+  // Reads the bookkeeping range "s".."t" and rebuilds index and LRU order.
+  // Malformed bookkeeping entries are erased with their records.
+  Status rebuild_index();
+
+  // ---- faults ---------------------------------------------------------------
+
+  // At most once per retry delay (or now, with force): tries to end a fault.
+  void maybe_recover(bool force);
+
+  // Requires mu and db_mu exclusively held. Returns false when a costly try
+  // (a reopen, DB::Resume()) failed; true when the fault ended or nothing
+  // worth trying could be tried yet (no room on the disk).
+  bool recover_faulted_locked();
+
+  void writes_resumed(const std::string& how);
+
+  // Whether the file system has room for the memtable DB::Resume() flushes.
+  // An unknown free space counts as room.
+  bool room_to_resume();
+
+  // Counts and logs (rate-limited) a failed put or erase.
+  void write_failed(const Status& st) {
+    ++n_writes_failed;
+    log.log(spdlog::level::warn, "write",
+            st.to_string() + "; the cache keeps serving from memory" +
+                (st.code() == StatusCode::kIOError ? " and retries the disk later" : ""));
+  }
+
+  Status unavailable() const {
+    return Status::io_error("page store: " + options.dir + " is unavailable" +
+                            (unavailable_why.empty() ? "" : ": " + unavailable_why));
+  }
+
+  // ---- a deleted directory ---------------------------------------------------
+
+  // Closes the DB and opens a fresh one if the directory vanished, unless
+  // another thread already did since `seen_generation`.
+  void recover(uint64_t seen_generation);
+  // After a partial rm -rf (CURRENT gone, other DB files left, or files a
+  // closing DB wrote back) RocksDB refuses to create a DB there: remove the
+  // files RocksDB names, and nothing else, when CURRENT is missing.
+  void remove_stale_files();
+
+  // At most once per dir_check_interval_ms: recover if the directory is gone.
+  void maybe_check_dir();
+
+  // After an IO error: true when the directory was gone and a reopen ran.
+  bool recovered_after_io_error(const Status& st, uint64_t gen);
+
+  // Requires mu held. Moves key to the most recently used end.
+  void touch_locked(rocksdb_detail::IndexEntry& e, const PageKey& key);
+
+  // Requires mu held. Drops key from the index if present.
+  void forget_locked(const PageKey& key);
+
+  Status put_once(const PageKey& key, std::string_view record);
+
+  // Requires mu and db_mu (shared) held. Erases LRU records other than
+  // `keep` while over capacity. Failures are logged: the put succeeded.
+  void evict_locked(const PageKey& keep);
+};
+
+}  // namespace larder

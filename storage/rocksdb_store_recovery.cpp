@@ -1,0 +1,268 @@
+// RocksDbPageStore: opening the DB, rebuilding the index, and recovering
+// from faults (a failed open, a background error, a deleted directory).
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <vector>
+
+#include <rocksdb/write_batch.h>
+#include <spdlog/spdlog.h>
+
+#include "storage/rocksdb_store_impl.h"
+
+namespace larder {
+
+using namespace rocksdb_detail;
+namespace fs = std::filesystem;
+
+bool RocksDbPageStore::Impl::lock_taken(std::string* why) {
+  rocksdb::FileLock* lock = nullptr;
+  rocksdb::Status s = env->LockFile(options.dir + "/LOCK", &lock);
+  if (!s.ok()) {
+    *why = s.ToString();
+    return true;
+  }
+  env->UnlockFile(lock).PermitUncheckedError();
+  return false;
+}
+
+void RocksDbPageStore::Impl::close_db() {
+  if (db) {
+    rocksdb::Status s = db->Close();
+    if (!s.ok()) spdlog::debug("page store {}: close: {}", options.dir, s.ToString());
+    db.reset();
+  }
+  db_open = false;
+}
+
+RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
+  close_db();
+  std::error_code ec;
+  fs::create_directories(options.dir, ec);
+  if (ec) {
+    Status st = Status::io_error("page store: cannot create directory " + options.dir + ": " + ec.message());
+    return {ec == std::errc::no_space_on_device ? OpenKind::kNoSpace : OpenKind::kOther, st};
+  }
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, &raw);
+  if (!s.ok()) {
+    Status st = Status::io_error("page store: cannot open RocksDB in " + options.dir + ": " + s.ToString());
+    std::string lock_why;
+    if (!s.IsCorruption() && lock_taken(&lock_why)) {
+      return {OpenKind::kLocked, Status::io_error("page store: " + options.dir +
+                                                  " is in use by another process (another larderd?): " +
+                                                  lock_why)};
+    }
+    if (s.IsNoSpace()) return {OpenKind::kNoSpace, st};
+    if (s.IsCorruption() || s.IsPathNotFound()) return {OpenKind::kDamaged, st};
+    return {OpenKind::kOther, st};
+  }
+  db.reset(raw);
+  db_open = true;
+  Status st = rebuild_index();
+  if (!st.is_ok()) {
+    close_db();
+    return {st.code() == StatusCode::kCorruption ? OpenKind::kDamaged : OpenKind::kOther, st};
+  }
+  unavailable_why.clear();
+  return {};
+}
+
+RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::replace_damaged(const Status& why) {
+  const int64_t n_lost = n_records.load();
+  close_db();
+  bg_errors->mark_handled(uint64_t(bg_errors->n_errors()));
+  clear_index();
+  generation.fetch_add(1);
+  Result<std::string> aside = move_store_aside(options.dir, kKeepDamagedCopies);
+  if (!aside.is_ok()) return {OpenKind::kOther, Status::io_error(why.message() + "; " + aside.status().message())};
+  n_records_moved_aside += n_lost;
+  log.log(spdlog::level::warn, "replace",
+          why.to_string() + "; moved the damaged store (" + std::to_string(n_lost) +
+              " records) to " + *aside + " and continuing with an empty one");
+  return try_open();
+}
+
+void RocksDbPageStore::Impl::clear_index() {
+  index.clear();
+  lru.clear();
+  size_bytes = 0;
+  n_records = 0;
+}
+
+Status RocksDbPageStore::Impl::rebuild_index() {
+  clear_index();
+  struct Loaded { PageKey key; int64_t bytes; uint64_t tick; };
+  std::vector<Loaded> loaded;
+  std::vector<std::string> bad;
+  const std::string lower(1, kBookPrefix), upper(1, char(kBookPrefix + 1));
+  rocksdb::Slice upper_slice(upper);
+  rocksdb::ReadOptions ro;
+  ro.iterate_upper_bound = &upper_slice;
+  ro.fill_cache = false;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
+  for (it->Seek(lower); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key(), v = it->value();
+    if (k.size() != 1 + size_t(kKeyBytes) || v.size() != kBookValueBytes) {
+      bad.push_back(k.ToString());
+      continue;
+    }
+    const PageKey key = PageKey::from_bytes(std::string_view(k.data() + 1, size_t(kKeyBytes)));
+    loaded.push_back({key, kKeyBytes + int64_t(read_u64_le(v.data())), read_u64_le(v.data() + 8)});
+  }
+  if (!it->status().ok()) {
+    return translate_rocksdb_status(it->status(), "page store: reading the index of " + options.dir);
+  }
+  it.reset();
+  if (!bad.empty()) {
+    spdlog::warn("page store {}: erasing {} malformed index entries", options.dir, bad.size());
+    rocksdb::WriteBatch batch;
+    for (const std::string& k : bad) {
+      batch.Delete(k);
+      if (k.size() == 1 + size_t(kKeyBytes)) batch.Delete(std::string(1, kRecordPrefix) + k.substr(1));
+    }
+    rocksdb::Status s = db->Write(write_options, &batch);
+    if (!s.ok()) spdlog::warn("page store {}: {}", options.dir, s.ToString());
+  }
+  std::sort(loaded.begin(), loaded.end(),
+            [](const Loaded& a, const Loaded& b) { return a.tick < b.tick; });
+  for (const Loaded& l : loaded) {
+    lru.push_back(l.key);
+    index[l.key] = IndexEntry{l.bytes, l.tick, std::prev(lru.end())};
+    size_bytes += l.bytes;
+    next_tick = std::max(next_tick, l.tick + 1);
+  }
+  n_records = int64_t(index.size());
+  spdlog::info("page store {}: opened, {} records, {} bytes", options.dir, n_records.load(),
+               size_bytes.load());
+  return Status::ok();
+}
+
+void RocksDbPageStore::Impl::maybe_recover(bool force) {
+  if (!faulted()) return;
+  if (!force && now_ms() < next_retry_ms.load()) return;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_lock<std::shared_mutex> db_lock(db_mu);
+  if (!faulted() || (!force && now_ms() < next_retry_ms.load())) return;  // another thread did
+  const bool costly_failure = !recover_faulted_locked();
+  if (costly_failure) ++n_failed_tries;
+  const int shift = std::min(n_failed_tries, 5);
+  next_retry_ms = now_ms() + std::min(options.retry_interval_ms << shift, kMaxRetryDelayMs);
+}
+
+bool RocksDbPageStore::Impl::recover_faulted_locked() {
+  if (!db) {
+    remove_stale_files();
+    OpenOutcome o = try_open();
+    if (o.kind == OpenKind::kDamaged) o = replace_damaged(o.status);
+    if (o.kind != OpenKind::kOk) {
+      unavailable_why = o.status.message();
+      log.log(spdlog::level::warn, "open",
+              o.status.to_string() + "; the cache keeps serving from memory and tries again later");
+      return false;
+    }
+    writes_resumed("the store opened");
+    return true;
+  }
+  std::optional<BackgroundErrors::Pending> p = bg_errors->pending();
+  if (!p) return true;
+  if (p->severity <= rocksdb::Status::kHardError) {
+    if (!room_to_resume()) return true;
+    rocksdb::Status s = db->Resume();
+    if (s.ok()) {
+      bg_errors->mark_handled(p->seq);
+      writes_resumed("RocksDB resumed");
+      return true;
+    }
+    p = bg_errors->pending();
+    const bool unrecoverable = s.IsCorruption() || s.severity() > rocksdb::Status::kHardError ||
+                               (p && p->severity > rocksdb::Status::kHardError);
+    if (!unrecoverable) {
+      spdlog::debug("page store {}: resume: {}", options.dir, s.ToString());
+      return false;
+    }
+    if (!p) p = BackgroundErrors::Pending{0, rocksdb::Status::kUnrecoverableError, s.ToString()};
+  }
+  OpenOutcome o = replace_damaged(Status::io_error("page store: " + options.dir +
+                                                   ": RocksDB cannot resume writes after: " + p->message));
+  if (o.kind != OpenKind::kOk) {
+    unavailable_why = o.status.message();
+    log.log(spdlog::level::warn, "open", o.status.to_string() + "; the cache keeps serving from memory");
+    return false;
+  }
+  ++n_recoveries;
+  return true;
+}
+
+void RocksDbPageStore::Impl::writes_resumed(const std::string& how) {
+  ++n_recoveries;
+  log.log(spdlog::level::info, "resume",
+          "page store " + options.dir + ": " + how + ", page writes work again (" +
+              std::to_string(n_writes_failed.load() - n_writes_failed_at_fault) + " failed meanwhile)");
+  n_writes_failed_at_fault = n_writes_failed.load();
+}
+
+bool RocksDbPageStore::Impl::room_to_resume() {
+  uint64_t free_bytes = 0, memtable_bytes = 0;
+  if (!env->GetFreeSpace(options.dir, &free_bytes).ok()) return true;
+  db->GetIntProperty("rocksdb.cur-size-all-mem-tables", &memtable_bytes);
+  if (free_bytes >= memtable_bytes + kResumeMarginBytes) return true;
+  spdlog::debug("page store {}: {} bytes free, {} needed to resume writes", options.dir, free_bytes,
+                memtable_bytes + kResumeMarginBytes);
+  return false;
+}
+
+void RocksDbPageStore::Impl::recover(uint64_t seen_generation) {
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_lock<std::shared_mutex> db_lock(db_mu);
+  if (generation.load() != seen_generation) return;
+  if (!db || dir_intact()) return;  // a closed DB is maybe_recover()'s
+  spdlog::warn("page store: directory {} or its CURRENT file vanished; its records are "
+               "lost, reopening an empty store",
+               options.dir);
+  close_db();
+  bg_errors->mark_handled(uint64_t(bg_errors->n_errors()));
+  clear_index();
+  generation.fetch_add(1);
+  remove_stale_files();
+  OpenOutcome o = try_open();
+  if (o.kind != OpenKind::kOk) {
+    unavailable_why = o.status.message();
+    log.log(spdlog::level::err, "open", o.status.to_string());
+  }
+}
+
+void RocksDbPageStore::Impl::remove_stale_files() {
+  if (dir_intact()) return;
+  std::error_code ec;
+  int n_removed = 0;
+  for (fs::directory_iterator it(options.dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code rm_ec;
+    if (it->is_regular_file(rm_ec) && is_rocksdb_file_name(name) && fs::remove(it->path(), rm_ec)) {
+      ++n_removed;
+    }
+  }
+  if (n_removed > 0) {
+    log.log(spdlog::level::warn, "stale",
+            "page store " + options.dir + ": removed " + std::to_string(n_removed) +
+                " stale RocksDB files left without CURRENT");
+  }
+}
+
+void RocksDbPageStore::Impl::maybe_check_dir() {
+  const int64_t now = now_ms();
+  int64_t last = last_check_ms.load();
+  if (now - last < options.dir_check_interval_ms) return;
+  if (!last_check_ms.compare_exchange_strong(last, now)) return;
+  const uint64_t gen = generation.load();
+  if (db_open.load() && !dir_intact()) recover(gen);
+}
+
+bool RocksDbPageStore::Impl::recovered_after_io_error(const Status& st, uint64_t gen) {
+  if (st.code() != StatusCode::kIOError || dir_intact()) return false;
+  recover(gen);
+  return true;
+}
+
+}  // namespace larder

@@ -1,0 +1,100 @@
+// The engine over a disk tier that fails: started on a full disk it serves
+// from memory, page writes resume by themselves when space returns, and a
+// stop while the disk is full flushes without aborting.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/engine/engine_test_util.h"
+#include "tests/support/fault_fs.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+std::vector<int32_t> long_prompt() {
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == "long") return c["prompt_tokens"].get<std::vector<int32_t>>();
+  }
+  return {};
+}
+
+// The long prompt with its second token replaced: another chain of page keys.
+std::vector<int32_t> variant(int32_t second) {
+  std::vector<int32_t> p = long_prompt();
+  p[1] = second;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("engine started on a full disk serves from memory and writes pages once space returns",
+          "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = options_for(model, dir.str());
+  o.disk_hooks = hooks_for(ffs);
+  ffs->full = true;
+  std::vector<int32_t> prompt = long_prompt();
+  REQUIRE(prompt.size() == 299);  // (299 - 1) / 16 = 18 full pages
+  {
+    auto engine = make_engine(o);  // no error: the disk tier waits for space
+    Generated cold = generate(*engine, greedy_request(prompt, 4));
+    REQUIRE(cold.final.finish == FinishReason::kLength);
+    engine->flush_storage();
+    CHECK(engine->stats().disk_writes_failed == 18);
+    Generated warm = generate(*engine, greedy_request(prompt, 4));
+    CHECK(warm.final.cached_tokens == 288);  // from memory
+    CHECK(warm.tokens == cold.tokens);
+
+    ffs->full = false;
+    // The store retries every 2 s or more: new pages keep coming until one
+    // attempt finds room (60 s is only an upper bound).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int32_t second = 1;
+    while (engine->stats().disk_recoveries == 0 && std::chrono::steady_clock::now() < deadline) {
+      REQUIRE(generate(*engine, greedy_request(variant(++second), 1)).final.finish == FinishReason::kLength);
+      engine->flush_storage();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    REQUIRE(engine->stats().disk_recoveries == 1);
+    const int64_t failed = engine->stats().disk_writes_failed;
+    REQUIRE(generate(*engine, greedy_request(variant(400), 1)).final.finish == FinishReason::kLength);
+    engine->flush_storage();
+    CHECK(engine->stats().disk_writes_failed == failed);
+  }
+  // After a restart (plain file system) the pages written after the
+  // recovery come back from disk.
+  o.disk_hooks = nullptr;
+  auto engine = make_engine(o);
+  Generated again = generate(*engine, greedy_request(variant(400), 1));
+  CHECK(again.final.cached_tokens == 288);
+  CHECK(engine->stats().pages_restored_disk == 18);
+}
+
+TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was written",
+          "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = options_for(model, dir.str());
+  o.disk_hooks = hooks_for(ffs);
+  {
+    auto engine = make_engine(o);
+    REQUIRE(generate(*engine, greedy_request(long_prompt(), 1)).final.finish == FinishReason::kLength);
+    engine->flush_storage();
+    ffs->full = true;
+    Generated g = generate(*engine, greedy_request(variant(7), 1));
+    REQUIRE(g.final.finish == FinishReason::kLength);  // served, pages not written
+    engine->stop();                                    // the flush fails: logged, no abort
+    CHECK(engine->stats().disk_writes_failed == 18);
+  }
+  ffs->full = false;
+  auto engine = make_engine(o);
+  CHECK(generate(*engine, greedy_request(long_prompt(), 1)).final.cached_tokens == 288);
+  CHECK(generate(*engine, greedy_request(variant(7), 1)).final.cached_tokens == 0);
+}

@@ -1,0 +1,322 @@
+// RocksDbPageStore under disk faults: a full disk (fault-injecting file
+// system), a store opened on a full disk, corrupt files found at open and by
+// a compaction, a LOCK held by another process; the log stays bounded.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "storage/page_record.h"
+#include "storage/rocksdb_store.h"
+#include "storage/rocksdb_support.h"
+#include "tests/support/fault_fs.h"
+#include "tests/support/log_capture.h"
+#include "tests/support/temp_dir.h"
+
+using namespace larder;
+using larder::testing::FaultFs;
+using larder::testing::LogCapture;
+using larder::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+PageKey key_n(uint64_t n) { return PageKey{0x5EED000000000000ull + n, n * 104729}; }
+
+// n repeated: distinct, recognisable values of `bytes` bytes.
+std::string value_n(uint64_t n, size_t bytes) {
+  std::string v(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) v[i] = char((n * 31 + i * 7) & 0xFF);
+  return v;
+}
+
+std::unique_ptr<RocksDbPageStore> open_store(const RocksDbStoreOptions& o) {
+  auto r = RocksDbPageStore::open(o);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  return std::move(r).value();
+}
+
+std::optional<std::string> get_ok(RocksDbPageStore& s, const PageKey& k) {
+  auto r = s.get(k);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  return *r;
+}
+
+std::vector<fs::path> corrupt_copies(const fs::path& parent, const std::string& name) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(parent)) {
+    if (e.path().filename().string().rfind(name + ".corrupt-", 0) == 0) out.push_back(e.path());
+  }
+  return out;
+}
+
+RocksDbStoreOptions fault_options(const std::string& dir, const std::shared_ptr<FaultFs>& ffs) {
+  RocksDbStoreOptions o;
+  o.dir = dir;
+  o.hooks = larder::testing::hooks_for(ffs);
+  o.retry_interval_ms = 0;   // retry on every call
+  o.log_interval_ms = 600000;  // one line per kind for the whole test
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("full disk: writes fail and are counted, one log line, writes resume by themselves",
+          "[storage][faults]") {
+  TempDir tmp("full");
+  auto ffs = std::make_shared<FaultFs>();
+  RocksDbStoreOptions o = fault_options(tmp.sub("db"), ffs);
+  {
+    auto store = open_store(o);
+    REQUIRE(store->put(key_n(1), value_n(1, 20000)).is_ok());
+    CHECK(store->writable());
+    LogCapture cap;
+    ffs->full = true;
+    for (uint64_t n = 2; n < 22; ++n) {
+      Status st = store->put(key_n(n), value_n(n, 20000));
+      CHECK(st.code() == StatusCode::kIOError);
+    }
+    CHECK(ffs->n_failed.load() > 0);
+    CHECK(store->n_writes_failed() == 20);
+    CHECK_FALSE(store->writable());
+    CHECK(store->n_records() == 1);
+    // Reads still work while writes are stopped.
+    CHECK(get_ok(*store, key_n(1)) == value_n(1, 20000));
+    // 20 failed puts, one warning about them (and at most one RocksDB error line).
+    CHECK(cap.count("keeps serving from memory") == 1);
+    CHECK(cap.count("rocksdb: ") <= 1);
+    // A flush while the disk is full fails cleanly (no abort).
+    CHECK(store->flush().code() == StatusCode::kIOError);
+
+    ffs->full = false;  // space returns: the next put resumes writes first
+    REQUIRE(store->put(key_n(30), value_n(30, 20000)).is_ok());
+    CHECK(store->writable());
+    CHECK(store->n_recoveries() == 1);
+    CHECK(store->n_writes_failed() == 20);
+    CHECK(get_ok(*store, key_n(30)) == value_n(30, 20000));
+    CHECK(cap.count("page writes work again (20 failed meanwhile)") == 1);
+    REQUIRE(store->flush().is_ok());
+  }
+  // Both records survive a reopen on the plain file system.
+  RocksDbStoreOptions plain;
+  plain.dir = o.dir;
+  auto store = open_store(plain);
+  CHECK(store->n_records() == 2);
+  CHECK(get_ok(*store, key_n(1)) == value_n(1, 20000));
+  CHECK(get_ok(*store, key_n(30)) == value_n(30, 20000));
+  CHECK_FALSE(get_ok(*store, key_n(2)).has_value());
+}
+
+TEST_CASE("full disk: closing with unflushed failed writes does not abort", "[storage][faults]") {
+  TempDir tmp("full-close");
+  auto ffs = std::make_shared<FaultFs>();
+  RocksDbStoreOptions o = fault_options(tmp.sub("db"), ffs);
+  auto store = open_store(o);
+  REQUIRE(store->put(key_n(1), value_n(1, 3000)).is_ok());  // in the WAL only
+  ffs->full = true;
+  CHECK_FALSE(store->put(key_n(2), value_n(2, 3000)).is_ok());
+  CHECK_FALSE(store->erase(key_n(1)).is_ok());
+  CHECK(store->n_writes_failed() == 2);
+  CHECK_FALSE(store->flush().is_ok());
+  store.reset();  // RocksDB's Close() with a stopped WAL: must return, not assert
+  ffs->full = false;
+  auto again = open_store(o);  // the WAL up to the failure replays
+  CHECK(get_ok(*again, key_n(1)) == value_n(1, 3000));
+  CHECK_FALSE(get_ok(*again, key_n(2)).has_value());
+}
+
+TEST_CASE("full disk at open: the store starts unavailable and opens itself when space returns",
+          "[storage][faults]") {
+  TempDir tmp("full-open");
+  auto ffs = std::make_shared<FaultFs>();
+  RocksDbStoreOptions o = fault_options(tmp.sub("db"), ffs);
+  {
+    auto store = open_store(o);
+    REQUIRE(store->put(key_n(1), value_n(1, 3000)).is_ok());  // WAL only: the reopen must replay it
+  }
+  ffs->full = true;
+  LogCapture cap;
+  auto store = open_store(o);  // no error: the engine then serves from memory
+  CHECK_FALSE(store->writable());
+  CHECK(cap.count("serving from memory only") == 1);
+  CHECK(store->get(key_n(1)).status().code() == StatusCode::kIOError);
+  for (uint64_t n = 2; n < 6; ++n) CHECK(store->put(key_n(n), value_n(n, 3000)).code() == StatusCode::kIOError);
+  CHECK(store->n_writes_failed() == 4);
+  CHECK(cap.count("keeps serving from memory") <= 2);  // the failed put, the failed reopen
+  CHECK(corrupt_copies(tmp.path(), "db").empty());      // a full disk is not damage
+  ffs->full = false;
+  REQUIRE(store->put(key_n(7), value_n(7, 3000)).is_ok());
+  CHECK(store->writable());
+  CHECK(store->n_recoveries() == 1);
+  CHECK(get_ok(*store, key_n(1)) == value_n(1, 3000));
+  CHECK(get_ok(*store, key_n(7)) == value_n(7, 3000));
+  CHECK(store->n_records() == 2);
+}
+
+TEST_CASE("a block checksum mismatch at open is damage, not a lock: moved aside, store starts empty",
+          "[storage][faults]") {
+  TempDir tmp("sst-crc");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  {
+    auto store = open_store(o);
+    // Small values stay in the SST (no blob file): one data block holds
+    // records and index entries.
+    for (uint64_t n = 0; n < 5; ++n) REQUIRE(store->put(key_n(n), value_n(n, 100)).is_ok());
+    REQUIRE(store->flush().is_ok());
+  }
+  int n_ssts = 0;
+  for (const auto& e : fs::directory_iterator(o.dir)) {
+    if (e.path().extension() != ".sst") continue;
+    ++n_ssts;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);  // inside the first data block
+    f.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
+  }
+  REQUIRE(n_ssts == 1);
+  LogCapture cap;
+  auto r = RocksDbPageStore::open(o);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  auto store = std::move(r).value();
+  CHECK(store->n_records() == 0);
+  CHECK(cap.count("in use by another process") == 0);
+  CHECK(cap.count("moved the damaged store") == 1);
+  CHECK(cap.count("checksum mismatch") >= 1);
+  CHECK(corrupt_copies(tmp.path(), "db").size() == 1);
+  REQUIRE(store->put(key_n(9), value_n(9, 100)).is_ok());
+  CHECK(get_ok(*store, key_n(9)) == value_n(9, 100));
+}
+
+TEST_CASE("a LOCK held by another process refuses the open and moves nothing", "[storage][faults]") {
+  TempDir tmp("lock");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  { auto store = open_store(o); REQUIRE(store->put(key_n(1), "one").is_ok()); }
+  int to_child[2], to_parent[2];
+  REQUIRE(pipe(to_child) == 0);
+  REQUIRE(pipe(to_parent) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child takes RocksDB's kind of lock (fcntl F_SETLK) and holds it
+    // until the parent writes a byte.
+    int fd = ::open((o.dir + "/LOCK").c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock fl{};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    const char ok = (fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0) ? 'y' : 'n';
+    (void)!write(to_parent[1], &ok, 1);
+    char c;
+    (void)!read(to_child[0], &c, 1);
+    _exit(0);
+  }
+  char ok = 0;
+  REQUIRE(read(to_parent[0], &ok, 1) == 1);
+  REQUIRE(ok == 'y');
+  auto r = RocksDbPageStore::open(o);
+  CHECK_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kIOError);
+  CHECK_THAT(r.status().message(), Catch::Matchers::Contains("in use by another process"));
+  CHECK(corrupt_copies(tmp.path(), "db").empty());
+  (void)!write(to_child[1], "x", 1);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  // The lock is gone with the child: the store opens with its record.
+  auto store = open_store(o);
+  CHECK(get_ok(*store, key_n(1)) == "one");
+}
+
+TEST_CASE("a corrupt block reached by a compaction: the store is replaced and keeps accepting writes",
+          "[storage][faults]") {
+  TempDir tmp("compaction");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  o.retry_interval_ms = 0;
+  o.log_interval_ms = 600000;
+  // Three table files, each with 4 records of 3000 bytes (under the 4 KiB
+  // blob threshold: the values sit in the table's data blocks, about one
+  // per 4 KiB block, before the blocks of the small index entries).
+  {
+    auto store = open_store(o);
+    for (uint64_t batch = 0; batch < 3; ++batch) {
+      for (uint64_t i = 0; i < 4; ++i) REQUIRE(store->put(key_n(batch * 4 + i), value_n(batch * 4 + i, 3000)).is_ok());
+      REQUIRE(store->flush().is_ok());
+    }
+  }
+  std::vector<fs::path> ssts;
+  for (const auto& e : fs::directory_iterator(o.dir)) {
+    if (e.path().extension() == ".sst") ssts.push_back(e.path());
+  }
+  REQUIRE(ssts.size() == 3);
+  std::sort(ssts.begin(), ssts.end());
+  {
+    std::fstream f(ssts[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);  // inside the first data block: a record, not an index entry
+    f.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
+  }
+  LogCapture cap;
+  auto store = open_store(o);  // the index entries are intact: opens with 12 records
+  REQUIRE(store->n_records() == 12);
+  // RocksDB compacts the table files (at the latest once a fourth one makes
+  // the level-0 trigger); the compaction reads the bad block and RocksDB
+  // stops writes for good.
+  // (The compaction may also start before: its error then fails these.)
+  for (uint64_t i = 0; i < 4; ++i) (void)store->put(key_n(100 + i), value_n(100 + i, 3000));
+  (void)store->flush();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  uint64_t n = 200;
+  while (store->n_recoveries() == 0 && std::chrono::steady_clock::now() < deadline) {
+    (void)store->put(key_n(n), value_n(n, 3000));
+    ++n;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(store->n_recoveries() == 1);
+  CHECK(store->n_records_moved_aside() >= 12);
+  CHECK(corrupt_copies(tmp.path(), "db").size() == 1);
+  CHECK(cap.count("RocksDB cannot resume writes") == 1);
+  // The replacement store takes writes and serves them.
+  REQUIRE(store->put(key_n(999), value_n(999, 3000)).is_ok());
+  CHECK(get_ok(*store, key_n(999)) == value_n(999, 3000));
+  CHECK(store->writable());
+  // Bounded log: far fewer lines than failed writes.
+  CHECK(cap.count("keeps serving from memory") <= 1);
+}
+
+TEST_CASE("moving a store aside keeps only the newest damaged copy", "[storage][faults]") {
+  TempDir tmp("aside");
+  const std::string dir = tmp.sub("db");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/CURRENT") << "x";
+  for (const char* old : {"db.corrupt-100", "db.corrupt-200", "db.corrupt-200-1"}) {
+    fs::create_directories(tmp.sub(old));
+  }
+  std::ofstream(tmp.sub("db.corrupt-notes")) << "an admin's file, not a copy";
+  auto r = move_store_aside(dir, 1);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  CHECK_FALSE(fs::exists(dir));
+  CHECK(fs::exists(fs::path(*r) / "CURRENT"));
+  const auto left = corrupt_copies(tmp.path(), "db");
+  CHECK(left.size() == 2);  // the new copy and the admin's file
+  CHECK_FALSE(fs::exists(tmp.sub("db.corrupt-100")));
+  CHECK_FALSE(fs::exists(tmp.sub("db.corrupt-200")));
+  CHECK_FALSE(fs::exists(tmp.sub("db.corrupt-200-1")));
+  CHECK(fs::exists(tmp.sub("db.corrupt-notes")));
+  // Twice in the same second: a "-1" name, still one copy kept.
+  fs::create_directories(dir);
+  auto r2 = move_store_aside(dir, 1);
+  REQUIRE(r2.is_ok());
+  CHECK(*r2 != *r);
+  CHECK(corrupt_copies(tmp.path(), "db").size() == 2);
+}

@@ -13,17 +13,10 @@ namespace larder {
 
 namespace {
 
-HttpConnection* self(llhttp_t* p) { return static_cast<HttpConnection*>(p->data); }
-
 struct WriteRequest {
   uv_write_t req{};
   std::string data;
 };
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 std::string seconds(uint64_t ms) {
   std::string s = std::to_string(ms / 1000);
@@ -39,33 +32,19 @@ std::string seconds(uint64_t ms) {
 }  // namespace
 
 HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, ConnectionLimits limits)
-    : host_(host), limits_(limits) {
+    : host_(host),
+      limits_(limits),
+      parser_(HttpRequestParser::Limits{limits.max_head_bytes, limits.max_body_bytes},
+              [this] { start_timer(TimerMode::kRequest, limits_.request_timeout_ms); },
+              [this] { write("HTTP/1.1 100 Continue\r\n\r\n"); }) {
   uv_tcp_init(loop, &tcp_);
   uv_timer_init(loop, &timer_);
   tcp_.data = this;
   timer_.data = this;
   open_handles_ = 2;
-  llhttp_init(&parser_, HTTP_REQUEST, &parser_settings());
-  parser_.data = this;
 }
 
 HttpConnection::~HttpConnection() { assert(open_handles_ == 0 && "HttpConnection destroyed with open handles"); }
-
-const llhttp_settings_t& HttpConnection::parser_settings() {
-  static const llhttp_settings_t kSettings = [] {
-    llhttp_settings_t s;
-    llhttp_settings_init(&s);
-    s.on_message_begin = &HttpConnection::on_message_begin;
-    s.on_url = &HttpConnection::on_url;
-    s.on_header_field = &HttpConnection::on_header_field;
-    s.on_header_value = &HttpConnection::on_header_value;
-    s.on_headers_complete = &HttpConnection::on_headers_complete;
-    s.on_body = &HttpConnection::on_body;
-    s.on_message_complete = &HttpConnection::on_message_complete;
-    return s;
-  }();
-  return kSettings;
-}
 
 int HttpConnection::accept(uv_stream_t* listener) {
   int rc = uv_accept(listener, reinterpret_cast<uv_stream_t*>(&tcp_));
@@ -133,105 +112,6 @@ void HttpConnection::on_timer() {
 
 // ---- parser callbacks -------------------------------------------------------
 
-bool HttpConnection::count_head_bytes(size_t n) {
-  head_bytes_ += n;
-  if (head_bytes_ <= limits_.max_head_bytes) return true;
-  refuse_status_ = 431;
-  refuse_message_ = "the request line and headers exceed " + std::to_string(limits_.max_head_bytes) + " bytes";
-  return false;
-}
-
-int HttpConnection::on_message_begin(llhttp_t* p) {
-  HttpConnection* c = self(p);
-  c->request_ = HttpRequest();
-  c->header_field_.clear();
-  c->header_value_.clear();
-  c->last_was_value_ = false;
-  c->head_bytes_ = 0;
-  c->refuse_status_ = 0;
-  c->refuse_message_.clear();
-  c->start_timer(TimerMode::kRequest, c->limits_.request_timeout_ms);
-  return 0;
-}
-
-int HttpConnection::on_url(llhttp_t* p, const char* at, size_t n) {
-  HttpConnection* c = self(p);
-  if (!c->count_head_bytes(n)) return HPE_USER;
-  c->request_.target.append(at, n);
-  return 0;
-}
-
-int HttpConnection::on_header_field(llhttp_t* p, const char* at, size_t n) {
-  HttpConnection* c = self(p);
-  if (!c->count_head_bytes(n)) return HPE_USER;
-  if (c->last_was_value_) {
-    c->request_.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
-    c->header_field_.clear();
-    c->header_value_.clear();
-    c->last_was_value_ = false;
-  }
-  c->header_field_.append(at, n);
-  return 0;
-}
-
-int HttpConnection::on_header_value(llhttp_t* p, const char* at, size_t n) {
-  HttpConnection* c = self(p);
-  if (!c->count_head_bytes(n)) return HPE_USER;
-  c->header_value_.append(at, n);
-  c->last_was_value_ = true;
-  return 0;
-}
-
-int HttpConnection::on_headers_complete(llhttp_t* p) {
-  HttpConnection* c = self(p);
-  HttpRequest& r = c->request_;
-  if (!c->header_field_.empty()) {
-    r.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
-    c->header_field_.clear();
-    c->header_value_.clear();
-  }
-  r.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
-  r.http_major = p->http_major;
-  r.http_minor = p->http_minor;
-  if (p->method == HTTP_CONNECT) {
-    c->refuse_status_ = 405;
-    c->refuse_message_ = "CONNECT is not supported: larder is not a proxy";
-    return -1;
-  }
-  // An Upgrade (websocket, h2c) is ignored, as RFC 9110 section 7.8 allows:
-  // the request is answered as plain HTTP/1.1 and the connection stays HTTP.
-  p->upgrade = 0;
-  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->limits_.max_body_bytes) {
-    c->refuse_status_ = 413;
-    c->refuse_message_ = "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes";
-    return -1;
-  }
-  const std::string* expect = r.header("expect");
-  if (expect && lower(*expect) == "100-continue" && r.http_minor >= 1) {
-    c->write("HTTP/1.1 100 Continue\r\n\r\n");
-  }
-  return 0;
-}
-
-int HttpConnection::on_body(llhttp_t* p, const char* at, size_t n) {
-  HttpConnection* c = self(p);
-  if (c->request_.body.size() + n > c->limits_.max_body_bytes) {
-    c->refuse_status_ = 413;
-    c->refuse_message_ = "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes";
-    return HPE_USER;
-  }
-  c->request_.body.append(at, n);
-  return 0;
-}
-
-int HttpConnection::on_message_complete(llhttp_t* p) {
-  HttpConnection* c = self(p);
-  c->keep_alive_ = llhttp_should_keep_alive(p) != 0;
-  // Stop the parser after each request: the next pipelined one waits until
-  // this one is answered.
-  return HPE_PAUSED;
-}
-
 // ---- input ------------------------------------------------------------------
 
 void HttpConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
@@ -263,40 +143,30 @@ void HttpConnection::process_input() {
   if (in_process_) return;  // re-entered from dispatch(): the loop below continues
   in_process_ = true;
   while (!closing_ && !draining_ && !exchange_active_ && !input_.empty()) {
-    std::string data;
-    data.swap(input_);
-    llhttp_errno_t err = llhttp_execute(&parser_, data.data(), data.size());
-    if (err == HPE_OK) continue;
-    if (err == HPE_PAUSED) {
-      const char* pos = llhttp_get_error_pos(&parser_);
-      input_.assign(pos, static_cast<size_t>(data.data() + data.size() - pos));
-      llhttp_resume(&parser_);
-      dispatch();
-      continue;
+    size_t used = 0;
+    const HttpRequestParser::Outcome outcome = parser_.feed(input_, &used);
+    input_.erase(0, used);
+    if (outcome == HttpRequestParser::Outcome::kNeedMore) continue;
+    if (outcome == HttpRequestParser::Outcome::kError) {
+      fail(parser_.error_status(), parser_.error_message());
+      break;
     }
-    if (refuse_status_ != 0) {
-      fail(refuse_status_, refuse_message_);
-    } else if (err == HPE_PAUSED_H2_UPGRADE) {
-      fail(505, "HTTP/2 is not supported: use HTTP/1.1");
-    } else if (err == HPE_PAUSED_UPGRADE) {
-      fail(400, "protocol upgrades are not supported");  // on_headers_complete clears them; kept for safety
-    } else {
-      fail(400, std::string("malformed HTTP request: ") + llhttp_errno_name(err));
-    }
+    keep_alive_ = parser_.keep_alive();
+    dispatch(parser_.take_request());
   }
   in_process_ = false;
 }
 
-void HttpConnection::dispatch() {
+void HttpConnection::dispatch(HttpRequest request) {
   exchange_active_ = true;
   stop_timer();  // nothing is timed while answering
   rest_timer();  // (bytes of an earlier response may still wait)
-  http_minor_ = request_.http_minor;
-  head_only_ = request_.method == "HEAD";
+  http_minor_ = request.http_minor;
+  head_only_ = request.method == "HEAD";
   if (host_.stopping()) keep_alive_ = false;
   exchange_headers_.clear();
-  HandlerResult result = host_.handle_request(request_, &exchange_headers_);
-  request_ = HttpRequest();  // free the body now
+  HandlerResult result = host_.handle_request(request, &exchange_headers_);
+  request = HttpRequest();  // free the body now
   if (auto* response = std::get_if<HttpResponse>(&result)) {
     send(std::move(*response));
     complete_exchange();

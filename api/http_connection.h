@@ -1,6 +1,7 @@
-// HttpConnection: one accepted TCP connection on the loop thread. llhttp
-// parses requests (Content-Length and chunked bodies, keep-alive,
-// pipelining); each complete request goes to the ConnectionHost, and the
+// HttpConnection: one accepted TCP connection on the loop thread. Its
+// HttpRequestParser (api/http_parser.h) frames the requests (Content-Length
+// and chunked bodies, keep-alive, pipelining); each complete request goes to
+// the ConnectionHost, and the
 // response is written through the ResponseWriter interface this class
 // implements. One exchange at a time: bytes of the next pipelined request
 // wait until the current response is complete.
@@ -26,7 +27,6 @@
 // instead of a reset.
 #pragma once
 
-#include <llhttp.h>
 #include <uv.h>
 
 #include <cstddef>
@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "api/http_message.h"
+#include "api/http_parser.h"
 #include "api/router.h"
 
 namespace larder {
@@ -91,21 +92,12 @@ class HttpConnection : public ResponseWriter {
   void end_stream() override;
 
  private:
-  static const llhttp_settings_t& parser_settings();
-  static int on_message_begin(llhttp_t* p);
-  static int on_url(llhttp_t* p, const char* at, size_t n);
-  static int on_header_field(llhttp_t* p, const char* at, size_t n);
-  static int on_header_value(llhttp_t* p, const char* at, size_t n);
-  static int on_headers_complete(llhttp_t* p);
-  static int on_body(llhttp_t* p, const char* at, size_t n);
-  static int on_message_complete(llhttp_t* p);
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
   enum class TimerMode { kNone, kIdle, kRequest, kSendStall, kLinger };
 
-  bool count_head_bytes(size_t n);  // false: over the limit (431)
   void process_input();
-  void dispatch();
+  void dispatch(HttpRequest request);
   void complete_exchange();
   void fail(int status, std::string message);
   void close_after_flush();
@@ -127,14 +119,7 @@ class HttpConnection : public ResponseWriter {
   TimerMode timer_mode_ = TimerMode::kNone;
   int open_handles_ = 0;
 
-  llhttp_t parser_{};
-  HttpRequest request_;      // the request being parsed
-  std::string header_field_;
-  std::string header_value_;
-  bool last_was_value_ = false;
-  size_t head_bytes_ = 0;
-  int refuse_status_ = 0;    // 405/413/431 when a callback stopped the parser
-  std::string refuse_message_;
+  HttpRequestParser parser_;  // after limits_: built from them
   std::string input_;        // received, not yet parsed bytes
 
   bool exchange_active_ = false;  // a request is being answered

@@ -5,7 +5,7 @@
 #
 #   bench/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s, every target
 #
-# Targets: request_body chat_template gguf_file disk_record (tests/fuzz/harness.h).
+# Targets: http_request request_body chat_template gguf_file disk_record (tests/fuzz/harness.h).
 # New inputs that reach new code stay in build-fuzz/corpus/<target>/ between
 # runs. A crash, a leak, a sanitizer report or a hang (-timeout, default 10 s
 # per input) stops that target: the input is saved as
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request_body chat_template gguf_file disk_record)
+[ ${#targets[@]} -gt 0 ] || targets=(http_request request_body chat_template gguf_file disk_record)
 build_dir=${LARDER_FUZZ_BUILD_DIR:-build-fuzz}
 if ! command -v clang++ >/dev/null 2>&1; then
   echo "fuzz.sh: clang++ not found (scripts/install-deps.sh installs clang)" >&2

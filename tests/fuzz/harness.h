@@ -23,6 +23,9 @@
 
 namespace larder::fuzz {
 
+// Bytes a client sends on a connection (HttpRequestParser), fed whole and in
+// pieces of 1 + data[0] % 16 bytes: both must give the same requests.
+int http_request(const uint8_t* data, size_t size);
 // Body of POST /v1/chat/completions and /v1/completions; the first byte
 // picks which (and, for a third of the inputs, parses the rest as model
 // output containing tool calls in one of the syntaxes).
@@ -41,6 +44,7 @@ struct Target {
   int (*run)(const uint8_t*, size_t);
 };
 inline constexpr Target kTargets[] = {
+    {"http_request", http_request},
     {"request_body", request_body},
     {"chat_template", chat_template},
     {"gguf_file", gguf_file},

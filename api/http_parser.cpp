@@ -1,0 +1,177 @@
+#include "api/http_parser.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace larder {
+
+namespace {
+
+HttpRequestParser* self(llhttp_t* p) { return static_cast<HttpRequestParser*>(p->data); }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+}  // namespace
+
+HttpRequestParser::HttpRequestParser(Limits limits, std::function<void()> on_begin,
+                                     std::function<void()> on_continue)
+    : limits_(limits), on_begin_(std::move(on_begin)), on_continue_(std::move(on_continue)) {
+  llhttp_init(&parser_, HTTP_REQUEST, &settings());
+  parser_.data = this;
+}
+
+const llhttp_settings_t& HttpRequestParser::settings() {
+  static const llhttp_settings_t kSettings = [] {
+    llhttp_settings_t s;
+    llhttp_settings_init(&s);
+    s.on_message_begin = &HttpRequestParser::on_message_begin;
+    s.on_url = &HttpRequestParser::on_url;
+    s.on_header_field = &HttpRequestParser::on_header_field;
+    s.on_header_value = &HttpRequestParser::on_header_value;
+    s.on_headers_complete = &HttpRequestParser::on_headers_complete;
+    s.on_body = &HttpRequestParser::on_body;
+    s.on_message_complete = &HttpRequestParser::on_message_complete;
+    return s;
+  }();
+  return kSettings;
+}
+
+void HttpRequestParser::refuse(int status, std::string message) {
+  refuse_status_ = status;
+  refuse_message_ = std::move(message);
+}
+
+bool HttpRequestParser::count_head_bytes(size_t n) {
+  head_bytes_ += n;
+  if (head_bytes_ <= limits_.max_head_bytes) return true;
+  refuse(431, "the request line and headers exceed " + std::to_string(limits_.max_head_bytes) + " bytes");
+  return false;
+}
+
+int HttpRequestParser::on_message_begin(llhttp_t* p) {
+  HttpRequestParser* c = self(p);
+  c->request_ = HttpRequest();
+  c->header_field_.clear();
+  c->header_value_.clear();
+  c->last_was_value_ = false;
+  c->head_bytes_ = 0;
+  c->in_request_ = true;
+  if (c->on_begin_) c->on_begin_();
+  return 0;
+}
+
+int HttpRequestParser::on_url(llhttp_t* p, const char* at, size_t n) {
+  HttpRequestParser* c = self(p);
+  if (!c->count_head_bytes(n)) return HPE_USER;
+  c->request_.target.append(at, n);
+  return 0;
+}
+
+int HttpRequestParser::on_header_field(llhttp_t* p, const char* at, size_t n) {
+  HttpRequestParser* c = self(p);
+  if (!c->count_head_bytes(n)) return HPE_USER;
+  if (c->last_was_value_) {
+    c->request_.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
+    c->header_field_.clear();
+    c->header_value_.clear();
+    c->last_was_value_ = false;
+  }
+  c->header_field_.append(at, n);
+  return 0;
+}
+
+int HttpRequestParser::on_header_value(llhttp_t* p, const char* at, size_t n) {
+  HttpRequestParser* c = self(p);
+  if (!c->count_head_bytes(n)) return HPE_USER;
+  c->header_value_.append(at, n);
+  c->last_was_value_ = true;
+  return 0;
+}
+
+int HttpRequestParser::on_headers_complete(llhttp_t* p) {
+  HttpRequestParser* c = self(p);
+  HttpRequest& r = c->request_;
+  if (!c->header_field_.empty()) {
+    r.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
+    c->header_field_.clear();
+    c->header_value_.clear();
+  }
+  r.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
+  r.http_major = p->http_major;
+  r.http_minor = p->http_minor;
+  if (p->method == HTTP_CONNECT) {
+    c->refuse(405, "CONNECT is not supported: larder is not a proxy");
+    return -1;
+  }
+  // An Upgrade (websocket, h2c) is ignored, as RFC 9110 section 7.8 allows:
+  // the request is answered as plain HTTP/1.1 and the connection stays HTTP.
+  p->upgrade = 0;
+  if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->limits_.max_body_bytes) {
+    c->refuse(413, "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes");
+    return -1;
+  }
+  const std::string* expect = r.header("expect");
+  if (expect && lower(*expect) == "100-continue" && r.http_minor >= 1 && c->on_continue_) c->on_continue_();
+  return 0;
+}
+
+int HttpRequestParser::on_body(llhttp_t* p, const char* at, size_t n) {
+  HttpRequestParser* c = self(p);
+  if (c->request_.body.size() + n > c->limits_.max_body_bytes) {
+    c->refuse(413, "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes");
+    return HPE_USER;
+  }
+  c->request_.body.append(at, n);
+  return 0;
+}
+
+int HttpRequestParser::on_message_complete(llhttp_t* p) {
+  HttpRequestParser* c = self(p);
+  c->keep_alive_ = llhttp_should_keep_alive(p) != 0;
+  c->in_request_ = false;
+  // Stop after each request: the next pipelined one waits until this one is
+  // answered.
+  return HPE_PAUSED;
+}
+
+HttpRequestParser::Outcome HttpRequestParser::feed(std::string_view data, size_t* consumed) {
+  *consumed = 0;
+  if (error_status_ != 0) return Outcome::kError;
+  if (data.empty()) return Outcome::kNeedMore;
+  const llhttp_errno_t err = llhttp_execute(&parser_, data.data(), data.size());
+  if (err == HPE_OK) {
+    *consumed = data.size();
+    return Outcome::kNeedMore;
+  }
+  if (err == HPE_PAUSED) {
+    *consumed = static_cast<size_t>(llhttp_get_error_pos(&parser_) - data.data());
+    llhttp_resume(&parser_);
+    return Outcome::kRequest;
+  }
+  if (refuse_status_ != 0) {
+    error_status_ = refuse_status_;
+    error_message_ = refuse_message_;
+  } else if (err == HPE_PAUSED_H2_UPGRADE) {
+    error_status_ = 505;
+    error_message_ = "HTTP/2 is not supported: use HTTP/1.1";
+  } else if (err == HPE_PAUSED_UPGRADE) {
+    error_status_ = 400;  // on_headers_complete clears upgrades; kept for safety
+    error_message_ = "protocol upgrades are not supported";
+  } else {
+    error_status_ = 400;
+    error_message_ = std::string("malformed HTTP request: ") + llhttp_errno_name(err);
+  }
+  in_request_ = false;
+  return Outcome::kError;
+}
+
+HttpRequest HttpRequestParser::take_request() {
+  HttpRequest out = std::move(request_);
+  request_ = HttpRequest();
+  return out;
+}
+
+}  // namespace larder

@@ -35,7 +35,10 @@ HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, Connection
     : host_(host),
       limits_(limits),
       parser_(HttpRequestParser::Limits{limits.max_head_bytes, limits.max_body_bytes},
-              [this] { start_timer(TimerMode::kRequest, limits_.request_timeout_ms); },
+              [this] {
+                request_start_ms_ = uv_now(tcp_.loop);
+                start_timer(TimerMode::kRequest, limits_.request_timeout_ms);
+              },
               [this] { write("HTTP/1.1 100 Continue\r\n\r\n"); }) {
   uv_tcp_init(loop, &tcp_);
   uv_timer_init(loop, &timer_);
@@ -46,7 +49,16 @@ HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, Connection
 
 HttpConnection::~HttpConnection() { assert(open_handles_ == 0 && "HttpConnection destroyed with open handles"); }
 
+bool HttpConnection::evictable() const {
+  return !closing_ && !exchange_active_ && !job_ && pending_writes_ == 0 && !shutting_down_;
+}
+
+uint64_t HttpConnection::quiet_since_ms() const {
+  return parser_.in_request() ? request_start_ms_ : last_activity_ms_;
+}
+
 int HttpConnection::accept(uv_stream_t* listener) {
+  last_activity_ms_ = uv_now(tcp_.loop);
   int rc = uv_accept(listener, reinterpret_cast<uv_stream_t*>(&tcp_));
   if (rc != 0) return rc;
   uv_tcp_nodelay(&tcp_, 1);
@@ -130,6 +142,7 @@ void HttpConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   if (nread == 0) return;
+  last_activity_ms_ = uv_now(tcp_.loop);
   if (draining_) return;  // discarded
   input_.append(buf->base, static_cast<size_t>(nread));
   if (exchange_active_ && input_.size() > limits_.max_head_bytes + limits_.max_body_bytes) {
@@ -282,6 +295,7 @@ void HttpConnection::write(std::string data) {
     std::unique_ptr<WriteRequest> owned(reinterpret_cast<WriteRequest*>(r));
     auto* c = static_cast<HttpConnection*>(r->handle->data);
     --c->pending_writes_;
+    if (status >= 0) c->last_activity_ms_ = uv_now(c->tcp_.loop);
     if (status < 0) {
       c->close();  // the client is gone (UV_ECANCELED: already closing)
     } else if (c->timer_mode_ == TimerMode::kSendStall) {

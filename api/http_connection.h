@@ -84,6 +84,14 @@ class HttpConnection : public ResponseWriter {
   // Closes both handles now (cancels an unfinished generation).
   void close();
   bool closing() const { return closing_; }
+  // Whether closing it now loses no work: no request is being answered and
+  // no response bytes are waiting (the server closes such connections, the
+  // quietest first, to admit new ones past max_connections).
+  bool evictable() const;
+  // uv_now() since when it has given the server nothing to do: the start of
+  // the request it is still sending (trickling bytes does not count), else
+  // its last bytes read or taken by the client.
+  uint64_t quiet_since_ms() const;
 
   // ResponseWriter (used by the router's immediate responses and by jobs).
   void send(HttpResponse response) override;
@@ -123,6 +131,8 @@ class HttpConnection : public ResponseWriter {
   std::string input_;        // received, not yet parsed bytes
 
   bool exchange_active_ = false;  // a request is being answered
+  uint64_t last_activity_ms_ = 0;
+  uint64_t request_start_ms_ = 0;
   bool keep_alive_ = true;
   int http_minor_ = 1;            // of the request being answered
   bool chunked_ = false;          // the streamed response uses chunked framing

@@ -71,6 +71,12 @@ struct HttpServer::Impl : public ConnectionHost {
   Status init();
   void on_new_connection(int status);
   void refuse_connection();
+  // At the connection cap: closes the connection quiet longest among those
+  // that lose nothing by it (HttpConnection::evictable, quiet_since_ms: an
+  // idle keep-alive one, or one sending a request for long — slowloris), so
+  // a flood of idle or trickling sockets cannot lock clients out. False
+  // when every connection is answering a request.
+  bool evict_one();
   void on_wake();
   void on_stop();
   void on_grace_expired();
@@ -205,12 +211,30 @@ Status HttpServer::Impl::init() {
   return Status::ok();
 }
 
+bool HttpServer::Impl::evict_one() {
+  HttpConnection* victim = nullptr;
+  int n_open = 0;
+  for (auto& [raw, conn] : connections) {
+    if (conn->closing()) continue;
+    ++n_open;
+    if (!conn->evictable()) continue;
+    if (!victim || conn->quiet_since_ms() < victim->quiet_since_ms()) victim = raw;
+  }
+  // Connections already closing still hold their descriptor until their
+  // close callbacks run (one loop turn); a few of them fit in the reserve.
+  if (n_open < max_connections && static_cast<int>(connections.size()) < max_connections + 64) return true;
+  if (!victim) return false;
+  spdlog::debug("api: {} connections open: closing the quietest to admit a new one", n_open);
+  victim->close();
+  return true;
+}
+
 void HttpServer::Impl::on_new_connection(int status) {
   // (Out of descriptors, libuv accepts and closes the pending connections
   // with a descriptor it keeps in reserve, and reports UV_EMFILE here: the
   // listener never spins.)
   if (status < 0 || stopping_) return;
-  if (static_cast<int>(connections.size()) >= max_connections) {
+  if (static_cast<int>(connections.size()) >= max_connections && !evict_one()) {
     refuse_connection();
     return;
   }

@@ -97,7 +97,11 @@ Result<Rendered> Template::render_text(const Dict& globals, const RenderOptions&
         }));
   auto clock = options.strftime_now ? options.strftime_now : strftime_now_local;
   g.set("strftime_now", Value::make_callable("strftime_now", [clock](CallArgs& a) {
-          return Value(clock(a.get(0, "format").to_str()));
+          // A format from the data prints its own text: marked as it was.
+          const Value format = a.get(0, "format");
+          TextBuilder out;
+          out.append_text(clock(format.to_str()), format.has_untrusted());
+          return out.take();
         }));
   for (const auto& [k, v] : globals.items()) g.set(k, v);
   auto clear_namespaces = [&namespaces] {

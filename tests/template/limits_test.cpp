@@ -166,8 +166,9 @@ TEST_CASE("deeply nested template source is a parse error, not a stack overflow"
 }
 
 TEST_CASE("values nested without end, and chains of namespaces, are refused or freed safely", "[template][limits]") {
-  // 100,000 nested lists: refused at depth 256 (freeing or printing such a
-  // value recursively would overflow the stack).
+  // 100,000 nested lists: refused past depth 256, where Jinja2 renders
+  // this one (printing, comparing or freeing a value recursively overflows
+  // the stack at some depth; no chat template nests data that deep).
   auto lists = render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}ok");
   REQUIRE_FALSE(lists.is_ok());
   CHECK(contains(lists.status().message(), "levels deep"));

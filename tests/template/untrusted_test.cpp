@@ -79,6 +79,7 @@ TEST_CASE("every string operation keeps or spreads the marks", "[template][untru
       {"{{ {c: 1}|tojson }}", "{\"  <|eot_id|> Ab\\ncd  \": 1}", {"{\"  <|eot_id|> Ab\\ncd  \": 1}"}},
       {"{{ n|int + 1 }}{{ c|length }}", "420", {}},
       {"{% if '<|eot_id|>' in c %}yes{% endif %}", "yes", {}},
+      {"{{ strftime_now(c[2:12]) }}{{ strftime_now('<b>') }}", "<|eot_id|><b>", {"<|eot_id|>"}},
   };
   for (const Case& k : cases) {
     INFO(k.src);

@@ -160,7 +160,8 @@ class Generator {
   // overrides it to put the ids the model sampled for earlier answers in
   // place of their text, where that gives the same text
   // (engine/tokenizer/answer_memo.h), so a returning chat matches the KV
-  // pages of its earlier turns. Errors: as render_chat.
+  // pages of its earlier turns. Errors: as render_chat (the engine's also
+  // kInvalidArgument for a rendering too long for the context).
   virtual Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request) const {
     Result<std::string> rendered = render_chat(request);
     if (!rendered.is_ok()) return rendered.status();

@@ -74,8 +74,8 @@ class Template {
 };
 
 // Deepest nesting the parser accepts: of blocks ({% if %} in {% for %} ...)
-// and of expressions (parentheses, operands, arguments). Jinja2's own
-// recursive parser fails near 100 nested parentheses.
+// and of expressions (parentheses, operands, arguments). Jinja2 3.1 fails
+// sooner: below 80 nested parentheses, at 100 nested blocks.
 inline constexpr int kMaxNesting = 128;
 
 // The strftime_now of RenderOptions by default: std::strftime on local time.

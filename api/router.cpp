@@ -125,8 +125,11 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   parsed.chat.cache_salt = parsed.options.cache_salt;
   Result<std::vector<int32_t>> tokens = generator_.chat_prompt(parsed.chat);
   if (!tokens.is_ok()) {
-    const bool tools_error = tokens.status().code() == StatusCode::kUnsupported;
-    return ApiError::invalid(tokens.status().message(), tools_error ? "tools" : "messages");
+    const StatusCode code = tokens.status().code();
+    if (code == StatusCode::kOutOfRange) {
+      return ApiError::invalid(tokens.status().message(), "messages", "context_length_exceeded");
+    }
+    return ApiError::invalid(tokens.status().message(), code == StatusCode::kUnsupported ? "tools" : "messages");
   }
   out.options = std::move(parsed.options);
   out.prompt_tokens = std::move(*tokens);
@@ -144,6 +147,14 @@ PreparedRequest ApiRouter::prepare_completion(const std::string& body) const {
   PreparedGeneration out;
   out.kind = CompletionKind::kText;
   out.prompt_param = "prompt";
+  const ModelInfo& info = generator_.model_info();
+  if (!parsed.prompt_is_tokens && info.max_prompt_bytes > 0 && parsed.prompt_text.size() > info.max_prompt_bytes) {
+    // Refused before tokenizing: no token covers more bytes than the longest.
+    return ApiError::invalid("the prompt is " + std::to_string(parsed.prompt_text.size()) +
+                                 " bytes long, more than the model's context of " + std::to_string(info.n_ctx) +
+                                 " tokens can hold (" + std::to_string(info.max_prompt_bytes) + " bytes)",
+                             "prompt", "context_length_exceeded");
+  }
   out.prompt_tokens = parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens)
                                               : generator_.tokenize(parsed.prompt_text, parsed.options.parse_special);
   out.options = std::move(parsed.options);

@@ -147,6 +147,9 @@ struct Engine::Impl {
   std::string answer_scope(const PageKey& chain_root) const {
     return chain_root == root ? std::string() : chain_root.to_bytes();
   }
+  // The chat rendering with the client's byte ranges, or an error; refuses
+  // one that cannot fit the context (Engine::chat_prompt).
+  Result<tmpl::Rendered> render_chat_text(const ChatRequest& request) const;
   void explain_cache_miss(Sequence& s);
   // The tokens of the most recent finished sequence per first page key, so
   // that a prompt which shares the start of an earlier one but misses the
@@ -566,6 +569,25 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   s.sink->on_event(std::move(ev));
 }
 
+namespace {
+
+// A rendering longer than this cannot fit the context: no token covers more
+// than max_token_bytes of text (Tokenizer::max_token_bytes), and a prompt of
+// n_ctx tokens or more is refused (api/router.cpp). 0: no bound known.
+size_t max_prompt_bytes(int n_ctx, size_t max_token_bytes) {
+  if (n_ctx <= 1 || max_token_bytes == 0) return 0;
+  return static_cast<size_t>(n_ctx - 1) * max_token_bytes;
+}
+
+Status too_long_for_context(int n_ctx, size_t max_bytes) {
+  return Status::out_of_range("the chat prompt cannot fit the model's context of " + std::to_string(n_ctx) +
+                                  " tokens: its rendering passes " + std::to_string(max_bytes) +
+                                  " bytes (no token covers more than " + std::to_string(max_bytes / (n_ctx - 1)) +
+                                  " bytes); shorten the conversation");
+}
+
+}  // namespace
+
 // ---- Engine ------------------------------------------------------------------
 
 Engine::Engine() : impl_(std::make_unique<Impl>()) {}
@@ -580,7 +602,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   LARDER_ASSIGN_OR_RETURN(m.model, Model::load(options.model_path));
   LARDER_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(m.model->gguf()));
   LARDER_ASSIGN_OR_RETURN(m.chat, ChatFormat::load(m.model->gguf()));
-  if (options.strftime_now) m.chat->set_render_options(tmpl::RenderOptions{options.strftime_now});
   const LlamaHparams& hp = m.model->hparams();
   m.n_vocab = hp.n_vocab;
   if (m.tokenizer->n_vocab() != hp.n_vocab) {
@@ -589,6 +610,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
                               std::to_string(hp.n_vocab));
   }
   m.n_ctx = options.n_ctx > 0 ? options.n_ctx : hp.n_ctx_train;
+  {
+    // A render stops once it cannot fit the context (render_chat_text).
+    tmpl::RenderOptions render;
+    if (options.strftime_now) render.strftime_now = options.strftime_now;
+    if (const size_t max_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes()); max_bytes > 0) {
+      render.max_output_bytes = max_bytes;
+      render.max_memory_bytes = std::max<int64_t>(render.max_memory_bytes, 16 * static_cast<int64_t>(max_bytes));
+    }
+    m.chat->set_render_options(std::move(render));
+  }
   if (options.max_running < 1) return Status::invalid_argument("engine.max_running must be >= 1");
   if (m.n_ctx > hp.n_ctx_train && hp.n_ctx_train > 0) {
     spdlog::warn("context length {} is longer than the {} tokens the model was trained for; "
@@ -660,6 +691,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
                                        : options.model_id;
   m.info.n_ctx = m.n_ctx;
   m.info.n_vocab = m.n_vocab;
+  m.info.max_prompt_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes());
   m.info.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -701,46 +733,55 @@ std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_specia
 }
 
 Result<std::string> Engine::render_chat(const ChatRequest& request) const {
-  return impl_->chat->render_request(request);
+  Result<tmpl::Rendered> r = impl_->render_chat_text(request);
+  if (!r.is_ok()) return r.status();
+  return std::move(r->text);
+}
+
+// The rendering with the client's byte ranges; a rendering that cannot fit
+// the context is refused here, before anything is tokenized (the template's
+// output limit, RenderOptions::max_output_bytes, is the same bound, so a
+// Jinja render stops as soon as it passes it).
+Result<tmpl::Rendered> Engine::Impl::render_chat_text(const ChatRequest& request) const {
+  const Impl& m = *this;
+  const size_t max_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes());
+  Result<tmpl::Rendered> r = m.chat->render_text(request);
+  if (!r.is_ok()) {
+    if (r.status().code() == StatusCode::kOutOfRange && max_bytes > 0) return too_long_for_context(m.n_ctx, max_bytes);
+    if (r.status().code() == StatusCode::kOutOfRange) return Status::invalid_argument(r.status().message());
+    return r.status();
+  }
+  if (max_bytes > 0 && r->text.size() > max_bytes) return too_long_for_context(m.n_ctx, max_bytes);
+  return r;
 }
 
 Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) const {
   Impl& m = *impl_;
-  Result<std::string> rendered = render_chat(request);
+  Result<tmpl::Rendered> rendered = m.render_chat_text(request);
   if (!rendered.is_ok()) return rendered.status();
+  const std::string& text = rendered->text;
   // The plain format has no control tokens of its own; parse_special still
   // parses control-token text in its contents.
   const bool special = chat_uses_special_tokens() || request.special_in_content;
-  // Mark every message content (chat_prompt.h), with the stored ids of the
-  // answers we remember; render again and tokenize knowing where they are.
-  std::vector<ChatContent> contents;
+  // Earlier answers the template kept whole: the ids we remember for them
+  // (looked up once per distinct text, and only for those), under the chain
+  // root of the request's cache salt.
   const PageKey chain_root = salted_root(m.root, request.cache_salt);
-  ChatRequest marked = request;
-  for (size_t i = 0; i < request.messages.size(); ++i) {
-    const ChatMessage& msg = request.messages[i];
-    if (msg.content_null) continue;
-    std::optional<std::string> stand_in = marked_content(msg.content, contents.size());
-    if (!stand_in) continue;
-    ChatContent c{msg.content, std::nullopt};
-    if (msg.role == "assistant") c.ids = m.find_answer(msg.content, chain_root);
-    marked.messages[i].content = std::move(*stand_in);
-    contents.push_back(std::move(c));
+  std::unordered_map<std::string_view, std::optional<std::vector<int32_t>>> answer_ids;
+  std::vector<ChatSplice> splices;
+  for (const tmpl::TextSpan& sp : rendered->spans) {
+    if (sp.origin < 0 || static_cast<size_t>(sp.origin) >= request.messages.size()) continue;
+    const ChatMessage& msg = request.messages[static_cast<size_t>(sp.origin)];
+    if (msg.role != "assistant" || msg.content_null || msg.content.empty()) continue;
+    if (std::string_view(text).substr(sp.begin, sp.end - sp.begin) != msg.content) continue;
+    auto [it, fresh] = answer_ids.try_emplace(msg.content);
+    if (fresh) it->second = m.find_answer(msg.content, chain_root);
+    if (it->second) splices.push_back({sp.begin, sp.end, &*it->second});
   }
-  const bool any_ids = std::any_of(contents.begin(), contents.end(), [](const ChatContent& c) { return c.ids.has_value(); });
-  const bool plain_contents = special && !request.special_in_content;
-  if (!contents.empty() && (any_ids || plain_contents)) {
-    Result<std::string> marked_text = render_chat(marked);
-    if (marked_text.is_ok()) {
-      if (auto out = tokenize_marked_chat(*m.tokenizer, *rendered, *marked_text, contents, m.tokenizer->add_bos(),
-                                          special, request.special_in_content)) {
-        if (out->n_spliced > 0) spdlog::debug("chat prompt: {} earlier answer(s) use the ids the model sampled", out->n_spliced);
-        return std::move(out->ids);
-      }
-    }
-    spdlog::debug("chat prompt: the template rewrites message contents; tokenizing the rendered text as a whole{}",
-                  special ? " (control-token text in contents is parsed)" : "");
-  }
-  return tokenize(*rendered, special);
+  ChatPromptIds out = tokenize_chat(*m.tokenizer, text, rendered->spans, splices, m.tokenizer->add_bos(), special,
+                                    request.special_in_content);
+  if (out.n_spliced > 0) spdlog::debug("chat prompt: {} earlier answer(s) use the ids the model sampled", out.n_spliced);
+  return std::move(out.ids);
 }
 
 ToolCallSyntax Engine::tool_call_syntax() const { return impl_->chat->tool_call_syntax(); }

@@ -142,6 +142,10 @@ struct ModelInfo {
   int n_ctx = 0;        // context length served (tokens)
   int n_vocab = 0;
   int64_t created = 0;  // unix seconds
+  // A prompt text longer than this many bytes cannot fit the context (it
+  // encodes to more than n_ctx - 1 tokens: (n_ctx - 1) x the longest token
+  // text), so it is refused before it is tokenized; 0: no such bound.
+  size_t max_prompt_bytes = 0;
 };
 
 // What the API layer needs from the engine. Thread-safe: every method may be
@@ -155,8 +159,10 @@ class Generator {
   virtual std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const = 0;
   // Renders messages (and tools) with the model's chat format, ending with
   // the prompt for the assistant's turn. Errors: kInvalidArgument (e.g.
-  // unknown role, a template's raise_exception); kUnsupported when tools are
-  // given and tool_call_syntax() is kNone.
+  // unknown role, a template's raise_exception, a template over its render
+  // budget); kUnsupported when tools are given and tool_call_syntax() is
+  // kNone; kOutOfRange when the rendering cannot fit the context
+  // (ModelInfo::max_prompt_bytes).
   virtual Result<std::string> render_chat(const ChatRequest& request) const = 0;
   // How this model writes tool calls; kNone: it cannot be offered tools.
   virtual ToolCallSyntax tool_call_syntax() const = 0;
@@ -167,7 +173,8 @@ class Generator {
   // overrides it to put the ids the model sampled for earlier answers in
   // place of their text, where that gives the same text
   // (engine/tokenizer/answer_memo.h), so a returning chat matches the KV
-  // pages of its earlier turns. Errors: as render_chat.
+  // pages of its earlier turns. Errors: as render_chat (the engine's also
+  // kInvalidArgument for a rendering too long for the context).
   virtual Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request) const {
     Result<std::string> rendered = render_chat(request);
     if (!rendered.is_ok()) return rendered.status();

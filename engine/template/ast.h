@@ -36,6 +36,7 @@ struct Expr {
   std::vector<std::string> kwnames;  // kCall/kFilter/kTest: names of the last kwnames.size() args
   std::vector<std::string> ops;      // kCompare
   bool negated = false;              // kTest
+  int depth = 1;                     // height of this subtree (parser.cpp keeps it <= kMaxNesting)
 };
 using ExprPtr = std::unique_ptr<Expr>;
 

@@ -4,6 +4,7 @@
 // ensure_ascii=False, indent=indent, separators=None, sort_keys=sort_keys),
 // with no HTML escaping.
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 
@@ -27,14 +28,15 @@ constexpr std::string_view kTests[] = {
 [[noreturn]] void fail(const std::string& msg, int line) { throw TemplateError(msg, line); }
 
 // Attribute lookup with dots ("function.name"), as Jinja's make_attrgetter.
-Value attr_path(const Value& v, const std::string& path, int line) {
+Value attr_path(const Value& v, const std::string& path, int line, Budget& budget) {
   Value cur = v;
   size_t pos = 0;
   while (true) {
     const size_t dot = path.find('.', pos);
     const std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
-    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part))), line) : get_item(cur, Value(part), line);
+    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part))), line, budget)
+                 : get_item(cur, Value(part), line, budget);
     if (dot == std::string::npos) return cur;
     pos = dot + 1;
   }
@@ -83,15 +85,23 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
     if (len < 0) fail("object of this type has no len()", line);
     return Value(len);
   }
-  if (n == "string") return Value(in.to_str());
+  if (n == "string") return to_text(in, line, budget_);
   if (n == "safe") return in;
-  if (n == "e" || n == "escape") return Value(html_escape(in.to_str()));
-  if (n == "list") return Value(iterate(in, line));
+  if (n == "e" || n == "escape") {
+    const Value text = to_text(in, line, budget_);
+    std::string escaped = html_escape(text.str());
+    budget_.string_bytes(escaped.size(), line);
+    TextBuilder b;
+    b.append_text(escaped, text.has_untrusted());
+    return b.take();
+  }
+  if (n == "list") return Value(iterate(in, line, budget_));
   if (n == "items") {
     if (in.is_undefined()) return Value(List{});
     if (!in.is_mapping()) fail("items filter needs a mapping", line);
+    budget_.items(in.dict().size() * 3, line);
     List out;
-    for (const auto& [k, v] : in.dict().items) out.push_back(Value(List{Value(k), v}));
+    for (const auto& [k, v] : in.dict().items()) out.push_back(Value(List{k, v}));
     return Value(std::move(out));
   }
   if (n == "tojson") {
@@ -100,52 +110,60 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
     const bool sort_keys = a.get(3, "sort_keys", Value(false)).truthy();
     if (a.get(0, "ensure_ascii", Value(false)).truthy()) fail("tojson(ensure_ascii=true) is not supported", line);
     if (!a.get(2, "separators", Value::none()).is_none()) fail("tojson(separators=...) is not supported", line);
-    if (!to_python_json(in, indent.is_none() ? -1 : static_cast<int>(indent.as_int()), sort_keys, &out)) {
+    if (!to_python_json(in, indent.is_none() ? -1 : static_cast<int>(indent.as_int()), sort_keys, &out,
+                        budget_.max_output_bytes())) {
       fail("tojson: value is not JSON serializable", line);
     }
-    return Value(std::move(out));
+    budget_.string_bytes(out.size(), line);
+    // Marked as a whole when any string in it is: JSON text holds no
+    // control token of the template's own.
+    TextBuilder b;
+    b.append_text(out, in.has_untrusted());
+    return b.take();
   }
   if (n == "first" || n == "last") {
-    List l = iterate(in, line);
+    List l = iterate(in, line, budget_);
     if (l.empty()) return Value::undefined(n);
     return n == "first" ? l.front() : l.back();
   }
   if (n == "reverse") {
     if (in.is_string()) {
       const Value step(int64_t{-1});
-      return slice_value(in, nullptr, nullptr, &step, line);
+      return slice_value(in, nullptr, nullptr, &step, line, budget_);
     }
-    List l = iterate(in, line);
+    List l = iterate(in, line, budget_);
     std::reverse(l.begin(), l.end());
     return Value(std::move(l));
   }
   if (n == "join") {
-    const Value sep = a.get(0, "d", Value(""));
+    const Value sep = to_text(a.get(0, "d", Value("")), line, budget_);
     const Value attr = a.get(1, "attribute", Value::none());
-    std::string out;
+    TextBuilder out;
     bool first = true;
-    for (const Value& v : iterate(in, line)) {
-      if (!first) out += sep.to_str();
+    for (const Value& v : iterate(in, line, budget_)) {
+      const Value t = to_text(attr.is_none() ? v : attr_path(v, attr.to_str(), line, budget_), line, budget_);
+      budget_.string_bytes(out.size() + t.str().size() + (first ? 0 : sep.str().size()), line);
+      if (!first) out.append(sep);
       first = false;
-      out += (attr.is_none() ? v : attr_path(v, attr.to_str(), line)).to_str();
+      out.append(t);
     }
-    return Value(std::move(out));
+    return out.take();
   }
-  if (n == "trim") return Value(py_strip(in.to_str(), a.get(0, "chars", Value::none()), true, true));
+  if (n == "trim") return py_strip(in, a.get(0, "chars", Value::none()), true, true, line, budget_);
   if (n == "upper" || n == "lower" || n == "capitalize" || n == "title") {
     CallArgs none;
-    return call(get_attr(Value(in.to_str()), n, line), none, line);
+    return call(get_attr(to_text(in, line, budget_), n, line, budget_), none, line);
   }
   if (n == "replace") {
     CallArgs r;
     r.args = {a.get(0, "old"), a.get(1, "new"), a.get(2, "count", Value(int64_t{-1}))};
-    return call(get_attr(Value(in.to_str()), "replace", line), r, line);
+    return call(get_attr(to_text(in, line, budget_), "replace", line, budget_), r, line);
   }
   if (n == "int") {
     if (in.is_number()) return Value(in.type() == ValueType::kFloat ? static_cast<int64_t>(in.as_double()) : in.as_int());
     if (in.is_string()) {
       char* end = nullptr;
-      const std::string s = py_strip(in.str(), Value::none(), true, true);
+      const std::string s = py_strip(in, Value::none(), true, true, line, budget_).str();
       const long long v = std::strtoll(s.c_str(), &end, 10);
       if (!s.empty() && end && *end == 0) return Value(static_cast<int64_t>(v));
       const double d = std::strtod(s.c_str(), &end);
@@ -177,8 +195,8 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
     const size_t first_arg = by_attr ? 1 : 0;
     const std::string attr = by_attr ? a.get(0, "attr").to_str() : "";
     List out;
-    for (const Value& v : iterate(in, line)) {
-      const Value x = by_attr ? attr_path(v, attr, line) : v;
+    for (const Value& v : iterate(in, line, budget_)) {
+      const Value x = by_attr ? attr_path(v, attr, line, budget_) : v;
       bool ok;
       if (a.args.size() > first_arg) {
         CallArgs targs;
@@ -196,9 +214,9 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
   if (n == "map") {
     List out;
     const Value attr = a.get(99, "attribute", Value::none());
-    for (const Value& v : iterate(in, line)) {
+    for (const Value& v : iterate(in, line, budget_)) {
       if (!attr.is_none()) {
-        Value x = attr_path(v, attr.to_str(), line);
+        Value x = attr_path(v, attr.to_str(), line, budget_);
         if (x.is_undefined()) x = a.get(99, "default", x);
         out.push_back(x);
       } else {
@@ -214,15 +232,17 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
   }
   if (n == "unique") {
     List out;
-    for (const Value& v : iterate(in, line)) {
+    for (const Value& v : iterate(in, line, budget_)) {
+      budget_.step(line, static_cast<int64_t>(out.size()));  // pairwise: a long list runs out of steps
       if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.equals(v); })) out.push_back(v);
     }
     return Value(std::move(out));
   }
   if (n == "sort" || n == "min" || n == "max") {
-    List l = iterate(in, line);
+    List l = iterate(in, line, budget_);
+    budget_.step(line, static_cast<int64_t>(l.size() * (1 + std::bit_width(l.size()))));
     const Value attr = a.get(n == "sort" ? 2 : 1, "attribute", Value::none());
-    auto key = [&](const Value& v) { return attr.is_none() ? v : attr_path(v, attr.to_str(), line); };
+    auto key = [&](const Value& v) { return attr.is_none() ? v : attr_path(v, attr.to_str(), line, budget_); };
     std::stable_sort(l.begin(), l.end(), [&](const Value& x, const Value& y) { return less(key(x), key(y)); });
     if (n == "sort") {
       if (a.get(0, "reverse", Value(false)).truthy()) std::reverse(l.begin(), l.end());
@@ -233,7 +253,7 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
   }
   if (n == "sum") {
     Value total = a.get(1, "start", Value(int64_t{0}));
-    for (const Value& v : iterate(in, line)) {
+    for (const Value& v : iterate(in, line, budget_)) {
       total = (total.type() == ValueType::kFloat || v.type() == ValueType::kFloat)
                   ? Value(total.as_double() + v.as_double())
                   : Value(total.as_int() + v.as_int());
@@ -242,7 +262,8 @@ Value Interpreter::apply_filter(const std::string& name, const Value& in, CallAr
   }
   if (n == "wordcount") {
     CallArgs none;
-    return Value(static_cast<int64_t>(call(get_attr(Value(in.to_str()), "split", line), none, line).list().size()));
+    return Value(static_cast<int64_t>(
+        call(get_attr(to_text(in, line, budget_), "split", line, budget_), none, line).list().size()));
   }
   fail("unsupported filter '" + n + "'", line);
 }
@@ -293,7 +314,7 @@ bool Interpreter::apply_test(const std::string& n, const Value& v, CallArgs& a, 
     if (t == ValueType::kBool) return v.as_bool() == other.as_bool();
     return v.equals(other) && (t == ValueType::kInt || t == ValueType::kString);
   }
-  if (n == "in") return contains(other, v, line);
+  if (n == "in") return contains(other, v, line, budget_);
   if (n == "gt" || n == "greaterthan") return less(other, v);
   if (n == "lt" || n == "lessthan") return less(v, other);
   if (n == "ge") return !less(v, other);

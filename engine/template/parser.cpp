@@ -3,7 +3,11 @@
 // + - < ~ < * / // % < ** < unary - + < postfix (. [] () | is).
 #include "engine/template/parser.h"
 
+#include <algorithm>
+#include <string>
+
 #include "engine/template/lexer.h"
+#include "engine/template/template.h"
 
 namespace larder::tmpl {
 namespace {
@@ -41,9 +45,32 @@ class ExprParser {
     e->line = line_;
     return e;
   }
+  // Appends a child (null: an omitted part), keeping parent->depth the
+  // height of the tree: a long chain such as 1+1+1+... (built by a loop,
+  // not by recursion) must not grow a tree that evaluating or freeing
+  // recursively would overflow the stack on.
+  void add(Expr* parent, ExprPtr child) {
+    if (child) {
+      parent->depth = std::max(parent->depth, child->depth + 1);
+      if (parent->depth > kMaxNesting) too_deep();
+    }
+    parent->items.push_back(std::move(child));
+  }
+  [[noreturn]] void too_deep() const {
+    throw TemplateError("expression nested more than " + std::to_string(kMaxNesting) + " levels deep", line_);
+  }
+  // Counts the parser's own recursion ((((x)))), - - - x, not not x).
+  struct Nest {
+    explicit Nest(ExprParser& p) : p(p) {
+      if (++p.nesting_ > kMaxNesting) p.too_deep();
+    }
+    ~Nest() { --p.nesting_; }
+    ExprParser& p;
+  };
 
   // expression (with an optional "x if c else y")
   ExprPtr parse_expression() {
+    Nest nest(*this);
     ExprPtr e = parse_or();
     while (is_name("if")) {
       ++i_;
@@ -54,9 +81,9 @@ class ExprParser {
         ++i_;
         other = parse_expression();
       }
-      c->items.push_back(std::move(e));
-      c->items.push_back(std::move(cond));
-      c->items.push_back(std::move(other));
+      add(c.get(), std::move(e));
+      add(c.get(), std::move(cond));
+      add(c.get(), std::move(other));
       e = std::move(c);
     }
     return e;
@@ -80,10 +107,11 @@ class ExprParser {
   }
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this);
       ++i_;
       auto u = make(ExprKind::kUnary);
       u->name = "not";
-      u->items.push_back(parse_not());
+      add(u.get(), parse_not());
       return u;
     }
     return parse_compare();
@@ -107,10 +135,10 @@ class ExprParser {
       }
       if (!cmp) {
         cmp = make(ExprKind::kCompare);
-        cmp->items.push_back(std::move(e));
+        add(cmp.get(), std::move(e));
       }
       cmp->ops.push_back(op);
-      cmp->items.push_back(parse_math1());
+      add(cmp.get(), parse_math1());
     }
     return cmp ? std::move(cmp) : std::move(e);
   }
@@ -149,9 +177,10 @@ class ExprParser {
   ExprPtr parse_unary(bool with_filter) {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
       auto u = make(ExprKind::kUnary);
       u->name = next().text;
-      u->items.push_back(parse_unary(false));
+      add(u.get(), parse_unary(false));
       e = std::move(u);
     } else {
       e = parse_primary();
@@ -196,11 +225,11 @@ class ExprParser {
       ExprPtr first = parse_expression();
       if (is_op(",")) {
         auto tup = make(ExprKind::kTuple);
-        tup->items.push_back(std::move(first));
+        add(tup.get(), std::move(first));
         while (is_op(",")) {
           ++i_;
           if (is_op(")")) break;
-          tup->items.push_back(parse_expression());
+          add(tup.get(), parse_expression());
         }
         expect_op(")");
         return tup;
@@ -212,7 +241,7 @@ class ExprParser {
       ++i_;
       auto l = make(ExprKind::kList);
       while (!is_op("]")) {
-        l->items.push_back(parse_expression());
+        add(l.get(), parse_expression());
         if (!is_op(",")) break;
         ++i_;
       }
@@ -223,9 +252,9 @@ class ExprParser {
       ++i_;
       auto d = make(ExprKind::kDict);
       while (!is_op("}")) {
-        d->items.push_back(parse_expression());
+        add(d.get(), parse_expression());
         expect_op(":");
-        d->items.push_back(parse_expression());
+        add(d.get(), parse_expression());
         if (!is_op(",")) break;
         ++i_;
       }
@@ -241,10 +270,10 @@ class ExprParser {
           t_[i_ + 1].text == "=") {
         call->kwnames.push_back(next().text);
         ++i_;
-        call->items.push_back(parse_expression());
+        add(call, parse_expression());
       } else {
         if (!call->kwnames.empty()) fail("positional argument after keyword argument");
-        call->items.push_back(parse_expression());
+        add(call, parse_expression());
       }
       if (!is_op(",")) break;
       ++i_;
@@ -258,13 +287,13 @@ class ExprParser {
         auto a = make(ExprKind::kAttr);
         if (peek().kind == TokKind::kInt) {
           a->kind = ExprKind::kItem;
-          a->items.push_back(std::move(e));
+          add(a.get(), std::move(e));
           auto idx = make(ExprKind::kLiteral);
           idx->value = Value(next().int_value);
-          a->items.push_back(std::move(idx));
+          add(a.get(), std::move(idx));
         } else {
           a->name = expect_name();
-          a->items.push_back(std::move(e));
+          add(a.get(), std::move(e));
         }
         e = std::move(a);
       } else if (is_op("[")) {
@@ -279,17 +308,17 @@ class ExprParser {
         }
         expect_op("]");
         auto s = make(n_colons ? ExprKind::kSlice : ExprKind::kItem);
-        s->items.push_back(std::move(e));
+        add(s.get(), std::move(e));
         if (n_colons) {
-          for (auto& p : parts) s->items.push_back(std::move(p));
+          for (auto& p : parts) add(s.get(), std::move(p));
         } else {
           if (!parts[0]) fail("empty subscript");
-          s->items.push_back(std::move(parts[0]));
+          add(s.get(), std::move(parts[0]));
         }
         e = std::move(s);
       } else if (is_op("(")) {
         auto c = make(ExprKind::kCall);
-        c->items.push_back(std::move(e));
+        add(c.get(), std::move(e));
         parse_call_args(c.get());
         e = std::move(c);
       } else {
@@ -308,7 +337,7 @@ class ExprParser {
           f->name += "." + expect_name();
         }
         if (!is_known_filter(f->name)) throw TemplateError("unsupported filter '" + f->name + "'", line_);
-        f->items.push_back(std::move(e));
+        add(f.get(), std::move(e));
         if (is_op("(")) parse_call_args(f.get());
         e = std::move(f);
       } else if (is_name("is")) {
@@ -322,14 +351,14 @@ class ExprParser {
         if (peek().kind != TokKind::kName) fail("expected a test name");
         t->name = next().text;
         if (!is_known_test(t->name)) throw TemplateError("unsupported test '" + t->name + "'", line_);
-        t->items.push_back(std::move(e));
+        add(t.get(), std::move(e));
         if (is_op("(")) {
           parse_call_args(t.get());
         } else if (peek().kind == TokKind::kString || peek().kind == TokKind::kInt ||
                    peek().kind == TokKind::kFloat ||
                    (peek().kind == TokKind::kName && !is_name("and") && !is_name("or") && !is_name("if") &&
                     !is_name("else") && !is_name("is") && !is_name("in") && !is_name("not"))) {
-          t->items.push_back(parse_primary());  // "is equalto 'x'", "is divisibleby 3"
+          add(t.get(), parse_primary());  // "is equalto 'x'", "is divisibleby 3"
         }
         e = std::move(t);
       } else {
@@ -341,8 +370,8 @@ class ExprParser {
   ExprPtr binary(const std::string& op, ExprPtr a, ExprPtr b) {
     auto e = make(ExprKind::kBinary);
     e->name = op;
-    e->items.push_back(std::move(a));
-    e->items.push_back(std::move(b));
+    add(e.get(), std::move(a));
+    add(e.get(), std::move(b));
     return e;
   }
 
@@ -350,6 +379,7 @@ class ExprParser {
   std::vector<Token> t_;
   size_t i_ = 0;
   int line_;
+  int nesting_ = 0;
 };
 
 class StmtParser {
@@ -404,6 +434,16 @@ class StmtParser {
   }
 
   StmtPtr parse_tag(const std::string& tag, ExprParser& p, int line) {
+    // Blocks inside blocks recurse here: a template with 100,000 nested
+    // {% if %} must fail, not overflow the stack.
+    if (nesting_ >= kMaxNesting) {
+      throw TemplateError("blocks nested more than " + std::to_string(kMaxNesting) + " levels deep", line);
+    }
+    ++nesting_;
+    struct Unnest {
+      int& n;
+      ~Unnest() { --n; }
+    } unnest{nesting_};
     const int saved_open = open_line_;
     open_line_ = line;
     StmtPtr s;
@@ -468,10 +508,10 @@ class StmtParser {
         s->expr = p.parse_expression();
         if (p.is_op(",")) {  // set a, b = x, y
           auto tup = p.make(ExprKind::kTuple);
-          tup->items.push_back(std::move(s->expr));
+          p.add(tup.get(), std::move(s->expr));
           while (p.is_op(",")) {
             p.next();
-            tup->items.push_back(p.parse_expression());
+            p.add(tup.get(), p.parse_expression());
           }
           s->expr = std::move(tup);
         }
@@ -524,6 +564,7 @@ class StmtParser {
   std::vector<Chunk> c_;
   size_t pos_ = 0;
   int open_line_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

@@ -10,26 +10,58 @@
 
 namespace larder::tmpl {
 
+namespace {
+
+// Past this many keys a Dict keeps a hash index (tool schemas from a client
+// can have many properties; a template looking each one up must not be
+// quadratic).
+constexpr size_t kIndexFrom = 8;
+
+}  // namespace
+
 const Value* Dict::find(std::string_view key) const {
-  for (const auto& [k, v] : items) {
-    if (k == key) return &v;
+  if (!index_.empty()) {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &items_[it->second].second;
+  }
+  for (const auto& [k, v] : items_) {
+    if (k.str() == key) return &v;
   }
   return nullptr;
 }
 
-void Dict::set(std::string key, Value value) {
-  for (auto& [k, v] : items) {
-    if (k == key) {
-      v = std::move(value);
+void Dict::set(Value key, Value value) {
+  if (!key.is_string()) key = key.str_value();
+  for (size_t i = 0; index_.empty() && i < items_.size(); ++i) {
+    if (items_[i].first.str() == key.str()) {
+      items_[i].second = std::move(value);
       return;
     }
   }
-  items.emplace_back(std::move(key), std::move(value));
+  if (!index_.empty()) {
+    auto it = index_.find(key.str());
+    if (it != index_.end()) {
+      items_[it->second].second = std::move(value);
+      return;
+    }
+  }
+  items_.emplace_back(std::move(key), std::move(value));
+  // The views point into the keys' shared, immutable bytes, which stay put
+  // when items_ grows or the Dict is copied.
+  if (items_.size() > kIndexFrom) {
+    if (index_.empty()) {
+      for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i].first.str(), i);
+    } else {
+      index_.emplace(items_.back().first.str(), items_.size() - 1);
+    }
+  }
 }
+
+void Dict::set_value(size_t i, Value value) { items_[i].second = std::move(value); }
 
 Value Value::undefined(std::string name) {
   Value v;
-  v.s_ = std::move(name);
+  if (!name.empty()) v.s_ = std::make_shared<const Str>(Str{std::move(name), {}});
   return v;
 }
 
@@ -42,13 +74,37 @@ Value Value::none() {
 Value::Value(bool b) : type_(ValueType::kBool), b_(b), i_(b ? 1 : 0) {}
 Value::Value(int64_t v) : type_(ValueType::kInt), i_(v) {}
 Value::Value(double v) : type_(ValueType::kFloat), f_(v) {}
-Value::Value(std::string s) : type_(ValueType::kString), s_(std::move(s)) {}
-Value::Value(List list) : type_(ValueType::kList), list_(std::make_shared<List>(std::move(list))) {}
-Value::Value(Dict dict) : type_(ValueType::kDict), dict_(std::make_shared<Dict>(std::move(dict))) {}
+Value::Value(std::string s) : type_(ValueType::kString), s_(std::make_shared<const Str>(Str{std::move(s), {}})) {}
+Value::Value(List list) : type_(ValueType::kList) {
+  uint32_t d = 0;
+  for (const Value& v : list) d = std::max(d, v.depth_);
+  depth_ = d + 1;
+  list_ = std::make_shared<List>(std::move(list));
+}
+Value::Value(Dict dict) : type_(ValueType::kDict) {
+  uint32_t d = 0;
+  for (const auto& kv : dict.items()) d = std::max(d, kv.second.depth_);
+  depth_ = d + 1;
+  dict_ = std::make_shared<Dict>(std::move(dict));
+}
+
+Value Value::untrusted(std::string s, int32_t origin) {
+  std::vector<TextSpan> spans;
+  if (!s.empty()) spans.push_back({0, s.size(), origin});
+  return text(std::move(s), std::move(spans));
+}
+
+Value Value::text(std::string s, std::vector<TextSpan> spans) {
+  Value v;
+  v.type_ = ValueType::kString;
+  v.s_ = std::make_shared<const Str>(Str{std::move(s), std::move(spans)});
+  return v;
+}
 
 Value Value::make_namespace(Dict attrs) {
   Value v(std::move(attrs));
   v.type_ = ValueType::kNamespace;
+  v.depth_ = 1;
   return v;
 }
 
@@ -57,6 +113,36 @@ Value Value::make_callable(std::string name, std::function<Value(CallArgs&)> fn)
   v.type_ = ValueType::kCallable;
   v.fn_ = std::make_shared<Callable>(Callable{std::move(name), std::move(fn)});
   return v;
+}
+
+const std::string& Value::str() const {
+  static const std::string kEmpty;
+  return s_ ? s_->text : kEmpty;
+}
+
+const std::vector<TextSpan>& Value::spans() const {
+  static const std::vector<TextSpan> kNone;
+  return s_ ? s_->spans : kNone;
+}
+
+bool Value::has_untrusted() const {
+  switch (type_) {
+    case ValueType::kString: return !s_->spans.empty();
+    case ValueType::kList:
+      return std::any_of(list_->begin(), list_->end(), [](const Value& v) { return v.has_untrusted(); });
+    case ValueType::kDict:
+      return std::any_of(dict_->items().begin(), dict_->items().end(), [](const auto& kv) {
+        return kv.first.has_untrusted() || kv.second.has_untrusted();
+      });
+    default: return false;
+  }
+}
+
+Value Value::str_value() const {
+  if (type_ == ValueType::kString) return *this;
+  TextBuilder b;
+  b.append_text(to_str(), has_untrusted());
+  return b.take();
 }
 
 double Value::as_double() const {
@@ -71,9 +157,9 @@ bool Value::truthy() const {
     case ValueType::kBool: return b_;
     case ValueType::kInt: return i_ != 0;
     case ValueType::kFloat: return f_ != 0.0;
-    case ValueType::kString: return !s_.empty();
+    case ValueType::kString: return !s_->text.empty();
     case ValueType::kList: return !list_->empty();
-    case ValueType::kDict: return !dict_->items.empty();
+    case ValueType::kDict: return !dict_->empty();
     case ValueType::kNamespace:
     case ValueType::kCallable: return true;
   }
@@ -155,44 +241,54 @@ std::string python_str_repr(const std::string& s) {
 
 }  // namespace
 
-std::string Value::to_str() const {
+std::string Value::to_str(size_t limit) const {
   switch (type_) {
     case ValueType::kUndefined: return "";
-    case ValueType::kString: return s_;
-    default: return repr();
+    case ValueType::kString: return s_->text;
+    default: return repr(limit);
   }
 }
 
-std::string Value::repr() const {
+std::string Value::repr(size_t limit) const {
+  std::string out;
+  repr_to(&out, limit);
+  return out;
+}
+
+void Value::repr_to(std::string* out, size_t limit) const {
+  if (out->size() > limit) return;
   switch (type_) {
-    case ValueType::kUndefined: return "";
-    case ValueType::kNone: return "None";
-    case ValueType::kBool: return b_ ? "True" : "False";
-    case ValueType::kInt: return std::to_string(i_);
-    case ValueType::kFloat: return python_float_repr(f_);
-    case ValueType::kString: return python_str_repr(s_);
-    case ValueType::kList: {
-      std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) {
-        if (i) out += ", ";
-        out += (*list_)[i].repr();
+    case ValueType::kUndefined: return;
+    case ValueType::kNone: *out += "None"; return;
+    case ValueType::kBool: *out += b_ ? "True" : "False"; return;
+    case ValueType::kInt: *out += std::to_string(i_); return;
+    case ValueType::kFloat: *out += python_float_repr(f_); return;
+    case ValueType::kString: *out += python_str_repr(s_->text); return;
+    case ValueType::kList:
+      *out += '[';
+      for (size_t i = 0; i < list_->size() && out->size() <= limit; ++i) {
+        if (i) *out += ", ";
+        (*list_)[i].repr_to(out, limit);
       }
-      return out + "]";
-    }
+      *out += ']';
+      return;
     case ValueType::kDict: {
-      std::string out = "{";
+      *out += '{';
       bool first = true;
-      for (const auto& [k, v] : dict_->items) {
-        if (!first) out += ", ";
+      for (const auto& [k, v] : dict_->items()) {
+        if (out->size() > limit) break;
+        if (!first) *out += ", ";
         first = false;
-        out += python_str_repr(k) + ": " + v.repr();
+        *out += python_str_repr(k.str());
+        *out += ": ";
+        v.repr_to(out, limit);
       }
-      return out + "}";
+      *out += '}';
+      return;
     }
-    case ValueType::kNamespace: return "<Namespace>";
-    case ValueType::kCallable: return "<function " + fn_->name + ">";
+    case ValueType::kNamespace: *out += "<Namespace>"; return;
+    case ValueType::kCallable: *out += "<function " + fn_->name + ">"; return;
   }
-  return "";
 }
 
 bool Value::equals(const Value& o) const {
@@ -204,7 +300,7 @@ bool Value::equals(const Value& o) const {
   switch (type_) {
     case ValueType::kUndefined:
     case ValueType::kNone: return true;
-    case ValueType::kString: return s_ == o.s_;
+    case ValueType::kString: return s_->text == o.s_->text;
     case ValueType::kList: {
       if (list_->size() != o.list_->size()) return false;
       for (size_t i = 0; i < list_->size(); ++i) {
@@ -213,9 +309,9 @@ bool Value::equals(const Value& o) const {
       return true;
     }
     case ValueType::kDict: {
-      if (dict_->items.size() != o.dict_->items.size()) return false;
-      for (const auto& [k, v] : dict_->items) {
-        const Value* ov = o.dict_->find(k);
+      if (dict_->size() != o.dict_->size()) return false;
+      for (const auto& [k, v] : dict_->items()) {
+        const Value* ov = o.dict_->find(k.str());
         if (ov == nullptr || !v.equals(*ov)) return false;
       }
       return true;
@@ -229,9 +325,18 @@ bool Value::equals(const Value& o) const {
 int64_t Value::length() const {
   switch (type_) {
     case ValueType::kUndefined: return 0;
-    case ValueType::kString: return static_cast<int64_t>(utf8_decode(s_).size());
+    case ValueType::kString: {
+      int64_t n = 0;  // code points as utf8_decode counts them
+      const std::string& t = s_->text;
+      for (size_t i = 0; i < t.size(); ++n) {
+        const unsigned char c = static_cast<unsigned char>(t[i]);
+        const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        i += (len == 0 || i + len > t.size()) ? 1 : len;
+      }
+      return n;
+    }
     case ValueType::kList: return static_cast<int64_t>(list_->size());
-    case ValueType::kDict: return static_cast<int64_t>(dict_->items.size());
+    case ValueType::kDict: return static_cast<int64_t>(dict_->size());
     default: return -1;
   }
 }
@@ -270,7 +375,8 @@ void json_string(const std::string& s, std::string* out) {
   *out += '"';
 }
 
-bool json_value(const Value& v, int indent, bool sort_keys, int depth, std::string* out) {
+bool json_value(const Value& v, int indent, bool sort_keys, int depth, std::string* out, size_t limit) {
+  if (out->size() > limit) return true;
   auto newline = [&](int d) {
     *out += '\n';
     out->append(static_cast<size_t>(indent * d), ' ');
@@ -297,7 +403,7 @@ bool json_value(const Value& v, int indent, bool sort_keys, int depth, std::stri
       for (size_t i = 0; i < l.size(); ++i) {
         if (i) *out += indent >= 0 ? "," : ", ";
         if (indent >= 0) newline(depth + 1);
-        if (!json_value(l[i], indent, sort_keys, depth + 1, out)) return false;
+        if (!json_value(l[i], indent, sort_keys, depth + 1, out, limit)) return false;
       }
       if (indent >= 0) newline(depth);
       *out += ']';
@@ -306,10 +412,10 @@ bool json_value(const Value& v, int indent, bool sort_keys, int depth, std::stri
     case ValueType::kDict:
     case ValueType::kNamespace: {
       if (v.type() == ValueType::kNamespace) return false;
-      std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : v.dict().items) items.push_back(&kv);
+      std::vector<const std::pair<Value, Value>*> items;
+      for (const auto& kv : v.dict().items()) items.push_back(&kv);
       if (sort_keys) {
-        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+        std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first.str() < b->first.str(); });
       }
       if (items.empty()) {
         *out += "{}";
@@ -319,9 +425,9 @@ bool json_value(const Value& v, int indent, bool sort_keys, int depth, std::stri
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) *out += indent >= 0 ? "," : ", ";
         if (indent >= 0) newline(depth + 1);
-        json_string(items[i]->first, out);
+        json_string(items[i]->first.str(), out);
         *out += ": ";
-        if (!json_value(items[i]->second, indent, sort_keys, depth + 1, out)) return false;
+        if (!json_value(items[i]->second, indent, sort_keys, depth + 1, out, limit)) return false;
       }
       if (indent >= 0) newline(depth);
       *out += '}';
@@ -333,78 +439,51 @@ bool json_value(const Value& v, int indent, bool sort_keys, int depth, std::stri
 
 }  // namespace
 
-bool to_python_json(const Value& value, int indent, bool sort_keys, std::string* out) {
-  return json_value(value, indent, sort_keys, 0, out);
+bool to_python_json(const Value& value, int indent, bool sort_keys, std::string* out, size_t limit) {
+  return json_value(value, indent, sort_keys, 0, out, limit);
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+std::optional<Value> from_json_at(const nlohmann::ordered_json& j, bool untrusted, uint32_t depth) {
+  using J = nlohmann::ordered_json;
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return Value::none();
-    case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
-    case nlohmann::ordered_json::value_t::number_float: return Value(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value(j.get<std::string>());
-    case nlohmann::ordered_json::value_t::array: {
+    case J::value_t::null: return Value::none();
+    case J::value_t::boolean: return Value(j.get<bool>());
+    case J::value_t::number_integer: return Value(j.get<int64_t>());
+    case J::value_t::number_unsigned: return Value(static_cast<int64_t>(j.get<uint64_t>()));
+    case J::value_t::number_float: return Value(j.get<double>());
+    case J::value_t::string:
+      return untrusted ? Value::untrusted(j.get<std::string>()) : Value(j.get<std::string>());
+    case J::value_t::array: {
+      if (depth >= kMaxValueDepth) return std::nullopt;
       List l;
-      for (const auto& e : j) l.push_back(from_json(e));
+      l.reserve(j.size());
+      for (const auto& e : j) {
+        std::optional<Value> v = from_json_at(e, untrusted, depth + 1);
+        if (!v) return std::nullopt;
+        l.push_back(std::move(*v));
+      }
       return Value(std::move(l));
     }
-    case nlohmann::ordered_json::value_t::object: {
+    case J::value_t::object: {
+      if (depth >= kMaxValueDepth) return std::nullopt;
       Dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        std::optional<Value> v = from_json_at(it.value(), untrusted, depth + 1);
+        if (!v) return std::nullopt;
+        d.set(untrusted ? Value::untrusted(it.key()) : Value(it.key()), std::move(*v));
+      }
       return Value(std::move(d));
     }
     default: return Value::none();
   }
 }
 
-bool is_py_space(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
+}  // namespace
 
-std::vector<uint32_t> utf8_decode(std::string_view s) {
-  std::vector<uint32_t> out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) {
-      out.push_back(0xfffd);
-      ++i;
-      continue;
-    }
-    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    out.push_back(cp);
-    i += n;
-  }
-  return out;
-}
-
-std::string utf8_encode(const std::vector<uint32_t>& cps, size_t begin, size_t end) {
-  std::string out;
-  for (size_t i = begin; i < end; ++i) {
-    const uint32_t cp = cps[i];
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-  return out;
+std::optional<Value> from_json(const nlohmann::ordered_json& j, bool untrusted) {
+  return from_json_at(j, untrusted, 0);
 }
 
 }  // namespace larder::tmpl

@@ -75,8 +75,8 @@ Result<ChatFormat> ChatFormat::from_jinja(std::string_view chat_template, std::s
   return f;
 }
 
-Result<std::string> ChatFormat::render_values(const tmpl::Value& messages, const tmpl::Value& tools,
-                                              bool add_generation_prompt) const {
+Result<tmpl::Rendered> ChatFormat::render_jinja(const tmpl::Value& messages, const tmpl::Value& tools,
+                                                bool add_generation_prompt) const {
   if (kind_ != ChatFormatKind::kJinja) return Status::unsupported("chat: render_values needs a Jinja template");
   if (!load_error_.is_ok()) return load_error_;
   tmpl::Dict g;
@@ -86,7 +86,14 @@ Result<std::string> ChatFormat::render_values(const tmpl::Value& messages, const
   g.set("add_generation_prompt", tmpl::Value(add_generation_prompt));
   g.set("bos_token", tmpl::Value(bos_token_));
   g.set("eos_token", tmpl::Value(eos_token_));
-  return template_->render(g, render_options_);
+  return template_->render_text(g, render_options_);
+}
+
+Result<std::string> ChatFormat::render_values(const tmpl::Value& messages, const tmpl::Value& tools,
+                                              bool add_generation_prompt) const {
+  Result<tmpl::Rendered> r = render_jinja(messages, tools, add_generation_prompt);
+  if (!r.is_ok()) return r.status();
+  return std::move(r->text);
 }
 
 ChatFormat ChatFormat::from_template(std::string_view chat_template) {
@@ -115,8 +122,20 @@ const char* ChatFormat::name() const {
 }
 
 Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages) const {
+  Result<tmpl::Rendered> r = render_messages(messages, tmpl::Value::none());
+  if (!r.is_ok()) return r.status();
+  return std::move(r->text);
+}
+
+Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage>& messages,
+                                                   const tmpl::Value& tools) const {
   if (messages.empty()) return Status::invalid_argument("chat: no messages to render");
-  std::string out;
+  for (const ChatMessage& m : messages) {
+    if (!is_one_of(m.role, {"system", "developer", "user", "assistant", "tool"})) {
+      return Status::invalid_argument("chat: role '" + m.role +
+                                      "' is not one of system, developer, user, assistant, tool");
+    }
+  }
   auto bad_role = [&](const ChatMessage& m) {
     return Status::invalid_argument("chat: role '" + m.role + "' is not supported by the " + name() +
                                     " chat format");
@@ -129,32 +148,43 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
       }
     }
   }
+  if (kind_ == ChatFormatKind::kJinja) return render_jinja(message_values(messages), tools, true);
+  // The fixed formats: contents are marked with their message index.
+  tmpl::TextBuilder out;
+  auto content = [&](size_t i, std::string_view text) { out.append_text(text, true, static_cast<int32_t>(i)); };
   switch (kind_) {
-    case ChatFormatKind::kJinja:
-      return render_values(message_values(messages), tmpl::Value::none(), true);
+    case ChatFormatKind::kJinja: break;
     case ChatFormatKind::kChatML:
-      for (const ChatMessage& m : messages) {
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
         if (!is_one_of(m.role, {"system", "user", "assistant", "tool"})) return bad_role(m);
-        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        out.append_trusted("<|im_start|>" + m.role + "\n");
+        content(i, m.content);
+        out.append_trusted("<|im_end|>\n");
       }
-      out += "<|im_start|>assistant\n";
+      out.append_trusted("<|im_start|>assistant\n");
       break;
     case ChatFormatKind::kLlama3:
-      out += "<|begin_of_text|>";
-      for (const ChatMessage& m : messages) {
+      out.append_trusted("<|begin_of_text|>");
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
         if (!is_one_of(m.role, {"system", "user", "assistant"})) return bad_role(m);
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-        out += trim(m.content);
-        out += "<|eot_id|>";
+        out.append_trusted("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n");
+        content(i, trim(m.content));
+        out.append_trusted("<|eot_id|>");
       }
-      out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      out.append_trusted("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case ChatFormatKind::kPlain:
-      for (const ChatMessage& m : messages) {
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
         if (m.role == "system") {
-          out += m.content + "\n\n";
+          content(i, m.content);
+          out.append_trusted("\n\n");
         } else if (m.role == "user") {
-          out += "User: " + m.content + "\n";
+          out.append_trusted("User: ");
+          content(i, m.content);
+          out.append_trusted("\n");
         } else if (m.role == "assistant") {
           // The model's own answers follow "Assistant:" directly (usually
           // with the space of their first piece, sometimes with '"', '\'',
@@ -165,15 +195,19 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
           // "Hello" reads "Assistant: Hello".
           const unsigned char c0 = m.content.empty() ? 0 : static_cast<unsigned char>(m.content[0]);
           const bool add_space = c0 < 0x80 && std::isalnum(c0) != 0;
-          out += (add_space ? "Assistant: " : "Assistant:") + m.content + "\n";
+          out.append_trusted(add_space ? "Assistant: " : "Assistant:");
+          content(i, m.content);
+          out.append_trusted("\n");
         } else {
           return bad_role(m);
         }
       }
-      out += "Assistant:";
+      out.append_trusted("Assistant:");
       break;
   }
-  return out;
+  tmpl::Rendered r;
+  r.text = out.take_text(&r.spans);
+  return r;
 }
 
 }  // namespace larder

@@ -13,8 +13,8 @@
 //            (tests/template/). Like transformers, the output is tokenized
 //            with special-token parsing and without an added BOS (the
 //            template renders bos_token where the model wants it); unlike
-//            transformers, control-token text inside message contents stays
-//            text by default (engine/tokenizer/chat_prompt.h).
+//            transformers, control-token text in any string of the request
+//            stays text by default (render_text, engine/tokenizer/chat_prompt.h).
 //   The fixed renderings below remain for of_kind() and from_template():
 //
 //   kChatML  (template contains "<|im_start|>"), per message
@@ -36,6 +36,10 @@
 //            ends with "Assistant:" (no trailing space: the answer's first
 //            piece brings its own "▁"). Roles: system, user, assistant.
 //            No control tokens, so tokenize it with parse_special = false.
+//
+// Roles: system, developer, user, assistant, tool (OpenAI's); any other is
+// refused before the template runs (a role is printed as it is, so it must
+// not carry text of its own).
 //
 // Tools (kJinja only; the fixed formats refuse tools and tool calls). The
 // request's data reaches the template as transformers' apply_chat_template
@@ -123,18 +127,33 @@ class ChatFormat {
   const std::string& detect_reason() const { return reason_; }
 
   // Renders `messages`, ending with the prompt of the assistant's turn.
-  // Errors (Status::invalid_argument): an empty list; a role the format does
-  // not know (the message names the role and the format).
-  // kJinja: errors are Status::invalid_argument with the template's own
-  // message (raise_exception, e.g. "roles must alternate") or the failing line.
+  // Errors (Status::invalid_argument): an empty list; a role that is not
+  // one of system, developer, user, assistant, tool (OpenAI's roles), or
+  // one the format does not know (the message names the role and the
+  // format). kJinja: errors are Status::invalid_argument with the
+  // template's own message (raise_exception, e.g. "roles must alternate")
+  // or the failing line, and Status::out_of_range when the output passes
+  // RenderOptions::max_output_bytes.
   Result<std::string> render(const std::vector<ChatMessage>& messages) const;
 
   // Renders a whole chat request: messages with their tool calls, tool
   // results, and the tools offered (see "Tools" above). Errors as render();
   // also Status::unsupported when tools are offered but tool_call_syntax()
-  // is kNone, Status::invalid_argument when tools_json is not a JSON array,
-  // and for the fixed formats when a message carries tool calls.
+  // is kNone, Status::invalid_argument when tools_json is not a JSON array
+  // (or nests deeper than tmpl::kMaxValueDepth), and for the fixed formats
+  // when a message carries tool calls.
   Result<std::string> render_request(const ChatRequest& request) const;
+
+  // render_request(), with the byte ranges of the rendering that hold text
+  // from the request (Rendered::spans): every string the client sent
+  // (contents, names, tool call ids, names and arguments, everything in
+  // `tools`) is marked, whatever the template does with it
+  // (engine/template/value.h, "Untrusted text"); the template's own text,
+  // bos_token / eos_token and the (checked) roles are not. A span's origin
+  // is the index of the message whose content it holds, kNoOrigin for the
+  // other strings. Tokenizing the marked ranges without control tokens
+  // keeps a client from writing a control token in any field.
+  Result<tmpl::Rendered> render_text(const ChatRequest& request) const;
 
   // Options for every later render (tests fix the clock of strftime_now).
   void set_render_options(tmpl::RenderOptions options) { render_options_ = std::move(options); }
@@ -170,8 +189,13 @@ class ChatFormat {
  private:
   ChatFormat(ChatFormatKind kind, std::string reason) : kind_(kind), reason_(std::move(reason)) {}
 
-  // Messages as the template sees them (chat_tools.cpp).
+  // Messages as the template sees them, every client string marked
+  // (chat_tools.cpp).
   tmpl::Value message_values(const std::vector<ChatMessage>& messages) const;
+  // render() and render_text() (chat_format.cpp); tools: none or a list.
+  Result<tmpl::Rendered> render_messages(const std::vector<ChatMessage>& messages, const tmpl::Value& tools) const;
+  Result<tmpl::Rendered> render_jinja(const tmpl::Value& messages, const tmpl::Value& tools,
+                                      bool add_generation_prompt) const;
   // Sets tool_syntax_ and the requires_* flags from the template (chat_tools.cpp).
   void probe_tool_support(std::string_view chat_template);
 

@@ -1,141 +1,62 @@
 #include "engine/tokenizer/chat_prompt.h"
 
-#include <cstdio>
-#include <random>
-#include <utility>
+#include <algorithm>
 
-#include "engine/template/value.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/tokenizer/unicode.h"
 
 namespace larder {
 
-namespace {
-
-// Lengths in bytes of the leading and trailing whitespace of `text` (Python's
-// str.isspace(), as Jinja's trim); nullopt when it is all whitespace.
-std::optional<std::pair<size_t, size_t>> whitespace_edges(std::string_view text) {
-  std::vector<unicode::Char> chars;
-  unicode::decode_utf8(text, chars);
-  size_t first = 0, last = chars.size();
-  while (first < last && tmpl::is_py_space(chars[first].cpt)) ++first;
-  if (first == last) return std::nullopt;
-  while (tmpl::is_py_space(chars[last - 1].cpt)) --last;
-  const unicode::Char& end = chars[last - 1];
-  return std::make_pair(size_t(chars[first].offset), text.size() - (end.offset + end.n_bytes));
-}
-
-// A piece of the rendering: template text, or (the kept part of) a content.
-struct Piece {
-  std::string_view text;
-  bool is_content = false;
-  const std::vector<int32_t>* ids = nullptr;  // splice these (content kept whole)
-  std::string_view whole;                     // the content's full text, for the decode check
-};
-
-}  // namespace
-
-std::string content_marker(size_t k) {
-  static const uint64_t tag = [] {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-  }();
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "@@larder-content-%zu-%016llx@@", k, static_cast<unsigned long long>(tag));
-  return buf;
-}
-
-std::optional<std::string> marked_content(std::string_view text, size_t k) {
-  auto edges = whitespace_edges(text);
-  if (!edges) return std::nullopt;
-  std::string out(text.substr(0, edges->first));
-  out += content_marker(k);
-  out.append(text.substr(text.size() - edges->second));
-  return out;
-}
-
-std::optional<ChatPromptIds> tokenize_marked_chat(const Tokenizer& tok, std::string_view rendered,
-                                                  std::string_view marked, std::span<const ChatContent> contents,
-                                                  bool add_bos, bool parse_special, bool special_in_content) {
-  // 1. Cut `marked` into template text and contents; check that the kept
-  //    contents give back `rendered`.
-  std::vector<Piece> pieces;
-  std::string rebuilt;
-  rebuilt.reserve(rendered.size());
-  size_t pos = 0;
-  for (size_t k = 0; k < contents.size(); ++k) {
-    const std::string_view text = contents[k].text;
-    auto edges = whitespace_edges(text);
-    if (!edges) return std::nullopt;
-    const auto [lead, trail] = *edges;
-    const std::string marker = content_marker(k);
-    const size_t hit = marked.find(marker, pos);
-    if (hit == std::string_view::npos) return std::nullopt;
-    if (marked.find(marker, hit + marker.size()) != std::string_view::npos) return std::nullopt;
-    const size_t after = hit + marker.size();
-    const bool lead_kept = hit - pos >= lead && marked.substr(hit - lead, lead) == text.substr(0, lead);
-    const bool trail_kept = marked.substr(after, trail) == text.substr(text.size() - trail);
-    const size_t begin = lead_kept ? hit - lead : hit;
-    const size_t end = trail_kept ? after + trail : after;
-    const std::string_view kept =
-        text.substr(lead_kept ? 0 : lead, text.size() - (lead_kept ? 0 : lead) - (trail_kept ? 0 : trail));
-    pieces.push_back(Piece{marked.substr(pos, begin - pos), false, nullptr, {}});
-    Piece content{kept, true, nullptr, {}};
-    if (contents[k].ids && lead_kept && trail_kept) {
-      content.ids = &*contents[k].ids;
-      content.whole = text;
-    }
-    pieces.push_back(content);
-    rebuilt.append(pieces[pieces.size() - 2].text);
-    rebuilt.append(kept);
-    pos = end;
-  }
-  pieces.push_back(Piece{marked.substr(pos), false, nullptr, {}});
-  rebuilt.append(pieces.back().text);
-  if (rebuilt != rendered) return std::nullopt;
-
-  // 2. Tokenize the text between spliced answers; splice the answers.
+ChatPromptIds tokenize_chat(const Tokenizer& tok, std::string_view rendered, std::span<const tmpl::TextSpan> untrusted,
+                            std::span<const ChatSplice> splices, bool add_bos, bool parse_special,
+                            bool special_in_content) {
   ChatPromptIds out;
-  std::string segment;
-  std::vector<Tokenizer::ByteRange> plain;
+  const bool bos = add_bos && tok.bos_id() >= 0;
   bool at_start = true;
-  const auto encode_segment = [&]() {
-    std::vector<int32_t> ids;
-    if (!parse_special) {
-      ids = at_start ? tok.encode(segment, false, false) : tok.encode_continuation(segment, false);
-    } else {
-      ids = tok.encode_chat(segment, at_start,
-                            special_in_content ? std::span<const Tokenizer::ByteRange>() : plain);
+  size_t next_span = 0;  // first untrusted span not yet passed
+  std::vector<Tokenizer::ByteRange> plain;
+  // Ids of rendered[begin, end) as one piece.
+  const auto encode = [&](size_t begin, size_t end) {
+    const std::string_view text = rendered.substr(begin, end - begin);
+    if (!parse_special) return at_start ? tok.encode(text, false, false) : tok.encode_continuation(text, false);
+    plain.clear();
+    if (!special_in_content) {
+      for (size_t k = next_span; k < untrusted.size() && untrusted[k].begin < end; ++k) {
+        const size_t b = std::max(untrusted[k].begin, begin), e = std::min(untrusted[k].end, end);
+        if (b < e) plain.push_back({b - begin, e - begin});
+      }
     }
-    return ids;
+    return tok.encode_chat(text, at_start, plain);
   };
-  const auto append_segment = [&](std::vector<int32_t> ids) {
+  const auto append = [&](const std::vector<int32_t>& ids, size_t end) {
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
-    if (at_start && add_bos && tok.bos_id() >= 0 && (out.ids.empty() || out.ids.front() != tok.bos_id())) {
+    if (at_start && bos && (out.ids.empty() || out.ids.front() != tok.bos_id())) {
       out.ids.insert(out.ids.begin(), tok.bos_id());
     }
     at_start = false;
-    segment.clear();
-    plain.clear();
+    while (next_span < untrusted.size() && untrusted[next_span].end <= end) ++next_span;
   };
-  for (const Piece& p : pieces) {
-    if (p.ids != nullptr) {
-      // Splice if the ids give exactly this text after the ids before them.
-      std::vector<int32_t> before = encode_segment();
-      int32_t prev = before.empty() ? -1 : before.back();
-      if (before.empty() && !out.ids.empty()) prev = out.ids.back();
-      if (before.empty() && at_start && add_bos && tok.bos_id() >= 0) prev = tok.bos_id();
-      if (tok.decode_text(*p.ids, prev) == p.whole) {
-        append_segment(std::move(before));
-        out.ids.insert(out.ids.end(), p.ids->begin(), p.ids->end());
-        ++out.n_spliced;
-        continue;
-      }
+  size_t pos = 0;  // start of the text not yet tokenized
+  for (const ChatSplice& sp : splices) {
+    if (sp.ids == nullptr || sp.begin < pos || sp.end > rendered.size() || sp.begin >= sp.end) continue;
+    const std::string_view whole = rendered.substr(sp.begin, sp.end - sp.begin);
+    // decode_text depends on the token before only when it is BOS; a splice
+    // that matches in neither case is skipped without tokenizing anything
+    // (so a long chat of answers that do not match stays linear).
+    if (tok.decode_text(*sp.ids, -1) != whole && (tok.bos_id() < 0 || tok.decode_text(*sp.ids, tok.bos_id()) != whole)) {
+      continue;
     }
-    if (p.is_content) plain.push_back({segment.size(), segment.size() + p.text.size()});
-    segment.append(p.text);
+    std::vector<int32_t> before = encode(pos, sp.begin);
+    int32_t prev = before.empty() ? -1 : before.back();
+    if (before.empty() && !out.ids.empty()) prev = out.ids.back();
+    if (before.empty() && at_start && bos) prev = tok.bos_id();
+    if (tok.decode_text(*sp.ids, prev) != whole) continue;
+    append(before, sp.begin);
+    out.ids.insert(out.ids.end(), sp.ids->begin(), sp.ids->end());
+    ++out.n_spliced;
+    pos = sp.end;
+    while (next_span < untrusted.size() && untrusted[next_span].end <= pos) ++next_span;
   }
-  append_segment(encode_segment());
+  append(encode(pos, rendered.size()), rendered.size());
   return out;
 }
 

@@ -23,11 +23,13 @@ using OrderedJson = nlohmann::ordered_json;
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
 
-// JSON text -> template value; nullopt when it does not parse.
+// JSON text from the client -> template value, every string and key
+// marked; nullopt when it does not parse or nests deeper than
+// tmpl::kMaxValueDepth.
 std::optional<tmpl::Value> parse_value(std::string_view text) {
   OrderedJson j = OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return std::nullopt;
-  return tmpl::from_json(j);
+  return tmpl::from_json(j, /*untrusted=*/true);
 }
 
 // The probe conversation: a user turn, an assistant turn calling one tool,
@@ -54,43 +56,54 @@ ChatRequest probe_request(bool content_null) {
 }  // namespace
 
 tmpl::Value ChatFormat::message_values(const std::vector<ChatMessage>& messages) const {
+  // Roles are checked (render_messages) and stay unmarked: templates build
+  // control tokens around them ('<|' + role + '|>' in Phi 3).
+  const auto client = [](const std::string& s) { return tmpl::Value::untrusted(s); };
   tmpl::List list;
-  for (const ChatMessage& m : messages) {
+  list.reserve(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
     tmpl::Dict d;
     d.set("role", tmpl::Value(m.role));
     if (m.content_null) {
       d.set("content", requires_non_null_content_ ? tmpl::Value(std::string()) : tmpl::Value::none());
     } else {
-      d.set("content", tmpl::Value(m.content));
+      d.set("content", tmpl::Value::untrusted(m.content, static_cast<int32_t>(i)));
     }
     if (!m.tool_calls.empty()) {
       tmpl::List calls;
       for (const ToolCall& c : m.tool_calls) {
-        tmpl::Value arguments(c.arguments);
+        tmpl::Value arguments = client(c.arguments);
         if (requires_object_arguments_) {
           std::optional<tmpl::Value> parsed = parse_value(c.arguments);
           if (parsed && parsed->is_dict()) arguments = *parsed;
         }
         tmpl::Dict function;
-        function.set("name", tmpl::Value(c.name));
+        function.set("name", client(c.name));
         function.set("arguments", std::move(arguments));
         tmpl::Dict call;
-        call.set("id", tmpl::Value(c.id));
+        call.set("id", client(c.id));
         call.set("type", tmpl::Value("function"));
         call.set("function", tmpl::Value(std::move(function)));
         calls.push_back(tmpl::Value(std::move(call)));
       }
       d.set("tool_calls", tmpl::Value(std::move(calls)));
     }
-    if (!m.tool_call_id.empty()) d.set("tool_call_id", tmpl::Value(m.tool_call_id));
-    if (!m.name.empty()) d.set("name", tmpl::Value(m.name));
+    if (!m.tool_call_id.empty()) d.set("tool_call_id", client(m.tool_call_id));
+    if (!m.name.empty()) d.set("name", client(m.name));
     list.push_back(tmpl::Value(std::move(d)));
   }
   return tmpl::Value(std::move(list));
 }
 
 Result<std::string> ChatFormat::render_request(const ChatRequest& request) const {
-  if (request.tools_json.empty()) return render(request.messages);
+  Result<tmpl::Rendered> r = render_text(request);
+  if (!r.is_ok()) return r.status();
+  return std::move(r->text);
+}
+
+Result<tmpl::Rendered> ChatFormat::render_text(const ChatRequest& request) const {
+  if (request.tools_json.empty()) return render_messages(request.messages, tmpl::Value::none());
   if (tool_syntax_ == ToolCallSyntax::kNone) {
     if (kind_ != ChatFormatKind::kJinja) {
       return Status::unsupported(std::string("this model has no Jinja chat template (it uses the ") + name() +
@@ -100,8 +113,11 @@ Result<std::string> ChatFormat::render_request(const ChatRequest& request) const
   }
   if (request.messages.empty()) return Status::invalid_argument("chat: no messages to render");
   std::optional<tmpl::Value> tools = parse_value(request.tools_json);
-  if (!tools || !tools->is_list()) return Status::invalid_argument("chat: tools must be a JSON array");
-  return render_values(message_values(request.messages), *tools, true);
+  if (!tools || !tools->is_list()) {
+    return Status::invalid_argument("chat: tools must be a JSON array nested at most " +
+                                    std::to_string(tmpl::kMaxValueDepth) + " levels deep");
+  }
+  return render_messages(request.messages, *tools);
 }
 
 void ChatFormat::probe_tool_support(std::string_view chat_template) {

@@ -1,6 +1,7 @@
 // Tokenizer::encode: special-token partition, then SentencePiece BPE merges
 // with a priority queue (the scheme of llama.cpp's llm_tokenizer_spm_session,
 // re-implemented from its description in tokenizer.h).
+#include <algorithm>
 #include <queue>
 #include <string>
 #include <vector>
@@ -83,10 +84,11 @@ std::vector<int32_t> Tokenizer::encode_impl(std::string_view text, bool add_bos,
     // Control/unknown token text inside a plain range stays text.
     const bool restricted = !plain.empty() && (type == TokenType::kControl || type == TokenType::kUnknown);
     const auto in_plain = [&](size_t begin) {
-      for (const ByteRange& r : plain) {
-        if (r.begin < begin + special.size() && begin < r.end) return true;
-      }
-      return false;
+      // The first range that ends after `begin` (ranges are sorted and
+      // disjoint: a binary search, so a chat of many messages stays linear).
+      auto r = std::upper_bound(plain.begin(), plain.end(), begin,
+                                [](size_t b, const ByteRange& x) { return b < x.end; });
+      return r != plain.end() && r->begin < begin + special.size();
     };
     next.clear();
     for (const Fragment& f : fragments) {

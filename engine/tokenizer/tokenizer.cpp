@@ -107,6 +107,7 @@ Status Tokenizer::init(VocabData vocab) {
     return Status::invalid_argument("tokenizer: " + std::to_string(vocab.types.size()) + " token types for " +
                                     std::to_string(n) + " tokens");
   }
+  for (const std::string& t : vocab.tokens) max_token_bytes_ = std::max(max_token_bytes_, t.size());
   if (vocab.scores.empty()) vocab.scores.assign(n, 0.0f);
   if (vocab.types.empty()) vocab.types.assign(n, TokenType::kNormal);
   const std::pair<const char*, int32_t> ids[] = {

@@ -120,6 +120,14 @@ class Tokenizer {
   int32_t eot_id() const { return vocab_.eot_id; }
   int32_t unk_id() const { return vocab_.unk_id; }
   bool add_bos() const { return vocab_.add_bos; }
+  // Bytes of the longest token text in the vocabulary. No token covers more
+  // bytes of the text it was encoded from (a text piece is at least as long
+  // as the bytes it stands for: "▁" is 3 bytes for a space, a GPT-2 byte
+  // character 1-2 bytes for a byte, "<0x41>" 6 for one), so a text of more
+  // than n * max_token_bytes() bytes encodes to more than n tokens (vocabs
+  // with neither byte tokens nor unk drop bytes they cannot encode; those
+  // bytes are not counted).
+  size_t max_token_bytes() const { return max_token_bytes_; }
   bool add_eos() const { return vocab_.add_eos; }
   bool add_space_prefix() const { return vocab_.add_space_prefix; }
 
@@ -155,10 +163,10 @@ class Tokenizer {
   };
   // Chat prompts: as encode(text, false, true) (at_input_start) or
   // encode_continuation(text, true), except that control-token text lying
-  // in one of `plain` (byte ranges of text, sorted, disjoint: the message
-  // contents) stays plain text, so a user cannot write "<|im_end|>" into a
-  // message and close its turn. User-defined tokens are cut everywhere, as
-  // in encode.
+  // in (or across the edge of) one of `plain` (byte ranges of text, sorted,
+  // disjoint: the client's text, engine/tokenizer/chat_prompt.h) stays
+  // plain text, so a user cannot write "<|im_end|>" into a message and
+  // close its turn. User-defined tokens are cut everywhere, as in encode.
   std::vector<int32_t> encode_chat(std::string_view text, bool at_input_start,
                                    std::span<const ByteRange> plain) const;
 
@@ -190,6 +198,7 @@ class Tokenizer {
   std::vector<std::string> pieces_;   // token_to_piece per id
   std::vector<bool> end_of_generation_;
   std::unique_ptr<const BpeModel> bpe_;  // kBpe only
+  size_t max_token_bytes_ = 0;
 };
 
 // Streams text token by token: never splits a multi-byte UTF-8 character

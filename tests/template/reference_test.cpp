@@ -64,8 +64,8 @@ Result<std::string> render(const std::string& tmpl, const std::string& conv, siz
   Json msgs = Json::array();
   for (size_t i = 0; i < n_messages && i < c["messages"].size(); ++i) msgs.push_back(c["messages"][i]);
   Dict g;
-  g.set("messages", from_json(msgs));
-  g.set("tools", c.contains("tools") ? from_json(c["tools"]) : Value::none());
+  g.set("messages", from_json(msgs).value());
+  g.set("tools", c.contains("tools") ? from_json(c["tools"]).value() : Value::none());
   g.set("documents", Value::none());
   g.set("add_generation_prompt", Value(agp));
   g.set("bos_token", Value(spec["bos_token"].get<std::string>()));

@@ -145,8 +145,8 @@ TEST_CASE("hostile inputs get their status and the daemon goes on serving", "[e2
        "functions"},
       {"cache_salt not a string", post(chat, chat_body(user, R"(,"cache_salt":7)")), 400, "cache_salt"},
       {"an unknown model", post(chat, chat_body(user, R"(,"model":"gpt-4o")")), 404, "model"},
-      // Llama 3's longest token is 256 bytes: 7 MB cannot fit 2048 tokens,
-      // so it is refused before tokenizing (was: a 0.9 s stall for all).
+      // 2047 tokens of the vocabulary's longest token text are far below
+      // 7 MB, so it is refused before tokenizing (was: a 0.9 s stall for all).
       {"a 7 MB completion prompt", post("/v1/completions", R"({"prompt":")" + std::string(7 << 20, 'q') + R"("})"),
        400, "prompt"},
   };

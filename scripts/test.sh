@@ -7,7 +7,8 @@
 # The real test model is looked up in $LARDER_TEST_MODELS (default:
 # ../shared/models); tests that need it are skipped when it is absent (they
 # fail instead in CI, CI=true, or when LARDER_TEST_MODELS is set by hand), and
-# the run ends with how many test cases were skipped and why.
+# the run ends with how many test cases were skipped and why. Then each fuzz
+# target runs for $LARDER_FUZZ_SECONDS (default 10) seconds (bench/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -36,6 +37,12 @@ status=0
 (cd "$build_dir" && ctest --output-on-failure --timeout 900) || status=1
 if [ -f tests/e2e/package.json ]; then
   tests/e2e/run.sh "$build_dir" 2>&1 | tee "$e2e_log" || status=1
+fi
+# A short run of every fuzz target (clang, ASan + UBSan): bench/fuzz.sh runs
+# them longer. LARDER_FUZZ_SECONDS sets the time per target (0: skip).
+fuzz_seconds=${LARDER_FUZZ_SECONDS:-10}
+if [ "$fuzz_seconds" != 0 ]; then
+  bench/fuzz.sh "$fuzz_seconds" || status=1
 fi
 # What was not tested, and why (each skipped Catch2 case logs a line; node's
 # spec reporter marks a skipped test with "﹣ name # reason").

@@ -65,11 +65,12 @@ class Dict {
   const Value* find(std::string_view key) const;
   // Sets `key` (a string Value; a std::string converts) to `value`.
   void set(Value key, Value value);
-  const std::vector<std::pair<Value, Value>>& items() const { return items_; }
+  // (Defined after Value below: clang needs Value complete for them.)
+  const std::vector<std::pair<Value, Value>>& items() const;
   // Replaces the value of the i-th item (i < size()).
   void set_value(size_t i, Value value);
-  size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
+  size_t size() const;
+  bool empty() const;
 
  private:
   std::vector<std::pair<Value, Value>> items_;
@@ -162,6 +163,10 @@ class Value {
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Callable> fn_;
 };
+
+inline const std::vector<std::pair<Value, Value>>& Dict::items() const { return items_; }
+inline size_t Dict::size() const { return items_.size(); }
+inline bool Dict::empty() const { return items_.empty(); }
 
 // Builds a string Value piece by piece, keeping the marks of the pieces
 // (adjacent marked ranges of the same origin merge into one).

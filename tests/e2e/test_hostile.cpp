@@ -21,6 +21,7 @@
 #include "api/http_server.h"
 #include "engine/engine.h"
 #include "tests/api/test_client.h"
+#include "tests/e2e/live_server.h"
 #include "tests/support/chat_models.h"
 #include "tests/support/temp_dir.h"
 
@@ -31,35 +32,16 @@ using nlohmann::json;
 
 namespace {
 
-struct Daemon {
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<HttpServer> server;
-  std::thread thread;
-
-  Daemon(const std::string& model, ServerOptions so) {
+// The daemon under attack: Llama 3.2's vocabulary and template, a 2048
+// context, a fixed clock for the template's date.
+struct Daemon : LiveServer {
+  Daemon(const std::string& model, const ServerOptions& so) : LiveServer(model, so, engine_options()) {}
+  static EngineOptions engine_options() {
     EngineOptions eo;
-    eo.model_path = model;
-    eo.n_threads = 1;
     eo.n_ctx = 2048;
-    eo.memory_capacity_bytes = 64 << 20;
     eo.strftime_now = [](const std::string&) { return std::string("01 Dec 2026"); };
-    auto e = Engine::create(eo);
-    INFO(e.status().to_string());
-    REQUIRE(e.is_ok());
-    engine = std::move(e).value();
-    so.port = 0;
-    auto s = HttpServer::create(so, *engine);
-    INFO(s.status().to_string());
-    REQUIRE(s.is_ok());
-    server = std::move(s).value();
-    thread = std::thread([this] { server->run(); });
+    return eo;
   }
-  ~Daemon() {
-    server->request_stop();
-    thread.join();
-    engine->stop();
-  }
-  int port() const { return server->port(); }
 };
 
 const std::string& llama3_model_path() {

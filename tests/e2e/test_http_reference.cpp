@@ -22,6 +22,7 @@
 #include "api/http_server.h"
 #include "engine/engine.h"
 #include "tests/api/test_client.h"
+#include "tests/e2e/live_server.h"
 #include "tests/support/test_models.h"
 
 using namespace larder;
@@ -30,34 +31,6 @@ using nlohmann::json;
 
 namespace {
 
-struct LiveServer {
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<HttpServer> server;
-  std::thread thread;
-
-  explicit LiveServer(const std::string& model) {
-    EngineOptions eo;
-    eo.model_path = model;
-    eo.n_threads = 1;
-    eo.memory_capacity_bytes = 64 << 20;
-    auto e = Engine::create(eo);
-    INFO(e.status().to_string());
-    REQUIRE(e.is_ok());
-    engine = std::move(e).value();
-    ServerOptions so;
-    so.port = 0;
-    auto s = HttpServer::create(so, *engine);
-    INFO(s.status().to_string());
-    REQUIRE(s.is_ok());
-    server = std::move(s).value();
-    thread = std::thread([this] { server->run(); });
-  }
-  ~LiveServer() {
-    server->request_stop();
-    thread.join();
-    engine->stop();
-  }
-};
 
 json reference() {
   std::ifstream f(*test_models_dir() + "/reference.json");

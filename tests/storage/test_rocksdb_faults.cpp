@@ -19,12 +19,15 @@
 #include "storage/rocksdb_support.h"
 #include "tests/support/fault_fs.h"
 #include "tests/support/log_capture.h"
+#include "tests/storage/store_test_util.h"
 #include "tests/support/temp_dir.h"
 
 using namespace larder;
 using larder::testing::FaultFs;
 using larder::testing::LogCapture;
 using larder::testing::TempDir;
+using larder::testing::get_ok;
+using larder::testing::open_store;
 namespace fs = std::filesystem;
 
 namespace {
@@ -38,19 +41,6 @@ std::string value_n(uint64_t n, size_t bytes) {
   return v;
 }
 
-std::unique_ptr<RocksDbPageStore> open_store(const RocksDbStoreOptions& o) {
-  auto r = RocksDbPageStore::open(o);
-  INFO(r.status().to_string());
-  REQUIRE(r.is_ok());
-  return std::move(r).value();
-}
-
-std::optional<std::string> get_ok(RocksDbPageStore& s, const PageKey& k) {
-  auto r = s.get(k);
-  INFO(r.status().to_string());
-  REQUIRE(r.is_ok());
-  return *r;
-}
 
 std::vector<fs::path> corrupt_copies(const fs::path& parent, const std::string& name) {
   std::vector<fs::path> out;

@@ -12,10 +12,13 @@
 
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
+#include "tests/storage/store_test_util.h"
 #include "tests/support/temp_dir.h"
 
 using namespace larder;
 using larder::testing::TempDir;
+using larder::testing::get_ok;
+using larder::testing::open_store;
 namespace fs = std::filesystem;
 
 namespace {
@@ -33,19 +36,6 @@ std::string record_n(uint64_t n, size_t n_tokens, size_t payload_bytes) {
   return encode_page_record(key_n(n), meta, tokens, payload);
 }
 
-std::unique_ptr<RocksDbPageStore> open_store(const RocksDbStoreOptions& o) {
-  auto r = RocksDbPageStore::open(o);
-  INFO(r.status().to_string());
-  REQUIRE(r.is_ok());
-  return std::move(r).value();
-}
-
-std::optional<std::string> get_ok(RocksDbPageStore& s, const PageKey& k) {
-  auto r = s.get(k);
-  INFO(r.status().to_string());
-  REQUIRE(r.is_ok());
-  return *r;
-}
 
 }  // namespace
 

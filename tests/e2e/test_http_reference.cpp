@@ -31,7 +31,6 @@ using nlohmann::json;
 
 namespace {
 
-
 json reference() {
   std::ifstream f(*test_models_dir() + "/reference.json");
   return json::parse(f);

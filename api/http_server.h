@@ -6,6 +6,7 @@
 //   GET  /v1/models             {"object":"list","data":[...]}
 //   GET  /v1/models/{id}
 //   GET  /health                {"status":"ok"}
+//   (HEAD wherever GET: the same head, no body)
 //   OPTIONS *                   204 (a CORS preflight only for allowed origins)
 // Before routing, every request passes the Host allow-list, the CORS origin
 // check, the API key check and (for browsers) the JSON content-type check:

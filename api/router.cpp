@@ -60,11 +60,11 @@ HandlerResult ApiRouter::dispatch(HttpRequest& request) {
     return completions(request);
   }
   if (path == "/models" || path.starts_with("/models/")) {
-    if (method != "GET") return method_not_allowed("GET");
+    if (method != "GET" && method != "HEAD") return method_not_allowed("GET, HEAD");
     return models(path == "/models" ? std::string_view() : path.substr(8));
   }
   if (path == "/health") {
-    if (method != "GET") return method_not_allowed("GET");
+    if (method != "GET" && method != "HEAD") return method_not_allowed("GET, HEAD");
     return json_response(200, {{"status", "ok"}});
   }
   return error_response(ApiError::not_found("unknown endpoint " + std::string(request.path()), std::nullopt,

@@ -58,8 +58,11 @@ std::string show_node(const toml::node& node) {
   if (const auto* str = node.as_string()) {
     s = toml_quote(str->get());  // toml++ would print 'literal' quotes
   } else if (const auto* array = node.as_array()) {
-    s = "[";
-    for (const toml::node& element : *array) s += (s.size() > 1 ? ", " : "") + show_node(element);
+    s.push_back('[');  // (not s = "[": GCC 12 warns falsely, -Wrestrict)
+    for (const toml::node& element : *array) {
+      if (s.size() > 1) s += ", ";
+      s += show_node(element);
+    }
     s += "]";
   } else {
     std::ostringstream os;

@@ -78,8 +78,9 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::replace_damaged(cons
   if (!aside.is_ok()) return {OpenKind::kOther, Status::io_error(why.message() + "; " + aside.status().message())};
   n_records_moved_aside += n_lost;
   log.log(spdlog::level::warn, "replace",
-          why.to_string() + "; moved the damaged store (" + std::to_string(n_lost) +
-              " records) to " + *aside + " and continuing with an empty one");
+          why.to_string() + "; moved the damaged store (" +
+              (n_lost > 0 ? std::to_string(n_lost) + " records" : std::string("records not counted: it did not open")) +
+              ") to " + *aside + " and continuing with an empty one");
   return try_open();
 }
 

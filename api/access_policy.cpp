@@ -238,6 +238,9 @@ bool AccessPolicy::key_valid(std::string_view presented) const {
 
 std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) const {
   const std::string& method = request.method;
+  if (request.http_major == 1 && request.http_minor >= 1 && !request.header("host")) {
+    return refuse(400, "an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)", "missing_host");
+  }
   if (const std::string* host = request.header("host"); host && !host_allowed(*host)) {
     spdlog::debug("api: refused {} {}: Host '{}' is not allowed", method, request.path(), clip(*host));
     return refuse(403,

@@ -4,8 +4,12 @@
 //      another host gets 403 (code "host_not_allowed"). Allowed: localhost
 //      and its subdomains, 127.0.0.1, [::1], the listen address, and
 //      ServerOptions::allowed_hosts; any port. When the listen address is a
-//      wildcard (0.0.0.0, ::) and allowed_hosts is empty, any Host passes. A
-//      request without a Host header (HTTP/1.0 tools) passes.
+//      wildcard (0.0.0.0, ::) and allowed_hosts is empty, any Host passes. An
+//      HTTP/1.0 request without a Host header passes; an HTTP/1.1 one gets
+//      400 (code "missing_host"), as RFC 9112 section 3.2 asks.
+// Every check reads only the request line and headers: the connection runs
+// them once the head is parsed, before the body is read, so a refused
+// client never gets a body buffered (api/http_connection.h).
 //   2. CORS: a request with an `Origin` header that is not in
 //      ServerOptions::cors_origins gets 403 (code "origin_not_allowed") unless
 //      its method is GET, HEAD or OPTIONS; its responses carry no

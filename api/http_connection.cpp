@@ -39,7 +39,11 @@ HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, Connection
                 request_start_ms_ = uv_now(tcp_.loop);
                 start_timer(TimerMode::kRequest, limits_.request_timeout_ms);
               },
-              [this] { write("HTTP/1.1 100 Continue\r\n\r\n"); }) {
+              [this] { write("HTTP/1.1 100 Continue\r\n\r\n"); },
+              [this](const HttpRequest& head) {
+                head_refusal_ = host_.check_head(head, &exchange_headers_);
+                return !head_refusal_;
+              }) {
   uv_tcp_init(loop, &tcp_);
   uv_timer_init(loop, &timer_);
   tcp_.data = this;
@@ -162,6 +166,20 @@ void HttpConnection::process_input() {
     if (outcome == HttpRequestParser::Outcome::kNeedMore) continue;
     if (outcome == HttpRequestParser::Outcome::kError) {
       fail(parser_.error_status(), parser_.error_message());
+      break;
+    }
+    if (outcome == HttpRequestParser::Outcome::kRefused) {
+      // Refused from its head (Host, origin, API key): answered without
+      // reading the body, and the connection ends.
+      HttpRequest head = parser_.take_request();
+      exchange_active_ = true;
+      keep_alive_ = false;
+      http_minor_ = head.http_minor;
+      head_only_ = head.method == "HEAD";
+      stop_timer();
+      send(std::move(*head_refusal_));
+      head_refusal_.reset();
+      close_after_flush();
       break;
     }
     keep_alive_ = parser_.keep_alive();

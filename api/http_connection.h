@@ -31,6 +31,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ class ConnectionHost {
   // exchange carries (CORS); the connection adds them. May take the
   // request's body (it is not used after this call).
   virtual HandlerResult handle_request(HttpRequest& request, HttpHeaders* response_headers) = 0;
+  // Called once a request's line and headers are parsed, before its body is
+  // read: a refusal to send instead of reading on (the connection then
+  // ends), or nullopt. May set *response_headers as handle_request does.
+  virtual std::optional<HttpResponse> check_head(const HttpRequest& head, HttpHeaders* response_headers) = 0;
   // The loop-wide read buffer (valid until the read callback returns).
   virtual uv_buf_t read_buffer() = 0;
   // Both handles are closed; the host may destroy `connection` now.
@@ -128,6 +133,7 @@ class HttpConnection : public ResponseWriter {
   int open_handles_ = 0;
 
   HttpRequestParser parser_;  // after limits_: built from them
+  std::optional<HttpResponse> head_refusal_;  // what check_head answered
   std::string input_;        // received, not yet parsed bytes
 
   bool exchange_active_ = false;  // a request is being answered

@@ -17,8 +17,12 @@ std::string lower(std::string s) {
 }  // namespace
 
 HttpRequestParser::HttpRequestParser(Limits limits, std::function<void()> on_begin,
-                                     std::function<void()> on_continue)
-    : limits_(limits), on_begin_(std::move(on_begin)), on_continue_(std::move(on_continue)) {
+                                     std::function<void()> on_continue,
+                                     std::function<bool(const HttpRequest& head)> on_head)
+    : limits_(limits),
+      on_begin_(std::move(on_begin)),
+      on_continue_(std::move(on_continue)),
+      on_head_(std::move(on_head)) {
   llhttp_init(&parser_, HTTP_REQUEST, &settings());
   parser_.data = this;
 }
@@ -113,6 +117,10 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
     c->refuse(413, "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes");
     return -1;
   }
+  if (c->on_head_ && !c->on_head_(r)) {
+    c->refused_head_ = true;
+    return -1;
+  }
   const std::string* expect = r.header("expect");
   if (expect && lower(*expect) == "100-continue" && r.http_minor >= 1 && c->on_continue_) c->on_continue_();
   return 0;
@@ -150,6 +158,12 @@ HttpRequestParser::Outcome HttpRequestParser::feed(std::string_view data, size_t
     *consumed = static_cast<size_t>(llhttp_get_error_pos(&parser_) - data.data());
     llhttp_resume(&parser_);
     return Outcome::kRequest;
+  }
+  if (refused_head_) {
+    error_status_ = 400;  // later calls: the connection is done
+    error_message_ = "the request was refused from its head";
+    in_request_ = false;
+    return Outcome::kRefused;
   }
   if (refuse_status_ != 0) {
     error_status_ = refuse_status_;

@@ -35,18 +35,25 @@ class HttpRequestParser {
     size_t max_head_bytes = 64 << 10;
     size_t max_body_bytes = 8 << 20;
   };
-  enum class Outcome { kNeedMore, kRequest, kError };
+  enum class Outcome { kNeedMore, kRequest, kError, kRefused };
 
   // on_begin: the first byte of a request was parsed (starts the request
-  // timer). on_continue: its head asked for "Expect: 100-continue" (HTTP/1.1).
-  HttpRequestParser(Limits limits, std::function<void()> on_begin = {}, std::function<void()> on_continue = {});
+  // timer). on_head: the request line and headers are complete (the body is
+  // not read yet); returning false stops the parser with kRefused (the
+  // caller answers from the head alone and ends the connection).
+  // on_continue: the head passed and asked for "Expect: 100-continue"
+  // (HTTP/1.1).
+  HttpRequestParser(Limits limits, std::function<void()> on_begin = {}, std::function<void()> on_continue = {},
+                    std::function<bool(const HttpRequest& head)> on_head = {});
   HttpRequestParser(const HttpRequestParser&) = delete;
   HttpRequestParser& operator=(const HttpRequestParser&) = delete;
 
   // Parses `data` until a request is complete or the bytes run out. Sets
   // *consumed to the bytes used: all of them for kNeedMore, up to the end of
   // the request for kRequest (take it with take_request()). After kError,
-  // error_status()/error_message() say why and every later call is kError.
+  // error_status()/error_message() say why and every later call is kError;
+  // after kRefused (on_head said no), take_request() gives the head (no
+  // body) and every later call is kError.
   Outcome feed(std::string_view data, size_t* consumed);
   // The request feed() completed; the parser is ready for the next one.
   HttpRequest take_request();
@@ -74,6 +81,8 @@ class HttpRequestParser {
   Limits limits_;
   std::function<void()> on_begin_;
   std::function<void()> on_continue_;
+  std::function<bool(const HttpRequest&)> on_head_;
+  bool refused_head_ = false;
   llhttp_t parser_{};
   HttpRequest request_;
   std::string header_field_;

@@ -89,6 +89,12 @@ struct HttpServer::Impl : public ConnectionHost {
     if (std::optional<HttpResponse> refusal = access->check(request)) return std::move(*refusal);
     return router->handle(request);
   }
+  std::optional<HttpResponse> check_head(const HttpRequest& head, HttpHeaders* response_headers) override {
+    std::optional<HttpResponse> r = access->check(head);
+    if (!r || r->status < 400) return std::nullopt;  // a preflight's 204 is answered as usual
+    *response_headers = access->response_headers(head);
+    return r;
+  }
   uv_buf_t read_buffer() override {
     return uv_buf_init(read_buf.data(), static_cast<unsigned>(read_buf.size()));
   }

@@ -364,3 +364,44 @@ TEST_CASE("API keys: 401 with OpenAI's body unless a key is sent; /health stays 
     CHECK(denied->header("access-control-allow-origin") == "http://localhost:3000");
   }
 }
+
+// Found in hostile testing: bodies were read in full before the checks, so
+// 100 keyless clients each sending 8 MiB (and never the last byte) made the
+// daemon hold 1 GB. Now a refusal is sent as soon as the head is parsed,
+// before any body byte is read or waited for.
+TEST_CASE("refusals come from the head alone: no body is read or waited for", "[api][access]") {
+  ServerOptions o;
+  o.api_keys = {"sk-test"};
+  TestServer ts(o);
+  const std::string head_8mib = "POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
+                                "Content-Length: 8388608\r\n";
+  struct Case {
+    const char* what;
+    std::string headers;
+    int status;
+    const char* code;
+  };
+  const std::vector<Case> cases = {
+      {"no API key", "Host: 127.0.0.1\r\n", 401, "invalid_api_key"},
+      {"a rebinding Host", "Host: attacker.example\r\nAuthorization: Bearer sk-test\r\n", 403, "host_not_allowed"},
+      {"another origin", "Host: 127.0.0.1\r\nOrigin: http://attacker.example\r\nAuthorization: Bearer sk-test\r\n",
+       403, "origin_not_allowed"},
+      {"HTTP/1.1 without Host", "Authorization: Bearer sk-test\r\n", 400, "missing_host"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    TestClient client(ts.port());
+    // The head and 1 KiB of the 8 MiB body: the answer comes anyway.
+    REQUIRE(client.send_raw(head_8mib + c.headers + "\r\n" + std::string(1024, '{')));
+    auto r = client.read_response();
+    REQUIRE(r);
+    check_error(*r, c.status, c.code);
+    CHECK(r->header("connection") == "close");
+  }
+  CHECK(ts.fake().requests().empty());
+  // A request that passes still has its body read as usual.
+  auto ok = raw(ts.port(), "POST", "/v1/chat/completions",
+                "Host: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer sk-test\r\n", kChat);
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+}

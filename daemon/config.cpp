@@ -63,6 +63,18 @@ Status int_in(int64_t v, int64_t lo, int64_t hi) {
 Status float_in(double v, double lo, double hi) {
   return v >= lo && v <= hi ? Status::ok() : bad();
 }
+// A setting the sampler holds as a 32-bit float: the range holds for the
+// float too (1e-50 is above 0 as a double and 0 as a float, as requests
+// check: api/openai_request.cpp). lo_open: lo itself is outside.
+Status float32_in(double v, double lo, double hi, bool lo_open = false) {
+  const auto in = [&](double x) { return (lo_open ? x > lo : x >= lo) && x <= hi; };
+  if (!in(v)) return bad();
+  const float f = static_cast<float>(v);
+  if (in(static_cast<double>(f))) return Status::ok();
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  return bad("it is " + std::string(buf, ec == std::errc() ? end : buf) + " as a 32-bit float");
+}
 
 Value of_int(int64_t i) { Value v; v.i = i; return v; }
 // Settings held as float print as the shortest decimal that reads back as the
@@ -218,23 +230,23 @@ const KeySpec kSpecs[] = {
   // [sampling]
   {"sampling", "temperature", Kind::kFloat, "a number between 0 and 2 (0: greedy; the range requests accept)",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 2)); c.server.default_sampling.temperature = float(v.f); return Status::ok(); },
+     LARDER_RETURN_IF_ERROR(float32_in(v.f, 0, 2)); c.server.default_sampling.temperature = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.temperature); }},
   {"sampling", "top_k", Kind::kInt, "an integer between 0 and 1000000 (0: off)",
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 0, 1000000)); c.server.default_sampling.top_k = int(v.i); return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.server.default_sampling.top_k); }},
-  {"sampling", "top_p", Kind::kFloat, "a number between 0 and 1 (1: off)",
+  {"sampling", "top_p", Kind::kFloat, "a number above 0 and at most 1 (1: off; the range requests accept)",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 1)); c.server.default_sampling.top_p = float(v.f); return Status::ok(); },
+     LARDER_RETURN_IF_ERROR(float32_in(v.f, 0, 1, /*lo_open=*/true)); c.server.default_sampling.top_p = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.top_p); }},
   {"sampling", "min_p", Kind::kFloat, "a number between 0 and 1 (0: off)",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 1)); c.server.default_sampling.min_p = float(v.f); return Status::ok(); },
+     LARDER_RETURN_IF_ERROR(float32_in(v.f, 0, 1)); c.server.default_sampling.min_p = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.min_p); }},
   {"sampling", "repeat_penalty", Kind::kFloat, "a number above 0 and at most 10 (1: off)",
    [](const Value& v, DaemonConfig& c) {
-     if (!(v.f > 0 && v.f <= 10)) return bad();
+     LARDER_RETURN_IF_ERROR(float32_in(v.f, 0, 10, /*lo_open=*/true));
      c.server.default_sampling.repeat_penalty = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.repeat_penalty); }},
   {"sampling", "repeat_last_n", Kind::kInt, "an integer between -1 and 1048576 (-1: the whole context)",
@@ -243,11 +255,11 @@ const KeySpec kSpecs[] = {
    [](const DaemonConfig& c) { return of_int(c.server.default_sampling.repeat_last_n); }},
   {"sampling", "presence_penalty", Kind::kFloat, "a number between -2 and 2 (0: off)",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(float_in(v.f, -2, 2)); c.server.default_sampling.presence_penalty = float(v.f); return Status::ok(); },
+     LARDER_RETURN_IF_ERROR(float32_in(v.f, -2, 2)); c.server.default_sampling.presence_penalty = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.presence_penalty); }},
   {"sampling", "frequency_penalty", Kind::kFloat, "a number between -2 and 2 (0: off)",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(float_in(v.f, -2, 2)); c.server.default_sampling.frequency_penalty = float(v.f); return Status::ok(); },
+     LARDER_RETURN_IF_ERROR(float32_in(v.f, -2, 2)); c.server.default_sampling.frequency_penalty = float(v.f); return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.default_sampling.frequency_penalty); }},
   {"sampling", "max_tokens", Kind::kInt, "-1 (until the context is full) or an integer between 1 and 1048576",
    [](const Value& v, DaemonConfig& c) {

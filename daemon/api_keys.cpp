@@ -13,6 +13,8 @@ namespace larder {
 
 namespace {
 
+constexpr size_t kMaxKeyFileBytes = size_t(1) << 20;
+
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
@@ -36,9 +38,22 @@ Result<std::vector<std::string>> read_api_key_file(const std::string& path) {
     const std::string what = "cannot read api_key_file " + path + ": " + std::strerror(err);
     return err == ENOENT ? Status::not_found(what) : Status::io_error(what);
   }
+  // Read at most kMaxKeyFileBytes (+1 to tell a larger file): /dev/zero or a
+  // huge file without newlines must not grow memory without bound.
+  std::string text(kMaxKeyFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) return Status::io_error("cannot read api_key_file " + path);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxKeyFileBytes) {
+    return Status::invalid_argument("api_key_file " + path + " is larger than " + std::to_string(kMaxKeyFileBytes >> 20) +
+                                    " MiB: not a key file");
+  }
   std::vector<std::string> keys;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  std::string_view rest(text);
+  for (int n = 1; !rest.empty(); ++n) {
+    const size_t eol = rest.find('\n');
+    const std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
     const std::string_view key = trim(line);
     if (key.empty() || key.front() == '#') continue;
     if (!valid_api_key(key)) {
@@ -47,7 +62,6 @@ Result<std::vector<std::string>> read_api_key_file(const std::string& path) {
     }
     add_unique(keys, std::string(key));
   }
-  if (in.bad()) return Status::io_error("cannot read api_key_file " + path);
   if (keys.empty()) return Status::invalid_argument("api_key_file " + path + " holds no key");
   return keys;
 }

@@ -19,7 +19,7 @@ inline constexpr const char* kApiKeyEnv = "LARDER_API_KEY";
 // kNotFound / kIOError naming the path; kInvalidArgument naming the line of
 // a key that is not 1 to 4096 printable ASCII characters without spaces, or
 // when the file holds no key at all (an empty key file must not turn the
-// keys off).
+// keys off) or is larger than 1 MiB (/dev/zero must not fill memory).
 Result<std::vector<std::string>> read_api_key_file(const std::string& path);
 
 // Appends the keys of config.api_key_file (when set) and of $LARDER_API_KEY

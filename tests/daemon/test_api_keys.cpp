@@ -32,6 +32,21 @@ TEST_CASE("read_api_key_file errors name the file and line, never a key", "[daem
   r = read_api_key_file("/nonexistent-larder-dir/keys");
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.status().code() == StatusCode::kNotFound);
+
+  // Found in hostile testing: /dev/zero (an endless line) grew memory
+  // without bound at start. A file past 1 MiB is refused after 1 MiB read.
+  r = read_api_key_file("/dev/zero");
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("larger than 1 MiB"));
+  TempFile big("big.txt", std::string(size_t(1) << 20, 'k') + "\n");
+  r = read_api_key_file(big.path());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("larger than 1 MiB"));
+  // A key on a last line without a newline still counts.
+  TempFile no_newline("last.txt", "# keys\nsk-last");
+  r = read_api_key_file(no_newline.path());
+  REQUIRE(r.is_ok());
+  CHECK(*r == std::vector<std::string>{"sk-last"});
 }
 
 TEST_CASE("add_api_keys_from_file_and_env joins config, file and LARDER_API_KEY", "[daemon][keys]") {

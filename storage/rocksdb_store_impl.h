@@ -121,6 +121,8 @@ struct RocksDbPageStore::Impl {
   int64_t n_writes_failed_at_fault = 0;   // guarded by mu
   std::atomic<int64_t> n_writes_failed{0}, n_recoveries{0}, n_records_moved_aside{0};
 
+  // kNoSpace: the disk cannot take writes now (full, read-only): the store
+  // serves nothing and retries opening later.
   enum class OpenKind { kOk, kLocked, kNoSpace, kDamaged, kOther };
   struct OpenOutcome {
     OpenKind kind = OpenKind::kOk;

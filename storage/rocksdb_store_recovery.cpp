@@ -1,6 +1,11 @@
 // RocksDbPageStore: opening the DB, rebuilding the index, and recovering
 // from faults (a failed open, a background error, a deleted directory).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <vector>
@@ -16,14 +21,21 @@ using namespace rocksdb_detail;
 namespace fs = std::filesystem;
 
 bool RocksDbPageStore::Impl::lock_taken(std::string* why) {
+  const std::string path = options.dir + "/LOCK";
   rocksdb::FileLock* lock = nullptr;
-  rocksdb::Status s = env->LockFile(options.dir + "/LOCK", &lock);
-  if (!s.ok()) {
-    *why = s.ToString();
-    return true;
+  rocksdb::Status s = env->LockFile(path, &lock);
+  if (s.ok()) {
+    env->UnlockFile(lock).PermitUncheckedError();
+    return false;
   }
-  env->UnlockFile(lock).PermitUncheckedError();
-  return false;
+  // LockFile also fails where the LOCK file cannot be opened for writing at
+  // all (a read-only file system, a directory we may not write): that is not
+  // another holder. A held lock leaves the file itself writable.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  ::close(fd);
+  *why = s.ToString();
+  return true;
 }
 
 void RocksDbPageStore::Impl::close_db() {
@@ -41,7 +53,16 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
   fs::create_directories(options.dir, ec);
   if (ec) {
     Status st = Status::io_error("page store: cannot create directory " + options.dir + ": " + ec.message());
-    return {ec == std::errc::no_space_on_device ? OpenKind::kNoSpace : OpenKind::kOther, st};
+    const bool retry_later = ec == std::errc::no_space_on_device || ec == std::errc::read_only_file_system ||
+                             ec == std::errc::permission_denied;
+    return {retry_later ? OpenKind::kNoSpace : OpenKind::kOther, st};
+  }
+  // A directory we cannot write (a read-only file system): serve from
+  // memory and try again later, as on a full disk.
+  if (::access(options.dir.c_str(), W_OK) != 0 && (errno == EROFS || errno == EACCES)) {
+    const int err = errno;
+    return {OpenKind::kNoSpace, Status::io_error("page store: cannot write to " + options.dir + ": " +
+                                                 std::strerror(err))};
   }
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, &raw);

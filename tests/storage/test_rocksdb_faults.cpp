@@ -227,6 +227,23 @@ TEST_CASE("a LOCK held by another process refuses the open and moves nothing", "
   CHECK(get_ok(*store, key_n(1)) == "one");
 }
 
+// Found in hostile testing: a directory RocksDB cannot write at all (here
+// /proc/self; a read-only mount was reported the same way) was called "in
+// use by another process". The LOCK file cannot even be opened there, so it
+// is no other holder's lock.
+TEST_CASE("an unwritable directory is not reported as locked by another process", "[storage][faults]") {
+  RocksDbStoreOptions o;
+  o.dir = "/proc/self";
+  auto r = RocksDbPageStore::open(o);
+  if (!r.is_ok()) {
+    CHECK(r.status().message().find("in use by another process") == std::string::npos);
+    CHECK_THAT(r.status().message(), Catch::Matchers::Contains("/proc/self"));
+  } else {
+    // Opened memory-only (unwritable): gets miss, puts fail cleanly.
+    CHECK(r.value()->put(key_n(1), "one").code() == StatusCode::kIOError);
+  }
+}
+
 TEST_CASE("a corrupt block reached by a compaction: the store is replaced and keeps accepting writes",
           "[storage][faults]") {
   TempDir tmp("compaction");

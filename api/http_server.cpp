@@ -25,6 +25,11 @@ namespace larder {
 namespace {
 
 constexpr size_t kReadBufferBytes = 64 << 10;
+// A connection refused at max_connections reads and drops the client's
+// bytes this long before it closes (so the 503 is read, not reset), and at
+// most this many do so at once (the rest close at once).
+constexpr uint64_t kRefusedLingerMs = 500;
+constexpr int kMaxRefusedLingering = 64;
 // Descriptors kept for everything but connections (RocksDB files, the
 // model, libuv's own, logs).
 constexpr rlim_t kReservedFds = 256;
@@ -63,6 +68,18 @@ std::string too_many_connections_response(int cap) {
 }
 
 }  // namespace
+
+// A connection refused at max_connections, while it drains (refuse_connection).
+struct RefusedConnection {
+  uv_tcp_t tcp{};
+  uv_timer_t timer{};
+  uv_shutdown_t shutdown{};
+  HttpServer::Impl* owner = nullptr;
+  bool lingering = false;
+  bool closing = false;
+  int open_handles = 2;
+  void close();
+};
 
 struct HttpServer::Impl : public ConnectionHost {
   Impl(const ServerOptions& o, Generator& g) : options(o), generator(g) {}
@@ -122,6 +139,7 @@ struct HttpServer::Impl : public ConnectionHost {
   int max_connections = 0;       // options.max_connections, fitted to the descriptor limit
   std::string refusal_503;       // the answer above max_connections
   uint64_t last_refusal_log_ms = 0;
+  int n_refused_lingering = 0;  // refused connections draining their request
   uint64_t n_refused = 0;
   int port = 0;
   bool stopping_ = false;
@@ -256,16 +274,54 @@ void HttpServer::Impl::on_new_connection(int status) {
   if (raw->accept(reinterpret_cast<uv_stream_t*>(listener.get())) != 0) raw->close();
 }
 
+void RefusedConnection::close() {
+  if (closing) return;
+  closing = true;
+  if (lingering) --owner->n_refused_lingering;
+  auto on_closed = [](uv_handle_t* h) {
+    auto* self = static_cast<RefusedConnection*>(h->data);
+    if (--self->open_handles == 0) std::unique_ptr<RefusedConnection> owned(self);
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&tcp), on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer), on_closed);
+}
+
 void HttpServer::Impl::refuse_connection() {
-  auto tcp = std::make_unique<uv_tcp_t>();
-  uv_tcp_init(&loop, tcp.get());
-  if (uv_accept(reinterpret_cast<uv_stream_t*>(listener.get()), reinterpret_cast<uv_stream_t*>(tcp.get())) == 0) {
+  auto r = std::make_unique<RefusedConnection>();
+  uv_tcp_init(&loop, &r->tcp);
+  uv_timer_init(&loop, &r->timer);
+  r->tcp.data = r.get();
+  r->timer.data = r.get();
+  r->owner = this;
+  RefusedConnection* raw = r.release();  // freed when both handles are closed
+  auto* stream = reinterpret_cast<uv_stream_t*>(&raw->tcp);
+  const bool accepted = uv_accept(reinterpret_cast<uv_stream_t*>(listener.get()), stream) == 0;
+  if (accepted) {
     // A fresh socket's send buffer takes these few hundred bytes at once.
     uv_buf_t buf = uv_buf_init(refusal_503.data(), static_cast<unsigned>(refusal_503.size()));
-    (void)uv_try_write(reinterpret_cast<uv_stream_t*>(tcp.get()), &buf, 1);
+    (void)uv_try_write(stream, &buf, 1);
   }
-  uv_close(reinterpret_cast<uv_handle_t*>(tcp.release()),
-           [](uv_handle_t* h) { std::unique_ptr<uv_tcp_t> owned(reinterpret_cast<uv_tcp_t*>(h)); });
+  if (accepted && n_refused_lingering < kMaxRefusedLingering &&
+      uv_shutdown(&raw->shutdown, stream, [](uv_shutdown_t*, int) {}) == 0) {
+    // Read (and drop) what the client sends until it closes, at most
+    // kRefusedLingerMs: closing with its request unread would send a TCP
+    // reset, and the client might never see the 503.
+    ++n_refused_lingering;
+    raw->lingering = true;
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&raw->tcp),
+        [](uv_handle_t* h, size_t, uv_buf_t* b) {
+          auto* rc = static_cast<RefusedConnection*>(h->data);
+          *b = rc->owner->read_buffer();
+        },
+        [](uv_stream_t* s, ssize_t nread, const uv_buf_t*) {
+          if (nread < 0) static_cast<RefusedConnection*>(s->data)->close();
+        });
+    uv_timer_start(&raw->timer, [](uv_timer_t* t) { static_cast<RefusedConnection*>(t->data)->close(); },
+                   kRefusedLingerMs, 0);
+  } else {
+    raw->close();
+  }
   ++n_refused;
   const uint64_t now = uv_now(&loop);
   if (last_refusal_log_ms == 0 || now - last_refusal_log_ms >= 10000) {

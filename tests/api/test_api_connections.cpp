@@ -146,6 +146,21 @@ TEST_CASE("max_connections: when every connection is answering, one more gets 50
   CHECK(r->header("connection") == "close");
   CHECK(r->json()["error"]["code"] == "too_many_connections");
   CHECK(extra.wait_closed(3000ms));
+  // Found in hostile testing: a client still sending its request got a TCP
+  // reset (the socket was closed with its bytes unread) and no 503.
+  for (int i = 0; i < 3; ++i) {
+    TestClient eager(ts.port());
+    REQUIRE(eager.connected());
+    // A request still arriving when the server closes: unread bytes.
+    const std::string big(16 << 20, 'x');
+    // The whole request goes out (the refused socket drains it), so a
+    // client that writes before it reads gets to read the 503.
+    CHECK(eager.send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+                         std::to_string(big.size()) + "\r\n\r\n" + big));
+    auto refused = eager.read_response();
+    REQUIRE(refused);
+    CHECK(refused->status == 503);
+  }
   // The busy ones finish their answers; then new clients are served.
   for (auto& c : busy) {
     auto done = c->read_response();

@@ -96,6 +96,7 @@ struct HttpServer::Impl : public ConnectionHost {
   bool evict_one();
   void on_wake();
   void on_stop();
+  void on_signal(int signum);
   void on_grace_expired();
   void maybe_finish();
   void close_all_now();
@@ -131,6 +132,7 @@ struct HttpServer::Impl : public ConnectionHost {
   UvHandle<uv_timer_t> grace_timer;
   UvHandle<uv_signal_t> sigint;
   UvHandle<uv_signal_t> sigterm;
+  UvHandle<uv_signal_t> sighup;
   std::shared_ptr<LoopWaker> waker;
   std::unique_ptr<ApiRouter> router;
   std::optional<AccessPolicy> access;
@@ -219,15 +221,12 @@ Status HttpServer::Impl::init() {
   grace_timer.get()->data = this;
 
   if (options.handle_signals) {
-    for (auto [handle, signum] : {std::pair{&sigint, SIGINT}, std::pair{&sigterm, SIGTERM}}) {
+    for (auto [handle, signum] : {std::pair{&sigint, SIGINT}, std::pair{&sigterm, SIGTERM}, std::pair{&sighup, SIGHUP}}) {
       uv_signal_init(&loop, handle->get());
       handle->mark_initialized();
       handle->get()->data = this;
       uv_signal_start(handle->get(), [](uv_signal_t* s, int signum) {
-        if (auto* self = impl_of(s)) {
-          spdlog::info("api: signal {}, shutting down", signum);
-          self->on_stop();
-        }
+        if (auto* self = impl_of(s)) self->on_signal(signum);
       }, signum);
     }
   }
@@ -337,12 +336,29 @@ void HttpServer::Impl::on_wake() {
   for (auto& [raw, conn] : connections) conn->pump();
 }
 
+void HttpServer::Impl::on_signal(int signum) {
+  if (signum == SIGHUP) {
+    // A closed terminal must not kill the daemon (the default action would,
+    // without flushing page writes).
+    spdlog::warn("api: SIGHUP ignored: reloading the configuration is not supported yet; restart larderd to "
+                 "apply a changed config");
+    return;
+  }
+  if (!stopping_) {
+    spdlog::info("api: signal {}, shutting down (again to cancel in-flight responses at once)", signum);
+    on_stop();
+    return;
+  }
+  // A second Ctrl-C: skip the grace period; pending page writes are still
+  // flushed when run() returns.
+  spdlog::info("api: signal {} again: cancelling in-flight responses now", signum);
+  on_grace_expired();
+}
+
 void HttpServer::Impl::on_stop() {
   if (stopping_) return;
   stopping_ = true;
   listener.close();
-  sigint.close();
-  sigterm.close();
   for (auto& [raw, conn] : connections) conn->begin_shutdown();
   if (!connections.empty()) {
     auto grace_ms = static_cast<uint64_t>(std::max(0.0, options.shutdown_grace_s) * 1000);
@@ -371,13 +387,14 @@ void HttpServer::Impl::maybe_finish() {
   }
   wake_async.close();
   grace_timer.close();
+  sigint.close();
+  sigterm.close();
+  sighup.close();
 }
 
 void HttpServer::Impl::close_all_now() {
   stopping_ = true;
   listener.close();
-  sigint.close();
-  sigterm.close();
   for (auto& [raw, conn] : connections) conn->close();
   maybe_finish();
 }

@@ -47,7 +47,9 @@ struct ServerOptions {
   size_t max_body_bytes = 8 << 20;          // larger request bodies: 413
   SamplingParams default_sampling;          // used for every knob a request leaves unset
   int default_max_tokens = -1;              // when the request gives none (-1: until the context is full)
-  bool handle_signals = false;              // SIGINT/SIGTERM -> request_stop() (uv_signal on the loop)
+  // SIGINT/SIGTERM -> request_stop(), a second one cancels in-flight
+  // responses at once; SIGHUP is logged and ignored (uv_signal on the loop).
+  bool handle_signals = false;
   double shutdown_grace_s = 10;             // in-flight responses get this long to finish after stop, then are cancelled
 
   // Access (api/access_policy.h).

@@ -190,6 +190,7 @@ void HttpConnection::process_input() {
 
 void HttpConnection::dispatch(HttpRequest request) {
   exchange_active_ = true;
+  response_started_ = false;
   stop_timer();  // nothing is timed while answering
   rest_timer();  // (bytes of an earlier response may still wait)
   http_minor_ = request.http_minor;
@@ -239,6 +240,20 @@ void HttpConnection::fail(int status, std::string message) {
   exchange_headers_.clear();
   send(error_response(ApiError{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt}));
   close_after_flush();
+}
+
+void HttpConnection::end_for_shutdown() {
+  if (closing_) return;
+  if (exchange_active_ && !response_started_ && !shutting_down_) {
+    // Not a byte of the answer went out yet: say why instead of vanishing.
+    job_.reset();  // cancels the generation
+    keep_alive_ = false;
+    send(error_response(ApiError{503, "the server is shutting down; try again", "server_error", std::nullopt,
+                                 std::string("shutting_down")}));
+    close_after_flush();
+    return;
+  }
+  close();
 }
 
 void HttpConnection::begin_shutdown() {
@@ -350,6 +365,7 @@ void HttpConnection::add_common_headers(HttpHeaders* headers) const {
 }
 
 void HttpConnection::send(HttpResponse response) {
+  response_started_ = true;
   HttpHeaders headers;
   if (!response.content_type.empty()) headers.emplace_back("Content-Type", response.content_type);
   if (response.status != 204) headers.emplace_back("Content-Length", std::to_string(response.body.size()));
@@ -361,6 +377,7 @@ void HttpConnection::send(HttpResponse response) {
 }
 
 void HttpConnection::start_stream(int status, std::string_view content_type) {
+  response_started_ = true;
   chunked_ = http_minor_ >= 1;
   if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does
   HttpHeaders headers;

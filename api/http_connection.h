@@ -88,6 +88,10 @@ class HttpConnection : public ResponseWriter {
   void begin_shutdown();
   // Closes both handles now (cancels an unfinished generation).
   void close();
+  // The shutdown grace is over: an exchange whose answer has not started
+  // gets a 503 (code "shutting_down") and the connection ends after it; any
+  // other closes now, as close().
+  void end_for_shutdown();
   bool closing() const { return closing_; }
   // Whether closing it now loses no work: no request is being answered and
   // no response bytes are waiting (the server closes such connections, the
@@ -137,6 +141,7 @@ class HttpConnection : public ResponseWriter {
   std::string input_;        // received, not yet parsed bytes
 
   bool exchange_active_ = false;  // a request is being answered
+  bool response_started_ = false; // its response head was written
   uint64_t last_activity_ms_ = 0;
   uint64_t request_start_ms_ = 0;
   bool keep_alive_ = true;

@@ -373,7 +373,11 @@ void HttpServer::Impl::on_grace_expired() {
   if (!connections.empty()) {
     spdlog::warn("api: shutdown grace over, cancelling {} connection(s)", connections.size());
   }
-  for (auto& [raw, conn] : connections) conn->close();
+  // Collected first: end_for_shutdown may close (and a close callback erase)
+  // connections only later, but keep the loop simple.
+  std::vector<HttpConnection*> open;
+  for (auto& [raw, conn] : connections) open.push_back(raw);
+  for (HttpConnection* c : open) c->end_for_shutdown();
 }
 
 void HttpServer::Impl::maybe_finish() {

@@ -18,6 +18,15 @@ std::string_view strip_v1(std::string_view path) {
   return path;
 }
 
+// A client's text quoted in an error message: at most 100 bytes (cut at a
+// UTF-8 character boundary) and "...".
+std::string clipped(std::string_view s) {
+  if (s.size() <= 100) return std::string(s);
+  size_t n = 100;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
+
 HttpResponse method_not_allowed(const char* allowed) {
   HttpResponse r = error_response(ApiError{405, "method not allowed; use " + std::string(allowed),
                                            "invalid_request_error", std::nullopt, "method_not_allowed"});
@@ -75,7 +84,7 @@ HttpResponse ApiRouter::models(std::string_view model_id) const {
   const ModelInfo& info = generator_.model_info();
   if (model_id.empty()) return json_response(200, models_list_json(info));
   if (model_id != info.id) {
-    return error_response(ApiError::not_found("the model '" + std::string(model_id) + "' does not exist",
+    return error_response(ApiError::not_found("the model '" + clipped(model_id) + "' does not exist",
                                               "model", "model_not_found"));
   }
   return json_response(200, model_json(info));
@@ -84,7 +93,8 @@ HttpResponse ApiRouter::models(std::string_view model_id) const {
 std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options) const {
   const ModelInfo& info = generator_.model_info();
   if (options.model && *options.model != info.id) {
-    return ApiError::not_found("the model '" + *options.model + "' does not exist; this server serves '" +
+    // A client's text in the message is cut (a 100 KB model name was echoed whole).
+    return ApiError::not_found("the model '" + clipped(*options.model) + "' does not exist; this server serves '" +
                                    info.id + "'",
                                "model", "model_not_found");
   }

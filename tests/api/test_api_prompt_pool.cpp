@@ -107,3 +107,26 @@ TEST_CASE("stop while a prompt is being built: run() returns once the pool work 
   CHECK(r->status == 200);
   CHECK(ts.stop(kWait));
 }
+
+// Found in hostile testing: requests not answered yet when the grace period
+// ended (queued, or their prompt still being built) got 0 bytes and a closed
+// connection. They now get a 503 saying why.
+TEST_CASE("shutdown grace over before an answer started: 503 shutting_down", "[api]") {
+  ServerOptions o;
+  o.shutdown_grace_s = 0.2;
+  TestServer ts(o);
+  GateGuard guard{ts.fake()};
+  ts.fake().close_prompt_gate();
+  TestClient c(ts.port());
+  REQUIRE(c.send_raw(post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3})")));
+  REQUIRE(ts.fake().wait_at_gate(1, kWait));
+  ts.server().request_stop();
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 503);
+  CHECK(r->json()["error"]["code"] == "shutting_down");
+  CHECK(r->header("connection") == "close");
+  ts.fake().open_prompt_gate();
+  CHECK(ts.stop(kWait));
+  CHECK(ts.fake().requests().empty());
+}

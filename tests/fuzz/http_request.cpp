@@ -11,6 +11,7 @@ namespace {
 struct Parsed {
   std::vector<HttpRequest> requests;
   int error = 0;
+  bool refused = false;
 };
 
 bool same(const HttpRequest& a, const HttpRequest& b) {
@@ -22,7 +23,12 @@ bool same(const HttpRequest& a, const HttpRequest& b) {
 // request as the connection does.
 Parsed parse(std::string_view bytes, size_t chunk) {
   const HttpRequestParser::Limits limits{512, 1024};
-  HttpRequestParser parser(limits);
+  // Heads whose target holds "refuse" are refused from the head (as the
+  // access checks do), to reach that path too.
+  HttpRequestParser parser(limits, {}, {}, [](const HttpRequest& head) {
+    LARDER_FUZZ_ASSERT(head.body.empty());
+    return head.target.find("refuse") == std::string::npos;
+  });
   Parsed out;
   std::string pending;
   size_t next = 0;
@@ -47,6 +53,13 @@ Parsed parse(std::string_view bytes, size_t chunk) {
         for (char c : name) LARDER_FUZZ_ASSERT(!(c >= 'A' && c <= 'Z'));
       }
       out.requests.push_back(std::move(r));
+    } else if (o == HttpRequestParser::Outcome::kRefused) {
+      const HttpRequest head = parser.take_request();
+      LARDER_FUZZ_ASSERT(head.target.find("refuse") != std::string::npos && head.body.empty());
+      out.refused = true;
+      out.error = -1;  // ends the loop: the connection ends here
+      size_t again = 0;
+      LARDER_FUZZ_ASSERT(parser.feed("GET / HTTP/1.1\r\n\r\n", &again) == HttpRequestParser::Outcome::kError);
     } else if (o == HttpRequestParser::Outcome::kError) {
       out.error = parser.error_status();
       LARDER_FUZZ_ASSERT(out.error >= 400 && out.error <= 505 && !parser.error_message().empty());
@@ -71,6 +84,7 @@ int http_request(const uint8_t* data, size_t size) {
   // The 431 for a head over the limit may come one request apart when the
   // pieces end mid-head, but an error in one is an error in the other.
   LARDER_FUZZ_ASSERT((whole.error == 0) == (pieces.error == 0));
+  LARDER_FUZZ_ASSERT(whole.refused == pieces.refused);
   return 0;
 }
 

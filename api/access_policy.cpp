@@ -1,5 +1,7 @@
 #include "api/access_policy.h"
 
+#include "api/api_error.h"
+
 #include <uv.h>
 
 #include <algorithm>
@@ -74,7 +76,6 @@ bool is_tchar(unsigned char c) {
 }
 
 // For messages: at most 100 characters of what the client sent.
-std::string clip(std::string_view s) { return std::string(s.substr(0, 100)) + (s.size() > 100 ? "..." : ""); }
 
 HttpResponse refuse(int status, std::string message, const char* code) {
   return error_response(ApiError{status, std::move(message), "invalid_request_error", std::nullopt, std::string(code)});
@@ -133,7 +134,7 @@ Result<std::string> normalize_cors_origin(std::string_view origin) {
   const auto bad = [&] {
     // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "x" + f().
     std::string msg(1, '"');
-    msg += clip(origin);
+    msg += clip_for_message(origin);
     msg += "\" is not \"*\", \"null\" or an origin like \"http://localhost:3000\" (scheme://host[:port], no path)";
     return Status::invalid_argument(msg);
   };
@@ -160,7 +161,7 @@ Result<std::string> normalize_cors_origin(std::string_view origin) {
 Result<std::string> normalize_allowed_host(std::string_view host) {
   const auto bad = [&](const char* why) {
     std::string msg(1, '"');
-    msg += clip(host);
+    msg += clip_for_message(host);
     msg += "\" ";
     msg += why;
     return Status::invalid_argument(msg);
@@ -242,9 +243,9 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
     return refuse(400, "an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)", "missing_host");
   }
   if (const std::string* host = request.header("host"); host && !host_allowed(*host)) {
-    spdlog::debug("api: refused {} {}: Host '{}' is not allowed", method, request.path(), clip(*host));
+    spdlog::debug("api: refused {} {}: Host '{}' is not allowed", method, request.path(), clip_for_message(*host));
     return refuse(403,
-                  "the Host header '" + clip(*host) +
+                  "the Host header '" + clip_for_message(*host) +
                       "' names a host this server does not answer to (protection against DNS rebinding); "
                       "add the name to [server] allowed_hosts",
                   "host_not_allowed");
@@ -252,11 +253,11 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
   const std::string* origin = request.header("origin");
   const bool origin_ok = origin && origin_allowed(*origin);
   const std::string origin_refusal =
-      origin ? "requests from the web origin '" + clip(*origin) + "' are not allowed; add it to [server] cors_origins"
+      origin ? "requests from the web origin '" + clip_for_message(*origin) + "' are not allowed; add it to [server] cors_origins"
              : "";
   if (origin && method == "OPTIONS" && request.header("access-control-request-method")) {
     if (!origin_ok) {
-      spdlog::debug("api: refused the preflight of {} from origin '{}'", request.path(), clip(*origin));
+      spdlog::debug("api: refused the preflight of {} from origin '{}'", request.path(), clip_for_message(*origin));
       return refuse(403, origin_refusal, "origin_not_allowed");
     }
     HttpResponse r;
@@ -270,7 +271,7 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
     return r;
   }
   if (origin && !origin_ok && method != "GET" && method != "HEAD" && method != "OPTIONS") {
-    spdlog::debug("api: refused {} {} from origin '{}'", method, request.path(), clip(*origin));
+    spdlog::debug("api: refused {} {} from origin '{}'", method, request.path(), clip_for_message(*origin));
     return refuse(403, origin_refusal, "origin_not_allowed");
   }
   if (!keys_.empty() && method != "OPTIONS" && !is_health(request.path())) {
@@ -295,7 +296,7 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
     const std::string* type = request.header("content-type");
     return refuse(415,
                   "a request from a web page must send its body as Content-Type: application/json (got " +
-                      (type ? "'" + clip(*type) + "'" : std::string("none")) + ")",
+                      (type ? "'" + clip_for_message(*type) + "'" : std::string("none")) + ")",
                   "unsupported_media_type");
   }
   return std::nullopt;

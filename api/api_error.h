@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace larder {
@@ -31,5 +32,15 @@ struct ApiError {
     return {500, std::move(message), "server_error", std::nullopt, std::nullopt};
   }
 };
+
+// A client's text quoted in an error message: at most 100 bytes, cut at a
+// UTF-8 character boundary, with "..." when cut (a 100 KB model name or Host
+// header is never echoed whole).
+inline std::string clip_for_message(std::string_view s) {
+  if (s.size() <= 100) return std::string(s);
+  size_t n = 100;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return std::string(s.substr(0, n)) + "...";
+}
 
 }  // namespace larder

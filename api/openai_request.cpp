@@ -207,14 +207,9 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
     }
   }
 
-  if (const json* v = field(obj, "repeat_last_n")) {
-    if (!v->is_number_integer() || (v->is_number_unsigned() ? false : v->get<int64_t>() < -1)) {
-      return ApiError::invalid("'repeat_last_n' must be an integer >= -1 (-1: the whole context)", "repeat_last_n");
-    }
-    const int64_t n = v->is_number_unsigned() ? int64_t(std::min<uint64_t>(v->get<uint64_t>(), INT_MAX))
-                                              : std::min<int64_t>(v->get<int64_t>(), INT_MAX);
-    s.repeat_last_n = static_cast<int>(n);
-  }
+  std::optional<int> repeat_last_n;  // -1: the whole context
+  if (auto e = read_int(obj, "repeat_last_n", -1, &repeat_last_n)) return e;
+  if (repeat_last_n) s.repeat_last_n = *repeat_last_n;
 
   if (const json* v = field(obj, "cache_salt")) {
     if (!v->is_string() || v->get_ref<const std::string&>().empty() ||

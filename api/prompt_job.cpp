@@ -82,13 +82,7 @@ void PromptJob::pump(ResponseWriter& writer) {
       writer.send(error_response(*error));
       return;
     }
-    HandlerResult handled = submit_(std::move(std::get<PreparedGeneration>(result)));
-    if (auto* response = std::get_if<HttpResponse>(&handled)) {
-      done_ = true;
-      writer.send(std::move(*response));
-      return;
-    }
-    next_ = std::move(std::get<std::unique_ptr<ResponseJob>>(handled));
+    next_ = submit_(std::move(std::get<PreparedGeneration>(result)));
   }
   next_->pump(writer);
   done_ = next_->done();

@@ -43,7 +43,7 @@ using PreparedRequest = std::variant<ApiError, PreparedGeneration>;
 class PromptJob : public ResponseJob {
  public:
   using Prepare = std::function<PreparedRequest()>;                  // pool thread
-  using Submit = std::function<HandlerResult(PreparedGeneration)>;  // loop thread
+  using Submit = std::function<std::unique_ptr<ResponseJob>(PreparedGeneration)>;  // loop thread
 
   // Queues `prepare` on `loop`'s thread pool; `waker` is woken when it is
   // done (the server then pumps its connections), and the next pump() either

@@ -18,15 +18,6 @@ std::string_view strip_v1(std::string_view path) {
   return path;
 }
 
-// A client's text quoted in an error message: at most 100 bytes (cut at a
-// UTF-8 character boundary) and "...".
-std::string clipped(std::string_view s) {
-  if (s.size() <= 100) return std::string(s);
-  size_t n = 100;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return std::string(s.substr(0, n)) + "...";
-}
-
 HttpResponse method_not_allowed(const char* allowed) {
   HttpResponse r = error_response(ApiError{405, "method not allowed; use " + std::string(allowed),
                                            "invalid_request_error", std::nullopt, "method_not_allowed"});
@@ -84,7 +75,7 @@ HttpResponse ApiRouter::models(std::string_view model_id) const {
   const ModelInfo& info = generator_.model_info();
   if (model_id.empty()) return json_response(200, models_list_json(info));
   if (model_id != info.id) {
-    return error_response(ApiError::not_found("the model '" + clipped(model_id) + "' does not exist",
+    return error_response(ApiError::not_found("the model '" + clip_for_message(model_id) + "' does not exist",
                                               "model", "model_not_found"));
   }
   return json_response(200, model_json(info));
@@ -93,8 +84,7 @@ HttpResponse ApiRouter::models(std::string_view model_id) const {
 std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options) const {
   const ModelInfo& info = generator_.model_info();
   if (options.model && *options.model != info.id) {
-    // A client's text in the message is cut (a 100 KB model name was echoed whole).
-    return ApiError::not_found("the model '" + clipped(*options.model) + "' does not exist; this server serves '" +
+    return ApiError::not_found("the model '" + clip_for_message(*options.model) + "' does not exist; this server serves '" +
                                    info.id + "'",
                                "model", "model_not_found");
   }
@@ -185,7 +175,7 @@ std::optional<ApiError> ApiRouter::check_prompt(const PreparedGeneration& p) con
   return std::nullopt;
 }
 
-HandlerResult ApiRouter::submit(PreparedGeneration p) {
+std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   const ModelInfo& info = generator_.model_info();
   const GenerationOptions& options = p.options;
   const int room = info.n_ctx - static_cast<int>(p.prompt_tokens.size());
@@ -213,7 +203,7 @@ HandlerResult ApiRouter::submit(PreparedGeneration p) {
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
                                              std::move(p.tools), tool_call_id_seed);
   generator_.submit(std::move(req), sink);
-  return std::unique_ptr<ResponseJob>(std::move(job));
+  return job;
 }
 
 }  // namespace larder

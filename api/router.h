@@ -43,7 +43,7 @@ class ApiRouter {
   // An empty prompt or one that fills the context: the error to answer.
   std::optional<ApiError> check_prompt(const PreparedGeneration& p) const;
   // Loop thread: max_tokens clamp, submit to the engine, the response job.
-  HandlerResult submit(PreparedGeneration prepared);
+  std::unique_ptr<ResponseJob> submit(PreparedGeneration prepared);
   std::optional<ApiError> check_model(const GenerationOptions& options) const;
 
   uv_loop_t* loop_;

@@ -1,8 +1,6 @@
 #include "api/http_connection.h"
 
-#include <algorithm>
 #include <cassert>
-#include <cctype>
 #include <cstdio>
 
 #include <spdlog/spdlog.h>
@@ -37,12 +35,14 @@ HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, Connection
       parser_(HttpRequestParser::Limits{limits.max_head_bytes, limits.max_body_bytes},
               [this] {
                 request_start_ms_ = uv_now(tcp_.loop);
+                exchange_headers_.clear();
+                head_answer_.reset();
                 start_timer(TimerMode::kRequest, limits_.request_timeout_ms);
               },
               [this] { write("HTTP/1.1 100 Continue\r\n\r\n"); },
               [this](const HttpRequest& head) {
-                head_refusal_ = host_.check_head(head, &exchange_headers_);
-                return !head_refusal_;
+                head_answer_ = host_.check_head(head, &exchange_headers_);
+                return !(head_answer_ && head_answer_->status >= 400);
               }) {
   uv_tcp_init(loop, &tcp_);
   uv_timer_init(loop, &timer_);
@@ -126,8 +126,6 @@ void HttpConnection::on_timer() {
   }
 }
 
-// ---- parser callbacks -------------------------------------------------------
-
 // ---- input ------------------------------------------------------------------
 
 void HttpConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
@@ -172,14 +170,11 @@ void HttpConnection::process_input() {
       // Refused from its head (Host, origin, API key): answered without
       // reading the body, and the connection ends.
       HttpRequest head = parser_.take_request();
-      exchange_active_ = true;
-      keep_alive_ = false;
       http_minor_ = head.http_minor;
       head_only_ = head.method == "HEAD";
-      stop_timer();
-      send(std::move(*head_refusal_));
-      head_refusal_.reset();
-      close_after_flush();
+      HttpResponse refusal = std::move(*head_answer_);
+      head_answer_.reset();
+      answer_and_close(std::move(refusal));
       break;
     }
     keep_alive_ = parser_.keep_alive();
@@ -196,8 +191,10 @@ void HttpConnection::dispatch(HttpRequest request) {
   http_minor_ = request.http_minor;
   head_only_ = request.method == "HEAD";
   if (host_.stopping()) keep_alive_ = false;
-  exchange_headers_.clear();
-  HandlerResult result = host_.handle_request(request, &exchange_headers_);
+  // A preflight needs only its head: answered without routing.
+  std::optional<HttpResponse> head_answer = std::move(head_answer_);
+  head_answer_.reset();
+  HandlerResult result = head_answer ? HandlerResult(std::move(*head_answer)) : host_.handle_request(request);
   request = HttpRequest();  // free the body now
   if (auto* response = std::get_if<HttpResponse>(&result)) {
     send(std::move(*response));
@@ -233,24 +230,27 @@ void HttpConnection::complete_exchange() {
   process_input();
 }
 
-void HttpConnection::fail(int status, std::string message) {
+void HttpConnection::answer_and_close(HttpResponse response) {
   exchange_active_ = true;
   keep_alive_ = false;
+  job_.reset();  // cancels a generation still running
+  send(std::move(response));
+  close_after_flush();
+}
+
+void HttpConnection::fail(int status, std::string message) {
   head_only_ = false;
   exchange_headers_.clear();
-  send(error_response(ApiError{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt}));
-  close_after_flush();
+  answer_and_close(
+      error_response(ApiError{status, std::move(message), "invalid_request_error", std::nullopt, std::nullopt}));
 }
 
 void HttpConnection::end_for_shutdown() {
   if (closing_) return;
   if (exchange_active_ && !response_started_ && !shutting_down_) {
     // Not a byte of the answer went out yet: say why instead of vanishing.
-    job_.reset();  // cancels the generation
-    keep_alive_ = false;
-    send(error_response(ApiError{503, "the server is shutting down; try again", "server_error", std::nullopt,
-                                 std::string("shutting_down")}));
-    close_after_flush();
+    answer_and_close(error_response(ApiError{503, "the server is shutting down; try again", "server_error",
+                                             std::nullopt, std::string("shutting_down")}));
     return;
   }
   close();

@@ -47,14 +47,17 @@ class HttpConnection;
 class ConnectionHost {
  public:
   virtual ~ConnectionHost() = default;
-  // `response_headers` (empty on entry): headers every response of this
-  // exchange carries (CORS); the connection adds them. May take the
-  // request's body (it is not used after this call).
-  virtual HandlerResult handle_request(HttpRequest& request, HttpHeaders* response_headers) = 0;
   // Called once a request's line and headers are parsed, before its body is
-  // read: a refusal to send instead of reading on (the connection then
-  // ends), or nullopt. May set *response_headers as handle_request does.
+  // read (the access checks). Sets *response_headers (empty on entry) to
+  // headers every response of this exchange carries (CORS). Returns a
+  // response to send instead of routing the request: a refusal (status >=
+  // 400: sent at once, the body is never read, the connection ends) or an
+  // answer that needs only the head (a CORS preflight's 204: sent once the
+  // request is complete); nullopt to route it.
   virtual std::optional<HttpResponse> check_head(const HttpRequest& head, HttpHeaders* response_headers) = 0;
+  // Routes a complete request that check_head let through. May take the
+  // request's body (it is not used after this call).
+  virtual HandlerResult handle_request(HttpRequest& request) = 0;
   // The loop-wide read buffer (valid until the read callback returns).
   virtual uv_buf_t read_buffer() = 0;
   // Both handles are closed; the host may destroy `connection` now.
@@ -116,6 +119,9 @@ class HttpConnection : public ResponseWriter {
   void process_input();
   void dispatch(HttpRequest request);
   void complete_exchange();
+  // Sends `response` as the last of this connection (Connection: close),
+  // cancelling an unfinished job, then shuts down after the flush.
+  void answer_and_close(HttpResponse response);
   void fail(int status, std::string message);
   void close_after_flush();
   void on_shutdown_done(int status);
@@ -137,7 +143,7 @@ class HttpConnection : public ResponseWriter {
   int open_handles_ = 0;
 
   HttpRequestParser parser_;  // after limits_: built from them
-  std::optional<HttpResponse> head_refusal_;  // what check_head answered
+  std::optional<HttpResponse> head_answer_;  // what check_head answered for the request being read
   std::string input_;        // received, not yet parsed bytes
 
   bool exchange_active_ = false;  // a request is being answered

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/access_policy.h"
+#include "storage/log_limiter.h"
 #include "api/generation_job.h"
 #include "api/http_connection.h"
 #include "api/router.h"
@@ -102,17 +103,11 @@ struct HttpServer::Impl : public ConnectionHost {
   void close_all_now();
 
   // ConnectionHost
-  HandlerResult handle_request(HttpRequest& request, HttpHeaders* response_headers) override {
-    *response_headers = access->response_headers(request);
-    if (std::optional<HttpResponse> refusal = access->check(request)) return std::move(*refusal);
-    return router->handle(request);
-  }
   std::optional<HttpResponse> check_head(const HttpRequest& head, HttpHeaders* response_headers) override {
-    std::optional<HttpResponse> r = access->check(head);
-    if (!r || r->status < 400) return std::nullopt;  // a preflight's 204 is answered as usual
     *response_headers = access->response_headers(head);
-    return r;
+    return access->check(head);
   }
+  HandlerResult handle_request(HttpRequest& request) override { return router->handle(request); }
   uv_buf_t read_buffer() override {
     return uv_buf_init(read_buf.data(), static_cast<unsigned>(read_buf.size()));
   }
@@ -140,9 +135,8 @@ struct HttpServer::Impl : public ConnectionHost {
   std::unordered_map<HttpConnection*, std::unique_ptr<HttpConnection>> connections;
   int max_connections = 0;       // options.max_connections, fitted to the descriptor limit
   std::string refusal_503;       // the answer above max_connections
-  uint64_t last_refusal_log_ms = 0;
+  LogLimiter refusal_log;        // one refusal line per 10 s
   int n_refused_lingering = 0;  // refused connections draining their request
-  uint64_t n_refused = 0;
   int port = 0;
   bool stopping_ = false;
   bool finished = false;  // every server handle closed
@@ -321,13 +315,9 @@ void HttpServer::Impl::refuse_connection() {
   } else {
     raw->close();
   }
-  ++n_refused;
-  const uint64_t now = uv_now(&loop);
-  if (last_refusal_log_ms == 0 || now - last_refusal_log_ms >= 10000) {
-    spdlog::warn("api: {} connection(s) refused: max_connections ({}) are open", n_refused, max_connections);
-    last_refusal_log_ms = now;
-    n_refused = 0;
-  }
+  refusal_log.log(spdlog::level::warn, "refused",
+                  "api: a connection was refused: max_connections (" + std::to_string(max_connections) +
+                      ") are open and all are being answered");
 }
 
 void HttpServer::Impl::on_wake() {

@@ -614,7 +614,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
     // A render stops once it cannot fit the context (render_chat_text).
     tmpl::RenderOptions render;
     if (options.strftime_now) render.strftime_now = options.strftime_now;
-    if (const size_t max_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes()); max_bytes > 0) {
+    m.info.max_prompt_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes());
+    if (const size_t max_bytes = m.info.max_prompt_bytes; max_bytes > 0) {
       render.max_output_bytes = max_bytes;
       render.max_memory_bytes = std::max<int64_t>(render.max_memory_bytes, 16 * static_cast<int64_t>(max_bytes));
     }
@@ -691,7 +692,6 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
                                        : options.model_id;
   m.info.n_ctx = m.n_ctx;
   m.info.n_vocab = m.n_vocab;
-  m.info.max_prompt_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes());
   m.info.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -744,7 +744,7 @@ Result<std::string> Engine::render_chat(const ChatRequest& request) const {
 // Jinja render stops as soon as it passes it).
 Result<tmpl::Rendered> Engine::Impl::render_chat_text(const ChatRequest& request) const {
   const Impl& m = *this;
-  const size_t max_bytes = max_prompt_bytes(m.n_ctx, m.tokenizer->max_token_bytes());
+  const size_t max_bytes = m.info.max_prompt_bytes;
   Result<tmpl::Rendered> r = m.chat->render_text(request);
   if (!r.is_ok()) {
     if (r.status().code() == StatusCode::kOutOfRange && max_bytes > 0) return too_long_for_context(m.n_ctx, max_bytes);

@@ -77,7 +77,7 @@ EngineOptions engine_options(const std::string& model, int threads, int n_ctx) {
   o.model_path = model;
   o.n_threads = threads;
   o.n_ctx = n_ctx;
-  o.memory_capacity_bytes = int64_t(256) << 20;
+  o.cache.device.budget_bytes = int64_t(256) << 20;
   return o;
 }
 

@@ -144,9 +144,9 @@ Row bench_model(const std::string& model_path, const std::string& label, const A
     lb::TempDir dir("larder-bench-cache");
     EngineOptions opt;
     opt.model_path = model_path;
-    opt.cache_dir = dir.str();
+    opt.cache.disk.dir = dir.str();
     opt.n_threads = args.threads;
-    opt.memory_capacity_bytes = int64_t(512) << 20;
+    opt.cache.device.budget_bytes = int64_t(512) << 20;
     std::vector<int32_t> prompt;
     {
       auto engine = lb::make_engine(opt);

@@ -178,41 +178,41 @@ const KeySpec kSpecs[] = {
    [](const DaemonConfig& c) { return of_float(c.server.idle_timeout_s); }},
   // [cache]
   {"cache", "dir", Kind::kString, "a directory path (empty: no disk tier)",
-   [](const Value& v, DaemonConfig& c) { c.engine.cache_dir = expand_home(v.s); return Status::ok(); },
-   [](const DaemonConfig& c) { return of_string(c.engine.cache_dir); }},
+   [](const Value& v, DaemonConfig& c) { c.engine.cache.disk.dir = expand_home(v.s); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.cache.disk.dir); }},
   {"cache", "page_size", Kind::kInt, "a power of two between 1 and 1024",
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 1024));
      if ((v.i & (v.i - 1)) != 0) return bad();
-     c.engine.page_size = int(v.i); return Status::ok(); },
-   [](const DaemonConfig& c) { return of_int(c.engine.page_size); }},
+     c.engine.cache.page_size = int(v.i); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.engine.cache.page_size); }},
   {"cache", "memory_capacity", Kind::kSize, "a size of at least 1MiB",
    [](const Value& v, DaemonConfig& c) {
      if (v.i < (1 << 20)) return bad();
-     c.engine.memory_capacity_bytes = v.i; return Status::ok(); },
-   [](const DaemonConfig& c) { return of_int(c.engine.memory_capacity_bytes); }},
+     c.engine.cache.device.budget_bytes = v.i; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.engine.cache.device.budget_bytes); }},
   {"cache", "disk_capacity", Kind::kSize, "a size of at least 1MiB",
    [](const Value& v, DaemonConfig& c) {
      if (v.i < (1 << 20)) return bad();
-     c.engine.disk_capacity_bytes = v.i; return Status::ok(); },
-   [](const DaemonConfig& c) { return of_int(c.engine.disk_capacity_bytes); }},
+     c.engine.cache.disk.budget_bytes = v.i; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.engine.cache.disk.budget_bytes); }},
   {"cache", "write_policy", Kind::kString, "\"write_through\" or \"write_back\"",
    [](const Value& v, DaemonConfig& c) {
      if (v.s != "write_through" && v.s != "write_back") return bad();
-     c.engine.write_through = v.s == "write_through"; return Status::ok(); },
-   [](const DaemonConfig& c) { return of_string(c.engine.write_through ? "write_through" : "write_back"); }},
+     c.engine.cache.write_through = v.s == "write_through"; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.cache.write_through ? "write_through" : "write_back"); }},
   {"cache", "kv_dtype", Kind::kString, "\"f32\" or \"f16\"",
    [](const Value& v, DaemonConfig& c) {
      if (v.s != "f32" && v.s != "f16") return bad();
-     c.engine.kv_dtype = v.s; return Status::ok(); },
-   [](const DaemonConfig& c) { return of_string(c.engine.kv_dtype); }},
+     c.engine.cache.kv_dtype = v.s; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.cache.kv_dtype); }},
   {"cache", "salt", Kind::kString, "a string",
-   [](const Value& v, DaemonConfig& c) { c.engine.cache_salt = v.s; return Status::ok(); },
-   [](const DaemonConfig& c) { return of_string(c.engine.cache_salt); }},
+   [](const Value& v, DaemonConfig& c) { c.engine.cache.salt = v.s; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.cache.salt); }},
   {"cache", "storage_threads", Kind::kInt, "an integer between 1 and 64",
    [](const Value& v, DaemonConfig& c) {
-     LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 64)); c.engine.n_storage_threads = int(v.i); return Status::ok(); },
-   [](const DaemonConfig& c) { return of_int(c.engine.n_storage_threads); }},
+     LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 64)); c.engine.cache.n_storage_threads = int(v.i); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.engine.cache.n_storage_threads); }},
   // [engine]
   {"engine", "threads", Kind::kInt, "an integer between 0 and 1024 (0: all cores)",
    [](const Value& v, DaemonConfig& c) {
@@ -507,7 +507,7 @@ std::string default_cache_dir() {
 
 DaemonConfig default_config() {
   DaemonConfig c;
-  c.engine.cache_dir = default_cache_dir();
+  c.engine.cache.disk.dir = default_cache_dir();
   return c;
 }
 

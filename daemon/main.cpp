@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   }
 
   const larder::ModelInfo& info = (*engine)->model_info();
-  const std::string& cache_dir = config.engine.cache_dir;
+  const std::string& cache_dir = config.engine.cache.disk.dir;
   spdlog::info("larderd: serving {} on http://{}:{} ({} ctx, cache {})", info.id, config.server.host,
                (*server)->port(), info.n_ctx, cache_dir.empty() ? "in memory only" : cache_dir);
 

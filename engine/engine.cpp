@@ -367,7 +367,7 @@ void Engine::Impl::seal_full_pages(Sequence& s) {
     PageKey key = prefix_next(parent, page_tokens);
     s.page_keys.push_back(key);
     int page = s.block_table[i];
-    const bool write_now = opt.write_through && workers != nullptr;
+    const bool write_now = opt.cache.write_through && workers != nullptr;
     if (!cache->seal(page, key, write_now)) continue;
     if (write_now) {
       Status st = backend->read_page(page, page_buf);
@@ -399,7 +399,7 @@ bool Engine::Impl::step_prefill() {
   batch.reserve(size_t(n));
   for (int pos = s.n_computed; pos < s.n_computed + n; ++pos) {
     if (!ensure_page(s, pos)) {
-      finish(s, FinishReason::kError, "KV cache is full: no free page for the prompt (raise cache.memory_capacity)");
+      finish(s, FinishReason::kError, "KV cache is full: no free page for the prompt (raise cache.device.budget)");
       return true;
     }
     batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, pos == s.n_prompt - 1});
@@ -438,7 +438,7 @@ bool Engine::Impl::step_decode() {
   for (Sequence* s : active) {
     const int pos = int(s->tokens.size()) - 1;
     if (!ensure_page(*s, pos)) {
-      finish(*s, FinishReason::kError, "KV cache is full (raise cache.memory_capacity)");
+      finish(*s, FinishReason::kError, "KV cache is full (raise cache.device.budget)");
       continue;
     }
     batch.push_back(BatchToken{s->tokens.back(), pos, int32_t(in_batch.size()), true});
@@ -629,26 +629,26 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   }
   if (m.n_ctx <= 1) return Status::invalid_argument("context length must be > 1");
 
-  const int ps = options.page_size;
+  const int ps = options.cache.page_size;
   if (ps <= 0 || ps > 1024 || (ps & (ps - 1)) != 0) {
     return Status::invalid_argument("cache.page_size = " + std::to_string(ps) +
                                     ": must be a power of two between 1 and 1024");
   }
   KvDtype dtype;
-  if (options.kv_dtype == "f32") {
+  if (options.cache.kv_dtype == "f32") {
     dtype = KvDtype::kF32;
-  } else if (options.kv_dtype == "f16") {
+  } else if (options.cache.kv_dtype == "f16") {
     dtype = KvDtype::kF16;
   } else {
-    return Status::invalid_argument("cache.kv_dtype = '" + options.kv_dtype + "': must be f32 or f16");
+    return Status::invalid_argument("cache.kv_dtype = '" + options.cache.kv_dtype + "': must be f32 or f16");
   }
   m.layout = KvLayout{hp.n_layer, hp.kv_dim(), ps, dtype};
   const int64_t page_bytes = int64_t(m.layout.page_bytes());
-  const int64_t n_pages = options.memory_capacity_bytes / page_bytes;
+  const int64_t n_pages = options.cache.device.budget_bytes / page_bytes;
   const int64_t min_pages = (m.n_ctx + ps - 1) / ps + 1;
   if (n_pages < min_pages) {
     return Status::invalid_argument(
-        "cache.memory_capacity = " + std::to_string(options.memory_capacity_bytes) +
+        "cache.device.budget = " + std::to_string(options.cache.device.budget_bytes) +
         " bytes holds " + std::to_string(n_pages) + " KV pages of " + std::to_string(page_bytes) +
         " bytes; one full context of " + std::to_string(m.n_ctx) + " tokens needs " +
         std::to_string(min_pages) + " (" + std::to_string(min_pages * page_bytes) + " bytes)");
@@ -669,16 +669,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   m.meta.n_layers = uint32_t(hp.n_layer);
   m.meta.page_size = uint32_t(ps);
   m.meta.kv_dim = uint32_t(hp.kv_dim());
-  m.root = prefix_root(m.meta.fingerprint, m.layout, m.backend->numerics_id(), options.cache_salt);
+  m.root = prefix_root(m.meta.fingerprint, m.layout, m.backend->numerics_id(), options.cache.salt);
 
-  if (!options.cache_dir.empty()) {
+  if (!options.cache.disk.dir.empty()) {
     RocksDbStoreOptions sopt;
-    sopt.dir = options.cache_dir;
-    sopt.capacity_bytes = options.disk_capacity_bytes;
+    sopt.dir = options.cache.disk.dir;
+    sopt.capacity_bytes = options.cache.disk.budget_bytes;
     sopt.hooks = options.disk_hooks;
     LARDER_ASSIGN_OR_RETURN(m.store, RocksDbPageStore::open(sopt));
-    m.workers = std::make_unique<StorageWorkers>(*m.store, std::max(1, options.n_storage_threads));
-    if (!options.write_through) {
+    m.workers = std::make_unique<StorageWorkers>(*m.store, std::max(1, options.cache.n_storage_threads));
+    if (!options.cache.write_through) {
       // write_back: a sealed page reaches disk only when it is evicted from
       // memory, or at shutdown.
       Impl* impl = &m;
@@ -699,7 +699,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
                m.info.id, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, m.n_ctx,
                m.chat->name(), tool_call_syntax_name(m.chat->tool_call_syntax()));
   spdlog::info("KV cache: {} pages of {} tokens ({} bytes each, {}), disk tier {}", m.pool->n_pages(), ps,
-               page_bytes, kv_dtype_name(dtype), options.cache_dir.empty() ? "off" : options.cache_dir);
+               page_bytes, kv_dtype_name(dtype), options.cache.disk.dir.empty() ? "off" : options.cache.disk.dir);
   spdlog::info("backend: {}", m.backend->describe());
   m.thread = std::thread([impl = &m] { impl->run(); });
   return engine;

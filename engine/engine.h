@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/generation.h"
+#include "storage/cache_options.h"
 #include "storage/status.h"
 
 namespace larder {
@@ -17,17 +18,12 @@ struct RocksDbHooks;  // storage/rocksdb_hooks.h
 struct EngineOptions {
   std::string model_path;            // GGUF file (required)
   std::string model_id;              // shown by /v1/models; empty: the file's stem
-  std::string cache_dir;             // RocksDB directory; empty: no disk tier
-  int page_size = 16;                // tokens per KV page (power of two)
-  int64_t memory_capacity_bytes = int64_t(1) << 30;  // KV page pool size
-  int64_t disk_capacity_bytes = int64_t(20) << 30;   // RocksDB tier size
+  // The [cache] section: the engine reads page_size, kv_dtype, salt, the
+  // write policy and the device tier (budget: the KV page pool's bytes).
+  CacheOptions cache;
   int n_threads = 0;                 // 0: all cores
   int n_ctx = 0;                     // context length served; 0: the model's
   int max_running = 8;               // sequences decoded together (continuous batching)
-  bool write_through = true;         // sealed pages go to disk at once
-  int n_storage_threads = 2;
-  std::string kv_dtype = "f32";      // "f32" | "f16"
-  std::string cache_salt;            // mixed into the root prefix hash
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.

@@ -190,7 +190,7 @@ TEST_CASE("engine with device = cuda reproduces reference.json greedy tokens (F1
   EngineOptions o;
   o.model_path = path;
   o.device = "cuda";
-  o.memory_capacity_bytes = 64 << 20;
+  o.cache.device.budget_bytes = 64 << 20;
   auto e = Engine::create(o);
   INFO(e.status().to_string());
   REQUIRE(e.is_ok());

@@ -18,17 +18,17 @@ namespace larder::testing {
 inline void check_same_config(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.engine.model_path == b.engine.model_path);
   CHECK(a.engine.model_id == b.engine.model_id);
-  CHECK(a.engine.cache_dir == b.engine.cache_dir);
-  CHECK(a.engine.page_size == b.engine.page_size);
-  CHECK(a.engine.memory_capacity_bytes == b.engine.memory_capacity_bytes);
-  CHECK(a.engine.disk_capacity_bytes == b.engine.disk_capacity_bytes);
+  CHECK(a.engine.cache.disk.dir == b.engine.cache.disk.dir);
+  CHECK(a.engine.cache.page_size == b.engine.cache.page_size);
+  CHECK(a.engine.cache.device.budget_bytes == b.engine.cache.device.budget_bytes);
+  CHECK(a.engine.cache.disk.budget_bytes == b.engine.cache.disk.budget_bytes);
   CHECK(a.engine.n_threads == b.engine.n_threads);
   CHECK(a.engine.n_ctx == b.engine.n_ctx);
   CHECK(a.engine.max_running == b.engine.max_running);
-  CHECK(a.engine.write_through == b.engine.write_through);
-  CHECK(a.engine.n_storage_threads == b.engine.n_storage_threads);
-  CHECK(a.engine.kv_dtype == b.engine.kv_dtype);
-  CHECK(a.engine.cache_salt == b.engine.cache_salt);
+  CHECK(a.engine.cache.write_through == b.engine.cache.write_through);
+  CHECK(a.engine.cache.n_storage_threads == b.engine.cache.n_storage_threads);
+  CHECK(a.engine.cache.kv_dtype == b.engine.cache.kv_dtype);
+  CHECK(a.engine.cache.salt == b.engine.cache.salt);
   CHECK(a.server.host == b.server.host);
   CHECK(a.server.port == b.server.port);
   CHECK(a.server.max_body_bytes == b.server.max_body_bytes);

@@ -33,7 +33,7 @@ std::string error_of(std::initializer_list<const char*> args) {
 TEST_CASE("no flags: the defaults, no config file", "[daemon][cli]") {
   ScopedEnv env("LARDER_CONFIG", nullptr);
   DaemonConfig defaults;
-  defaults.engine.cache_dir = "/var/cache/x";
+  defaults.engine.cache.disk.dir = "/var/cache/x";
   auto r = parse({}, defaults);
   REQUIRE(r.is_ok());
   CHECK_FALSE(r->exit_now);
@@ -51,7 +51,7 @@ TEST_CASE("every flag sets its key", "[daemon][cli]") {
   CHECK(c.engine.model_path == "/models/a.gguf");
   CHECK(c.server.host == "0.0.0.0");
   CHECK(c.server.port == 9001);
-  CHECK(c.engine.cache_dir == "/srv/c");
+  CHECK(c.engine.cache.disk.dir == "/srv/c");
   CHECK(c.engine.n_threads == 3);
   CHECK(c.engine.n_ctx == 512);
   CHECK(c.log_level == "warn");
@@ -62,7 +62,7 @@ TEST_CASE("every flag sets its key", "[daemon][cli]") {
   INFO(r.status().message());
   REQUIRE(r.is_ok());
   CHECK(r->config.server.port == 7000);
-  CHECK(r->config.engine.cache_dir.empty());
+  CHECK(r->config.engine.cache.disk.dir.empty());
 }
 
 TEST_CASE("flags override the config file, the file overrides the defaults", "[daemon][cli]") {
@@ -74,7 +74,7 @@ TEST_CASE("flags override the config file, the file overrides the defaults", "[d
   CHECK(r->config_path == file.path());
   CHECK(r->config.server.port == 9200);         // flag beats file
   CHECK(r->config.server.host == "::1");        // file beats default
-  CHECK(r->config.engine.page_size == 64);      // file beats default
+  CHECK(r->config.engine.cache.page_size == 64);      // file beats default
   CHECK(r->config.engine.max_running == 8);     // untouched default
   // Order on the command line does not matter: the file is read first.
   r = parse({"--port", "9200", "--config", file.path().c_str()});

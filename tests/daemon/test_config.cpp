@@ -54,14 +54,14 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.server.max_connections == 1024);
   CHECK(c.server.request_timeout_s == 30.0);
   CHECK(c.server.idle_timeout_s == 60.0);
-  CHECK(c.engine.cache_dir == "/home/alice/.cache/larder");
-  CHECK(c.engine.page_size == 16);
-  CHECK(c.engine.memory_capacity_bytes == 1073741824);   // 1 GiB
-  CHECK(c.engine.disk_capacity_bytes == 21474836480);    // 20 GiB
-  CHECK(c.engine.write_through);
-  CHECK(c.engine.kv_dtype == "f32");
-  CHECK(c.engine.cache_salt.empty());
-  CHECK(c.engine.n_storage_threads == 2);
+  CHECK(c.engine.cache.disk.dir == "/home/alice/.cache/larder");
+  CHECK(c.engine.cache.page_size == 16);
+  CHECK(c.engine.cache.device.budget_bytes == 1073741824);   // 1 GiB
+  CHECK(c.engine.cache.disk.budget_bytes == 21474836480);    // 20 GiB
+  CHECK(c.engine.cache.write_through);
+  CHECK(c.engine.cache.kv_dtype == "f32");
+  CHECK(c.engine.cache.salt.empty());
+  CHECK(c.engine.cache.n_storage_threads == 2);
   CHECK(c.engine.n_threads == 0);
   CHECK(c.engine.max_running == 8);
   CHECK(c.engine.device == "auto");
@@ -165,14 +165,14 @@ level = "debug"
   CHECK(c.server.max_connections == 50);
   CHECK(c.server.request_timeout_s == 5.0);
   CHECK(c.server.idle_timeout_s == 0.5);
-  CHECK(c.engine.cache_dir == "/srv/larder");
-  CHECK(c.engine.page_size == 32);
-  CHECK(c.engine.memory_capacity_bytes == 536870912);  // 512 * 2^20
-  CHECK(c.engine.disk_capacity_bytes == 1500000000);   // 1.5 * 10^9
-  CHECK_FALSE(c.engine.write_through);
-  CHECK(c.engine.kv_dtype == "f16");
-  CHECK(c.engine.cache_salt == "tenant-a");
-  CHECK(c.engine.n_storage_threads == 4);
+  CHECK(c.engine.cache.disk.dir == "/srv/larder");
+  CHECK(c.engine.cache.page_size == 32);
+  CHECK(c.engine.cache.device.budget_bytes == 536870912);  // 512 * 2^20
+  CHECK(c.engine.cache.disk.budget_bytes == 1500000000);   // 1.5 * 10^9
+  CHECK_FALSE(c.engine.cache.write_through);
+  CHECK(c.engine.cache.kv_dtype == "f16");
+  CHECK(c.engine.cache.salt == "tenant-a");
+  CHECK(c.engine.cache.n_storage_threads == 4);
   CHECK(c.engine.n_threads == 6);
   CHECK(c.engine.max_running == 3);
   CHECK(c.engine.device == "cpu");
@@ -227,10 +227,10 @@ TEST_CASE("API keys never show in --print-config's dump or in error messages", "
 TEST_CASE("keys a file leaves out keep the base values", "[daemon][config]") {
   DaemonConfig base;
   base.server.port = 1234;
-  base.engine.page_size = 64;
+  base.engine.cache.page_size = 64;
   auto r = load_config_string("[cache]\npage_size = 8\n", base);
   REQUIRE(r.is_ok());
-  CHECK(r->engine.page_size == 8);
+  CHECK(r->engine.cache.page_size == 8);
   CHECK(r->server.port == 1234);
   // An empty file changes nothing.
   auto empty = load_config_string("", base);
@@ -405,7 +405,7 @@ level = "off"
   DaemonConfig expected = defaults;
   expected.engine.model_path = "m.gguf";
   expected.engine.model_id = "m";
-  expected.engine.cache_dir = "d";
+  expected.engine.cache.disk.dir = "d";
   check_same_config(*reset, expected);
 
   // And every key of the schema is documented in the file (as a line

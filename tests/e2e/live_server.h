@@ -22,7 +22,7 @@ struct LiveServer {
   explicit LiveServer(const std::string& model, ServerOptions so = {}, EngineOptions eo = {}) {
     eo.model_path = model;
     if (eo.n_threads == 0) eo.n_threads = 1;
-    eo.memory_capacity_bytes = 64 << 20;
+    eo.cache.device.budget_bytes = 64 << 20;
     auto e = Engine::create(eo);
     INFO(e.status().to_string());
     REQUIRE(e.is_ok());

@@ -60,9 +60,9 @@ class CollectSink : public GenerationSink {
 inline EngineOptions options_for(const std::string& model, const std::string& cache_dir) {
   EngineOptions o;
   o.model_path = model;
-  o.cache_dir = cache_dir;
-  o.page_size = 16;
-  o.memory_capacity_bytes = 64 << 20;
+  o.cache.disk.dir = cache_dir;
+  o.cache.page_size = 16;
+  o.cache.device.budget_bytes = 64 << 20;
   o.n_threads = 1;
   return o;
 }

@@ -406,7 +406,7 @@ TEST_CASE("write_back: pages reach disk at shutdown (or on eviction) and restore
   auto keys = page_keys(model, prompt, 18);
   TempDir dir;
   auto opts = options_for(model, dir.str());
-  opts.write_through = false;
+  opts.cache.write_through = false;
   Generated cold;
   {
     auto engine = make_engine(opts);
@@ -431,8 +431,8 @@ TEST_CASE("write_back: pages reach disk at shutdown (or on eviction) and restore
   // (512 / 16 + 1 = 33) forces the first prompt's cached pages out.
   TempDir dir2;
   auto small = options_for(model, dir2.str());
-  small.write_through = false;
-  small.memory_capacity_bytes = 33 * 20480;  // page bytes: 5 layers * 2 * 16 * 32 * 4 = 20480
+  small.cache.write_through = false;
+  small.cache.device.budget_bytes = 33 * 20480;  // page bytes: 5 layers * 2 * 16 * 32 * 4 = 20480
   auto e2 = make_engine(small);
   generate(*e2, greedy_request(prompt, 4));
   std::vector<int32_t> other(prompt.rbegin(), prompt.rend());  // different tokens, 299 long

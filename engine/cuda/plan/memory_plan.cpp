@@ -45,7 +45,7 @@ Status check_device_memory(const DeviceMemoryRequest& r) {
       std::to_string(r.n_pages) + " pages x " + std::to_string(r.page_bytes) + " bytes) + " +
       term("reserve", r.reserve_bytes) + "; the device has " + term("free", r.free_bytes) + " of " +
       std::to_string(r.total_bytes) + " bytes; the largest KV pool that fits is " +
-      std::to_string(max_pages) + " pages (cache.memory_capacity <= " +
+      std::to_string(max_pages) + " pages (cache.device.budget <= " +
       std::to_string(max_pages * r.page_bytes) + " bytes)");
 }
 

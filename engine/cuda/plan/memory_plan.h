@@ -42,7 +42,7 @@ struct DeviceMemoryRequest {
 
 // OK when weights + scratch + n_pages * page_bytes + reserve fit in
 // free_bytes; else kResourceExhausted naming every term in bytes and GiB and
-// the largest KV pool (cache.memory_capacity) that would fit.
+// the largest KV pool (cache.device.budget) that would fit.
 Status check_device_memory(const DeviceMemoryRequest& r);
 
 // A contiguous device range to copy: pages [first_page, first_page + n_pages)

@@ -15,6 +15,7 @@
 #include "daemon/config.h"
 #include "daemon/version.h"
 #include "engine/engine.h"
+#include "storage/open_tiers.h"
 
 int main(int argc, char** argv) {
   auto command_line = larder::parse_command_line(argc, argv, larder::default_config());
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
                  "(set [server] api_keys, api_key_file or LARDER_API_KEY)", host);
   }
 
+  // The daemon builds the tiers below the device (host RAM, disk); the
+  // engine sees only their interface.
+  config.engine.open_tiers = larder::tier_factory();
   auto engine = larder::Engine::create(config.engine);
   if (!engine.is_ok()) {
     // Model errors mostly name the file already.

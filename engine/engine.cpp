@@ -1,236 +1,90 @@
-// Engine: the engine thread's scheduler. See engine/engine.h and DESIGN.md
-// "Data flow of one request" (steps 3-7).
+// Engine: start-up, and the engine thread's loop: each step it builds the
+// scheduler's state, calls schedule() (engine/scheduler.h) and carries out
+// the plan (preempt, decode, prefill chunks, admit), with the KV cache
+// manager (engine/kv/kv_cache_manager.h) doing every page operation. See
+// engine/engine_impl.h for how the engine's files divide the work, and
+// DESIGN.md "Data flow of one request" (steps 3-7).
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <cstdio>
-#include <deque>
 #include <filesystem>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
-#include "engine/backend.h"
-#include "engine/kv/page_pool.h"
-#include "engine/kv/prefix_cache.h"
+#include "engine/engine_impl.h"
 #include "engine/kv/prefix_hash.h"
-#include "engine/model/model.h"
-#include "engine/sequence.h"
-#include "engine/tokenizer/answer_memo.h"
-#include "engine/tokenizer/chat_format.h"
-#include "engine/tokenizer/chat_prompt.h"
-#include "engine/tokenizer/tokenizer.h"
-#include "storage/log_limiter.h"
-#include "storage/page_record.h"
-#include "storage/rocksdb_store.h"
-#include "storage/storage_workers.h"
 
 namespace larder {
-
-namespace {
-
-// A token's text for a log line: control characters as \n, \t, \xNN.
-std::string escaped_for_log(const std::string& piece) {
-  std::string out;
-  for (unsigned char c : piece) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out.push_back(char(c));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "?";
-}
-
-namespace {
-
-// Prompt tokens run per prefill step, so that running sequences keep decoding
-// while a long prompt is prefilled (chunked prefill).
-constexpr int kMaxPrefillChunk = 512;
-
-double ms_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
-
-struct Engine::Impl {
-  struct DiskResult {
-    uint64_t seq_id = 0;
-    std::vector<std::string> records;
-  };
-
-  EngineOptions opt;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::optional<ChatFormat> chat;
-  ModelInfo info;
-  KvLayout layout;
-  int n_ctx = 0;
-  int n_vocab = 0;
-  PageRecordMeta meta;
-  PageKey root;
-
-  std::unique_ptr<Backend> backend;   // forward pass + page bytes (host or device)
-  PagePool* pool = nullptr;           // backend's page free list
-  std::unique_ptr<PrefixCache> cache;
-  std::vector<uint8_t> page_buf;      // (page_bytes) one page on the host
-
-  // Cross-thread state (guarded by mu). Declared before the storage objects
-  // so that storage callbacks still find them while the workers drain.
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::unique_ptr<Sequence>> inbox;
-  std::deque<DiskResult> disk_results;
-  bool stop_requested = false;
-  bool stopped = false;
-
-  std::unique_ptr<RocksDbPageStore> store;
-  std::unique_ptr<StorageWorkers> workers;
-
-  std::thread thread;
-  std::atomic<uint64_t> next_id{1};
-
-  // Engine thread only.
-  std::deque<std::unique_ptr<Sequence>> waiting;  // submitted, not admitted (max_running)
-  std::vector<std::unique_ptr<Sequence>> seqs;
-  std::vector<float> logits;      // (n_rows, n_vocab)
-  bool runnable = false;          // a sequence can make progress without new input
-  // write_back only: token ids of sealed pages not yet written, by page id.
-  std::unordered_map<int, std::vector<int32_t>> unwritten_tokens;
-  LogLimiter log_limited{10000};  // repeated warnings: one line per kind per 10 s
-
-  struct AtomicStats {
-    std::atomic<int64_t> pages_written{0}, pages_restored_disk{0}, pages_reused_memory{0};
-    std::atomic<int64_t> records_rejected{0}, requests_total{0};
-    std::atomic<int64_t> pages_resident{0}, pages_free{0};
-  } stats;
-
-  void run();
-  void admit(std::unique_ptr<Sequence> seq);
-  void apply_disk(DiskResult& r);
-  bool step_prefill();
-  bool step_decode();
-  bool ensure_page(Sequence& s, int pos);
-  void seal_full_pages(Sequence& s);
-  void handle_token(Sequence& s, int32_t token, Sequence::Clock::time_point now);
-  void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
-  void finish(Sequence& s, FinishReason reason, std::string error = {});
-  void remember_answer(const Sequence& s);
-  // The ids of a remembered answer under the chain root of its request.
-  std::optional<std::vector<int32_t>> find_answer(const std::string& text, const PageKey& chain_root);
-  // AnswerMemo scope of a chain root: "" for the engine's own root (unsalted
-  // requests), the root's bytes for a salted one.
-  std::string answer_scope(const PageKey& chain_root) const {
-    return chain_root == root ? std::string() : chain_root.to_bytes();
-  }
-  // The chat rendering with the client's byte ranges, or an error; refuses
-  // one that cannot fit the context (Engine::chat_prompt).
-  Result<tmpl::Rendered> render_chat_text(const ChatRequest& request) const;
-  void explain_cache_miss(Sequence& s);
-  // The tokens of the most recent finished sequence per first page key, so
-  // that a prompt which shares the start of an earlier one but misses the
-  // cache part-way can say where it differs (bounded: cleared past 1024).
-  std::unordered_map<PageKey, std::vector<int32_t>, PageKeyHash> recent_by_first_page;
-  // Ids of finished answers by their text, for chat prompts (answer_memo.h).
-  AnswerMemo answers;
-  Sequence* find_seq(uint64_t id);
-  void write_back(int page, const PageKey& key);
-};
-
-void Engine::Impl::write_back(int page, const PageKey& key) {
-  auto it = unwritten_tokens.find(page);
-  if (it == unwritten_tokens.end() || !workers) return;
-  Status st = backend->read_page(page, page_buf);
-  if (!st.is_ok()) {
-    log_limited.log(spdlog::level::warn, "copy out",
-                    "page " + key.to_hex() + " could not be copied out for writing: " + st.to_string());
-    unwritten_tokens.erase(it);
-    return;
-  }
-  workers->put_async(key, encode_page_record(key, meta, it->second, page_buf));
-  cache->mark_persisted(page);
-  unwritten_tokens.erase(it);
-  ++stats.pages_written;
-}
 
 // ---- engine thread ---------------------------------------------------------
 
 void Engine::Impl::run() {
   for (;;) {
     std::deque<std::unique_ptr<Sequence>> new_seqs;
-    std::deque<DiskResult> results;
+    std::deque<RestoreResult> results;
     {
       std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] {
-        return stop_requested || !inbox.empty() || !disk_results.empty() || runnable;
-      });
+      cv.wait(lk, [&] { return stop_requested || !inbox.empty() || !restore_results.empty() || runnable; });
       if (stop_requested) break;
       new_seqs.swap(inbox);
-      results.swap(disk_results);
+      results.swap(restore_results);
     }
-    for (auto& s : new_seqs) waiting.push_back(std::move(s));
-    for (auto& r : results) apply_disk(r);
-    while (!waiting.empty() && int(seqs.size()) < opt.max_running) {
-      std::unique_ptr<Sequence> s = std::move(waiting.front());
-      waiting.pop_front();
-      admit(std::move(s));
-    }
+    for (auto& s : new_seqs) accept(std::move(s));
+    for (auto& r : results) apply_restore(r);
+    // Cancelled requests leave at once, queued or running (a sequence
+    // waiting for a restore leaves when the read is back).
     for (auto& s : seqs) {
-      if (s->state != SeqState::kFinished && s->state != SeqState::kWaitingDisk &&
-          s->sink->cancelled()) {
+      if (s->state != SeqState::kFinished && s->state != SeqState::kWaitingDisk && s->sink->cancelled()) {
         finish(*s, FinishReason::kCancelled);
       }
     }
-    step_prefill();
-    step_decode();
+    for (auto& s : queued) {
+      if (s->sink->cancelled()) finish(*s, FinishReason::kCancelled);
+    }
+    std::erase_if(queued, [](const auto& s) { return s->state == SeqState::kFinished; });
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
+
+    const StepPlan plan = schedule(sched_state());
+    carry_out(plan);
+
+    std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
+    // Sleep until new input unless a sequence can go on, or the plan
+    // admitted someone (whose prefill starts next step). A queue head that
+    // waits for pages is woken by the step that frees them.
     runnable = std::any_of(seqs.begin(), seqs.end(), [](const auto& s) {
       return s->state == SeqState::kPrefill || s->state == SeqState::kDecode;
-    }) || (!waiting.empty() && int(seqs.size()) < opt.max_running);
-    stats.pages_free = pool->n_free();
-    stats.pages_resident = cache->n_sealed();
+    }) || !plan.admit.empty() || !plan.preempt.empty();
+    publish_stats();
   }
-  // Shutdown: everything still in flight ends as cancelled.
+  shutdown_sequences();
+  kv->write_back_all();  // write_back: what is only in memory goes to disk now
+  publish_stats();
+}
+
+void Engine::Impl::shutdown_sequences() {
+  // Everything still in flight ends as cancelled.
   for (auto& s : seqs) {
     if (s->state != SeqState::kFinished) finish(*s, FinishReason::kCancelled);
   }
   seqs.clear();
   std::deque<std::unique_ptr<Sequence>> left;
-  left.swap(waiting);
+  left.swap(queued);
   {
     std::lock_guard<std::mutex> lk(mu);
     for (auto& s : inbox) left.push_back(std::move(s));
     inbox.clear();
   }
   for (auto& s : left) finish(*s, FinishReason::kCancelled);
-  // write_back: what is still only in memory goes to disk now.
-  std::vector<int> pending;
-  for (const auto& [page, tokens] : unwritten_tokens) pending.push_back(page);
-  for (int page : pending) write_back(page, cache->key_of(page));
+}
+
+void Engine::Impl::publish_stats() {
+  stats.pages_free = kv->n_free();
+  stats.pages_resident = kv->n_resident();
+  const KvCacheStats& k = kv->stats();
+  stats.pages_written = k.pages_spilled;
+  stats.pages_restored = k.pages_restored;
+  stats.pages_reused_memory = k.pages_reused_device;
+  stats.records_rejected = k.records_rejected;
 }
 
 Sequence* Engine::Impl::find_seq(uint64_t id) {
@@ -240,353 +94,225 @@ Sequence* Engine::Impl::find_seq(uint64_t id) {
   return nullptr;
 }
 
-void Engine::Impl::admit(std::unique_ptr<Sequence> seq) {
+namespace {
+
+// Full pages of s a cache hit may cover: a first run always prefills its
+// last prompt token (its logits give the first generated token); a resumed
+// sequence needs no logits, so every full page of its target counts.
+int n_cacheable_pages(const Sequence& s, int page_size) {
+  return s.resumed ? s.n_target / page_size : (s.n_target - 1) / page_size;
+}
+
+}  // namespace
+
+void Engine::Impl::accept(std::unique_ptr<Sequence> seq) {
   Sequence& s = *seq;
-  seqs.push_back(std::move(seq));
   s.tokens = s.request.prompt_tokens;
   s.n_prompt = int(s.tokens.size());
+  s.n_target = s.n_prompt;
   if (s.n_prompt == 0) return finish(s, FinishReason::kError, "empty prompt");
   if (s.n_prompt >= n_ctx) {
     return finish(s, FinishReason::kError,
-                  "prompt has " + std::to_string(s.n_prompt) + " tokens; the context holds " +
-                      std::to_string(n_ctx));
+                  "prompt has " + std::to_string(s.n_prompt) + " tokens; the context holds " + std::to_string(n_ctx));
   }
   for (int32_t t : s.tokens) {
-    if (t < 0 || t >= n_vocab) {
-      return finish(s, FinishReason::kError, "token id " + std::to_string(t) + " out of range");
+    if (t < 0 || t >= n_vocab) return finish(s, FinishReason::kError, "token id " + std::to_string(t) + " out of range");
+  }
+  queued.push_back(std::move(seq));
+}
+
+SchedState Engine::Impl::sched_state() {
+  SchedState st;
+  const int ps = layout.page_size;
+  st.n_available_pages = kv->n_available();
+  st.n_pool_pages = kv->n_pages();
+  st.page_size = ps;
+  st.max_running = opt.max_running;
+  st.token_budget = kStepTokenBudget;
+  for (const auto& s : seqs) {
+    SchedSeq q;
+    q.id = s->id;
+    q.phase = s->state == SeqState::kWaitingDisk ? SchedPhase::kWaitingRestore
+              : s->state == SeqState::kDecode    ? SchedPhase::kDecode
+                                                 : SchedPhase::kPrefill;
+    q.n_target = s->n_target;
+    q.n_computed = s->n_computed;
+    q.n_pages_held = int(s->pages.block_table.size());
+    q.n_pages_exclusive = kv->n_exclusive(s->pages);
+    st.running.push_back(q);
+  }
+  // Only the queue's head can be admitted this step: the first
+  // max_running requests at most (admission stops at the first that waits).
+  const size_t n_look = std::min(queued.size(), size_t(std::max(1, opt.max_running)));
+  for (size_t i = 0; i < n_look; ++i) {
+    Sequence& s = *queued[i];
+    if (s.cacheable_keys.empty() && n_cacheable_pages(s, ps) > 0) {
+      s.cacheable_keys = kv->chain_keys(s.pages.root, s.tokens, n_cacheable_pages(s, ps));
+    }
+    const KvCacheManager::Match m = kv->match_prefix(s.cacheable_keys);
+    SchedSeq q;
+    q.id = s.id;
+    q.phase = SchedPhase::kQueued;
+    q.n_target = s.n_target;
+    // Pages to hold its target and first decode position, minus the
+    // resident prefix, plus the evictable part of that prefix.
+    q.n_pages_to_take = pages_for(s.n_target + 1, ps) - m.n_device + m.n_evictable;
+    st.queued.push_back(q);
+  }
+  return st;
+}
+
+void Engine::Impl::carry_out(const StepPlan& plan) {
+  for (uint64_t id : plan.preempt) {
+    if (Sequence* s = find_seq(id)) preempt(*s);
+  }
+  // Preempted sequences go back to the queue's front, the oldest first.
+  std::vector<std::unique_ptr<Sequence>> back;
+  for (auto it = plan.preempt.rbegin(); it != plan.preempt.rend(); ++it) {
+    for (auto& s : seqs) {
+      if (s && s->id == *it) back.push_back(std::move(s));
     }
   }
-  // Full pages that may come from the cache: at least one prompt token is
-  // always prefilled so that the first generated token has logits.
-  const int n_full = (s.n_prompt - 1) / layout.page_size;
-  std::vector<PageKey> keys = prefix_chain(s.root, s.tokens, layout.page_size, n_full);
-  int i = 0;
-  for (; i < n_full; ++i) {
-    auto page = cache->find(keys[size_t(i)]);
-    if (!page) break;
-    cache->acquire(*page);
-    s.block_table.push_back(*page);
-    s.page_keys.push_back(keys[size_t(i)]);
+  std::erase_if(seqs, [](const auto& s) { return s == nullptr; });
+  for (auto it = back.rbegin(); it != back.rend(); ++it) queued.push_front(std::move(*it));
+
+  if (!plan.decode.empty()) {
+    std::vector<Sequence*> batch;
+    for (uint64_t id : plan.decode) {
+      if (Sequence* s = find_seq(id); s && s->state == SeqState::kDecode) batch.push_back(s);
+    }
+    run_decode(batch);
   }
-  stats.pages_reused_memory += i;
-  s.n_computed = s.n_cached = i * layout.page_size;
-  if (i < n_full && workers) {
-    s.disk_keys.assign(keys.begin() + i, keys.end());
+  for (const PrefillChunk& c : plan.prefill) {
+    if (Sequence* s = find_seq(c.id); s && s->state == SeqState::kPrefill) run_prefill(*s, c.n_tokens);
+  }
+  for (const Refusal& r : plan.refuse) {
+    for (auto& s : queued) {
+      if (s->id == r.id) finish(*s, FinishReason::kError, "KV cache too small: " + r.reason);
+    }
+  }
+  std::erase_if(queued, [](const auto& s) { return s->state == SeqState::kFinished; });
+  for (uint64_t id : plan.admit) {
+    auto it = std::find_if(queued.begin(), queued.end(), [&](const auto& s) { return s->id == id; });
+    if (it == queued.end()) continue;
+    std::unique_ptr<Sequence> s = std::move(*it);
+    queued.erase(it);
+    admit(std::move(s));
+  }
+}
+
+void Engine::Impl::preempt(Sequence& s) {
+  // Its sealed pages stay in the cache (a hit when it resumes); the partial
+  // tail is recomputed. A decoding sequence resumes by recomputing every
+  // token but its last, which the next decode step feeds.
+  kv->commit(s.pages, s.tokens, s.n_computed);
+  kv->release(s.pages);
+  if (s.state == SeqState::kDecode) {
+    s.n_target = int(s.tokens.size()) - 1;
+    s.resumed = true;
+  }
+  s.n_computed = 0;
+  s.cacheable_keys.clear();
+  s.state = SeqState::kQueued;
+  ++stats.preemptions;
+  spdlog::debug("request {}: preempted (KV pages ran out), resumes at {} of {} positions", s.id, 0, s.n_target);
+}
+
+void Engine::Impl::admit(std::unique_ptr<Sequence> seq) {
+  Sequence& s = *seq;
+  seqs.push_back(std::move(seq));
+  const KvCacheManager::Match m = kv->match_prefix(s.cacheable_keys);
+  kv->acquire_prefix(s.pages, s.cacheable_keys, m.n_device);
+  s.n_computed = int(s.pages.block_table.size()) * layout.page_size;
+  if (size_t(m.n_device) < s.cacheable_keys.size() && tiers) {
+    s.lookup_keys.assign(s.cacheable_keys.begin() + m.n_device, s.cacheable_keys.end());
     s.state = SeqState::kWaitingDisk;
-    uint64_t id = s.id;
-    workers->get_prefix_async(s.disk_keys, [this, id](std::vector<std::string> records) {
+    const uint64_t id = s.id;
+    tiers->lookup_prefix_async(s.lookup_keys, [this, id](std::vector<TierChain::Found> found) {
       std::lock_guard<std::mutex> lk(mu);
-      disk_results.push_back(DiskResult{id, std::move(records)});
+      restore_results.push_back(RestoreResult{id, std::move(found)});
       cv.notify_one();
     });
     return;
   }
-  explain_cache_miss(s);
-  s.state = SeqState::kPrefill;
+  start_prefill(s);
 }
 
-void Engine::Impl::apply_disk(DiskResult& r) {
+void Engine::Impl::apply_restore(RestoreResult& r) {
   Sequence* sp = find_seq(r.seq_id);
   if (sp == nullptr || sp->state != SeqState::kWaitingDisk) return;
   Sequence& s = *sp;
-  const size_t page_bytes = layout.page_bytes();
-  for (size_t j = 0; j < r.records.size() && j < s.disk_keys.size(); ++j) {
-    const PageKey& key = s.disk_keys[j];
-    const size_t page_index = s.block_table.size();
-    // Another sequence may have computed this page while the read was in flight.
-    if (auto resident = cache->find(key)) {
-      cache->acquire(*resident);
-      s.block_table.push_back(*resident);
-      s.page_keys.push_back(key);
-      s.n_computed += layout.page_size;
-      continue;
-    }
-    auto page = cache->allocate();
-    if (!page) break;  // no memory for more restored pages: prefill the rest
-    std::span<const int32_t> page_tokens(s.tokens.data() + page_index * size_t(layout.page_size),
-                                         size_t(layout.page_size));
-    Status st = decode_page_record(r.records[j], key, meta, page_tokens,
-                                   std::span<uint8_t>(page_buf.data(), page_bytes));
-    if (st.is_ok()) st = backend->write_page(*page, page_buf);
-    if (!st.is_ok()) {
-      log_limited.log(spdlog::level::warn, "verify",
-                      "page " + key.to_hex() + " from disk failed verification and was dropped: " + st.message());
-      ++stats.records_rejected;
-      cache->release(*page);
-      if (workers) workers->erase_async(key);
-      break;
-    }
-    cache->seal(*page, key, /*persisted=*/true);
-    s.block_table.push_back(*page);
-    s.page_keys.push_back(key);
-    s.n_computed += layout.page_size;
-    ++stats.pages_restored_disk;
-  }
-  s.n_cached = s.n_computed;
-  s.disk_keys.clear();
+  kv->restore(s.pages, s.tokens, s.lookup_keys, r.found);
+  s.n_computed = int(s.pages.block_table.size()) * layout.page_size;
+  s.lookup_keys.clear();
   if (s.sink->cancelled()) return finish(s, FinishReason::kCancelled);
-  explain_cache_miss(s);
-  s.state = SeqState::kPrefill;
+  start_prefill(s);
 }
 
-void Engine::Impl::explain_cache_miss(Sequence& s) {
-  const int ps = layout.page_size;
-  const int n_full = (s.n_prompt - 1) / ps;
-  const int hit = s.n_cached / ps;
-  if (hit == 0 || hit >= n_full) return;
-  auto it = recent_by_first_page.find(s.page_keys[0]);
-  if (it == recent_by_first_page.end()) return;
-  const std::vector<int32_t>& earlier = it->second;
-  const size_t n = std::min(earlier.size(), s.tokens.size());
-  size_t d = 0;
-  while (d < n && earlier[d] == s.tokens[d]) ++d;
-  if (d >= n || d >= size_t(n_full) * size_t(ps)) return;  // not what ended the hit
-  s.cache_divergence_pos = int(d);
-  spdlog::debug("request {}: prefix cache hit {} of {} full pages; the prompt differs from an earlier "
-                "request with the same start at token {}: earlier {} '{}', now {} '{}'",
-                s.id, hit, n_full, d, earlier[d], escaped_for_log(tokenizer->token_to_piece(earlier[d])), s.tokens[d],
-                escaped_for_log(tokenizer->token_to_piece(s.tokens[d])));
-}
-
-bool Engine::Impl::ensure_page(Sequence& s, int pos) {
-  size_t index = size_t(pos / layout.page_size);
-  while (s.block_table.size() <= index) {
-    auto page = cache->allocate();
-    if (!page) return false;
-    s.block_table.push_back(*page);
+void Engine::Impl::start_prefill(Sequence& s) {
+  if (!s.resumed) {
+    s.n_cached = s.n_computed;
+    explain_cache_miss(s);
   }
-  return true;
+  s.state = s.n_computed >= s.n_target ? SeqState::kDecode : SeqState::kPrefill;
 }
 
-void Engine::Impl::seal_full_pages(Sequence& s) {
-  const int ps = layout.page_size;
-  while (int(s.page_keys.size()) < s.n_computed / ps) {
-    size_t i = s.page_keys.size();
-    const PageKey& parent = i == 0 ? s.root : s.page_keys[i - 1];
-    std::span<const int32_t> page_tokens(s.tokens.data() + i * size_t(ps), size_t(ps));
-    PageKey key = prefix_next(parent, page_tokens);
-    s.page_keys.push_back(key);
-    int page = s.block_table[i];
-    const bool write_now = opt.cache.write_through && workers != nullptr;
-    if (!cache->seal(page, key, write_now)) continue;
-    if (write_now) {
-      Status st = backend->read_page(page, page_buf);
-      if (!st.is_ok()) {
-        log_limited.log(spdlog::level::warn, "copy out",
-                        "page " + key.to_hex() + " could not be copied out for writing: " + st.to_string());
-        continue;
-      }
-      workers->put_async(key, encode_page_record(key, meta, page_tokens, page_buf));
-      ++stats.pages_written;
-    } else if (workers) {
-      unwritten_tokens[page].assign(page_tokens.begin(), page_tokens.end());
-    }
+void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
+  const int n = std::min(n_tokens, s.n_target - s.n_computed);
+  if (!kv->ensure_pages(s.pages, s.n_computed + n)) {
+    return finish(s, FinishReason::kError, "KV cache is full: no free page for the prompt (raise cache.device.budget)");
   }
-}
-
-bool Engine::Impl::step_prefill() {
-  Sequence* sp = nullptr;
-  for (auto& s : seqs) {
-    if (s->state == SeqState::kPrefill) {
-      sp = s.get();
-      break;
-    }
-  }
-  if (sp == nullptr) return false;
-  Sequence& s = *sp;
-  const int n = std::min(s.n_prompt - s.n_computed, kMaxPrefillChunk);
+  // Logits only for the last prompt position of a first run.
+  const bool first_token = !s.resumed && s.n_computed + n == s.n_target;
   std::vector<BatchToken> batch;
   batch.reserve(size_t(n));
   for (int pos = s.n_computed; pos < s.n_computed + n; ++pos) {
-    if (!ensure_page(s, pos)) {
-      finish(s, FinishReason::kError, "KV cache is full: no free page for the prompt (raise cache.device.budget)");
-      return true;
-    }
-    batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, pos == s.n_prompt - 1});
+    batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, first_token && pos == s.n_target - 1});
   }
-  SeqBlockTable table{std::span<const int32_t>(s.block_table)};
+  SeqBlockTable table{std::span<const int32_t>(s.pages.block_table)};
   logits.resize(size_t(n_vocab));
-  Status st = backend->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true,
-                               logits.data());
-  if (!st.is_ok()) {
-    finish(s, FinishReason::kError, st.to_string());
-    return true;
-  }
+  Status st = backend->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true, logits.data());
+  if (!st.is_ok()) return finish(s, FinishReason::kError, st.to_string());
   s.n_computed += n;
-  seal_full_pages(s);
-  if (s.n_computed == s.n_prompt) {
-    s.state = SeqState::kDecode;
-    auto now = Sequence::Clock::now();
-    s.t_first_token = now;
-    s.have_first_token = true;
-    if (s.request.return_prompt_logits) s.prompt_logits = logits;
-    int32_t tok = s.sampler.sample(logits, s.tokens);
-    handle_token(s, tok, now);
-  }
-  return true;
+  kv->commit(s.pages, s.tokens, s.n_computed);
+  if (s.n_computed < s.n_target) return;
+  s.state = SeqState::kDecode;
+  if (!first_token) return;  // resumed: the next decode step feeds its last token
+  s.t_first_token = Sequence::Clock::now();
+  s.have_first_token = true;
+  if (s.request.return_prompt_logits) s.prompt_logits = logits;
+  handle_token(s, s.sampler.sample(logits, s.tokens));
 }
 
-bool Engine::Impl::step_decode() {
-  std::vector<Sequence*> active;
-  for (auto& s : seqs) {
-    if (s->state == SeqState::kDecode) active.push_back(s.get());
-  }
-  if (active.empty()) return false;
+void Engine::Impl::run_decode(const std::vector<Sequence*>& active) {
   std::vector<BatchToken> batch;
   std::vector<SeqBlockTable> tables;
   std::vector<Sequence*> in_batch;
   for (Sequence* s : active) {
     const int pos = int(s->tokens.size()) - 1;
-    if (!ensure_page(*s, pos)) {
+    if (!kv->ensure_pages(s->pages, pos + 1)) {
       finish(*s, FinishReason::kError, "KV cache is full (raise cache.device.budget)");
       continue;
     }
     batch.push_back(BatchToken{s->tokens.back(), pos, int32_t(in_batch.size()), true});
     in_batch.push_back(s);
   }
-  if (in_batch.empty()) return true;
-  for (Sequence* s : in_batch) tables.push_back(SeqBlockTable{std::span<const int32_t>(s->block_table)});
+  if (in_batch.empty()) return;
+  for (Sequence* s : in_batch) tables.push_back(SeqBlockTable{std::span<const int32_t>(s->pages.block_table)});
   logits.resize(in_batch.size() * size_t(n_vocab));
   Status st = backend->forward(batch, tables, /*prefill=*/false, logits.data());
   if (!st.is_ok()) {
     for (Sequence* s : in_batch) finish(*s, FinishReason::kError, st.to_string());
-    return true;
+    return;
   }
-  auto now = Sequence::Clock::now();
   for (size_t i = 0; i < in_batch.size(); ++i) {
     Sequence& s = *in_batch[i];
     s.n_computed += 1;
-    seal_full_pages(s);
+    kv->commit(s.pages, s.tokens, s.n_computed);
     std::span<const float> row(logits.data() + i * size_t(n_vocab), size_t(n_vocab));
-    handle_token(s, s.sampler.sample(row, s.tokens), now);
+    handle_token(s, s.sampler.sample(row, s.tokens));
   }
-  return true;
 }
-
-void Engine::Impl::handle_token(Sequence& s, int32_t token, Sequence::Clock::time_point now) {
-  (void)now;
-  if (token < 0 || token >= n_vocab) {
-    // The sampler finds no candidate only when every logit is NaN/inf.
-    return finish(s, FinishReason::kError,
-                  "the model produced non-finite logits (NaN or inf); its weights may be corrupt");
-  }
-  s.tokens.push_back(token);
-  s.n_generated += 1;
-  if (!s.request.ignore_eos && tokenizer->is_end_of_generation(token)) {
-    return finish(s, FinishReason::kStop);
-  }
-  StopMatcher::Output out = s.stop.push(s.detok.push(token));
-  if (!out.text.empty()) emit(s, std::move(out.text), {token});
-  if (out.stopped) {
-    s.stop = StopMatcher({});  // nothing after the stop string is sent
-    return finish(s, FinishReason::kStop);
-  }
-  if (s.request.max_tokens > 0 && s.n_generated >= s.request.max_tokens) {
-    return finish(s, FinishReason::kLength);
-  }
-  if (int(s.tokens.size()) >= n_ctx) return finish(s, FinishReason::kLength);
-  if (s.sink->cancelled()) return finish(s, FinishReason::kCancelled);
-}
-
-void Engine::Impl::emit(Sequence& s, std::string text, std::vector<int32_t> tokens) {
-  s.emitted_text += text;
-  GenerationEvent ev;
-  ev.text = std::move(text);
-  ev.tokens = std::move(tokens);
-  s.sink->on_event(std::move(ev));
-}
-
-// The answer's ids (without the end-of-generation token that closed it) when
-// they give exactly the text the client received: not after a stop string
-// cut the text inside a token.
-void Engine::Impl::remember_answer(const Sequence& s) {
-  if (!s.request.remember_answer || int(s.tokens.size()) <= s.n_prompt || s.emitted_text.empty()) return;
-  std::span<const int32_t> ids(s.tokens.data() + s.n_prompt, s.tokens.size() - size_t(s.n_prompt));
-  if (tokenizer->is_end_of_generation(ids.back())) ids = ids.first(ids.size() - 1);
-  if (ids.empty()) return;
-  const int32_t prev = s.tokens[size_t(s.n_prompt) - 1];
-  if (tokenizer->decode_text(ids, prev) != s.emitted_text) return;
-  answers.remember(s.emitted_text, ids, answer_scope(s.root));
-  if (workers) workers->put_async(answer_key(s.root, s.emitted_text), encode_answer_record(s.emitted_text, ids));
-}
-
-// Memory first, then the disk tier (a synchronous point read of a small
-// record, on the caller's thread: a returning chat after a restart).
-std::optional<std::vector<int32_t>> Engine::Impl::find_answer(const std::string& text, const PageKey& chain_root) {
-  const std::string scope = answer_scope(chain_root);
-  if (auto ids = answers.find(text, scope)) return ids;
-  if (!store) return std::nullopt;
-  const PageKey key = answer_key(chain_root, text);
-  Result<std::optional<std::string>> record = store->get(key);
-  if (!record.is_ok() || !*record) return std::nullopt;
-  std::optional<std::vector<int32_t>> ids = decode_answer_record(**record, text, n_vocab);
-  if (!ids) {
-    ++stats.records_rejected;
-    log_limited.log(spdlog::level::warn, "verify",
-                    "dropping a damaged answer record " + key.to_hex() + " from the disk tier");
-    if (workers) workers->erase_async(key);
-    return std::nullopt;
-  }
-  answers.remember(text, *ids, scope);
-  return ids;
-}
-
-void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
-  if (s.state == SeqState::kFinished) return;
-  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
-    // Text held by the detokenizer (an unfinished character) and by the stop
-    // matcher (a possible stop-string start) is real output after all.
-    StopMatcher::Output out = s.stop.push(s.detok.flush());
-    std::string tail = std::move(out.text);
-    if (!out.stopped) tail += s.stop.flush();
-    if (!tail.empty()) emit(s, std::move(tail), {});
-  }
-  if (reason == FinishReason::kStop || reason == FinishReason::kLength) remember_answer(s);
-  auto now = Sequence::Clock::now();
-  GenerationEvent ev;
-  ev.done = true;
-  ev.finish = reason;
-  ev.error = std::move(error);
-  ev.prompt_tokens = int(s.request.prompt_tokens.size());
-  ev.cached_tokens = s.n_cached;
-  ev.completion_tokens = s.n_generated;
-  if (s.have_first_token) {
-    ev.prefill_ms = ms_between(s.t_admit, s.t_first_token);
-    ev.decode_ms = ms_between(s.t_first_token, now);
-  }
-  ev.prompt_logits = std::move(s.prompt_logits);
-  if (int(s.tokens.size()) > s.n_prompt) ev.output_tokens.assign(s.tokens.begin() + s.n_prompt, s.tokens.end());
-  if (reason == FinishReason::kError) spdlog::warn("request {} failed: {}", s.id, ev.error);
-  if (!s.page_keys.empty()) {
-    if (recent_by_first_page.size() >= 1024) recent_by_first_page.clear();
-    const size_t n = std::min(s.tokens.size(), size_t(s.n_computed));
-    recent_by_first_page[s.page_keys[0]].assign(s.tokens.begin(), s.tokens.begin() + long(n));
-  }
-  ev.cache_divergence_pos = s.cache_divergence_pos;
-  for (int page : s.block_table) cache->release(page);
-  s.block_table.clear();
-  s.state = SeqState::kFinished;
-  s.sink->on_event(std::move(ev));
-}
-
-namespace {
-
-// A rendering longer than this cannot fit the context: no token covers more
-// than max_token_bytes of text (Tokenizer::max_token_bytes), and a prompt of
-// n_ctx tokens or more is refused (api/router.cpp). 0: no bound known.
-size_t max_prompt_bytes(int n_ctx, size_t max_token_bytes) {
-  if (n_ctx <= 1 || max_token_bytes == 0) return 0;
-  return static_cast<size_t>(n_ctx - 1) * max_token_bytes;
-}
-
-Status too_long_for_context(int n_ctx, size_t max_bytes) {
-  return Status::out_of_range("the chat prompt cannot fit the model's context of " + std::to_string(n_ctx) +
-                                  " tokens: its rendering passes " + std::to_string(max_bytes) +
-                                  " bytes (no token covers more than " + std::to_string(max_bytes / (n_ctx - 1)) +
-                                  " bytes); shorten the conversation");
-}
-
-}  // namespace
 
 // ---- Engine ------------------------------------------------------------------
 
@@ -658,11 +384,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   bopt.layout = m.layout;
   bopt.n_pages = int(std::min<int64_t>(n_pages, 1 << 30));
   bopt.n_threads = options.n_threads;
-  bopt.max_batch_tokens = std::max(kMaxPrefillChunk, options.max_running);
+  bopt.max_batch_tokens = std::max(kStepTokenBudget, options.max_running);
   LARDER_ASSIGN_OR_RETURN(m.backend, create_backend(*m.model, bopt));
-  m.pool = &m.backend->pages();
-  m.cache = std::make_unique<PrefixCache>(*m.pool);
-  m.page_buf.resize(m.layout.page_bytes());
 
   m.meta.fingerprint = m.model->fingerprint();
   m.meta.kv_dtype = uint32_t(dtype);
@@ -671,22 +394,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   m.meta.kv_dim = uint32_t(hp.kv_dim());
   m.root = prefix_root(m.meta.fingerprint, m.layout, m.backend->numerics_id(), options.cache.salt);
 
-  if (!options.cache.disk.dir.empty()) {
-    RocksDbStoreOptions sopt;
-    sopt.dir = options.cache.disk.dir;
-    sopt.capacity_bytes = options.cache.disk.budget_bytes;
-    sopt.hooks = options.disk_hooks;
-    LARDER_ASSIGN_OR_RETURN(m.store, RocksDbPageStore::open(sopt));
-    m.workers = std::make_unique<StorageWorkers>(*m.store, std::max(1, options.cache.n_storage_threads));
-    if (!options.cache.write_through) {
-      // write_back: a sealed page reaches disk only when it is evicted from
-      // memory, or at shutdown.
-      Impl* impl = &m;
-      m.cache->set_evict_hook([impl](int page, const PageKey& key, bool persisted) {
-        if (!persisted) impl->write_back(page, key);
-      });
-    }
+  if (options.open_tiers) {
+    LARDER_ASSIGN_OR_RETURN(m.tiers, options.open_tiers(options.cache));
   }
+  m.kv = std::make_unique<KvCacheManager>(*m.backend, m.meta, m.tiers.get(), options.cache.write_through);
 
   m.info.id = options.model_id.empty() ? std::filesystem::path(options.model_path).stem().string()
                                        : options.model_id;
@@ -698,8 +409,12 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   spdlog::info("model {}: {} layers, n_embd {}, {} heads ({} kv), vocab {}, context {}; chat format {}, tool calls {}",
                m.info.id, hp.n_layer, hp.n_embd, hp.n_head, hp.n_head_kv, hp.n_vocab, m.n_ctx,
                m.chat->name(), tool_call_syntax_name(m.chat->tool_call_syntax()));
-  spdlog::info("KV cache: {} pages of {} tokens ({} bytes each, {}), disk tier {}", m.pool->n_pages(), ps,
-               page_bytes, kv_dtype_name(dtype), options.cache.disk.dir.empty() ? "off" : options.cache.disk.dir);
+  std::string below;
+  for (size_t i = 0; m.tiers && i < m.tiers->n_tiers(); ++i) {
+    below += (below.empty() ? "" : " -> ") + std::string(m.tiers->tier(i).name());
+  }
+  spdlog::info("KV cache: device tier {} pages of {} tokens ({} bytes each, {}); below: {}", m.kv->n_pages(), ps,
+               page_bytes, kv_dtype_name(dtype), below.empty() ? "nothing (memory only)" : below);
   spdlog::info("backend: {}", m.backend->describe());
   m.thread = std::thread([impl = &m] { impl->run(); });
   return engine;
@@ -715,74 +430,14 @@ void Engine::stop() {
   }
   m.cv.notify_all();
   if (m.thread.joinable()) m.thread.join();
-  if (m.workers) {
-    m.workers->flush();  // then store->flush(); a failure is logged there, never fatal
-    m.workers.reset();
+  if (m.tiers) {
+    m.tiers->drain_write_back();
+    m.tiers->flush();  // a failure is logged by the tier, never fatal
+    m.tiers.reset();
   }
 }
 
 const ModelInfo& Engine::model_info() const { return impl_->info; }
-
-std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_special) const {
-  const Tokenizer& tok = *impl_->tokenizer;
-  std::vector<int32_t> ids = tok.encode(text, /*add_bos=*/false, parse_special);
-  if (tok.add_bos() && tok.bos_id() >= 0 && (ids.empty() || ids.front() != tok.bos_id())) {
-    ids.insert(ids.begin(), tok.bos_id());
-  }
-  return ids;
-}
-
-Result<std::string> Engine::render_chat(const ChatRequest& request) const {
-  Result<tmpl::Rendered> r = impl_->render_chat_text(request);
-  if (!r.is_ok()) return r.status();
-  return std::move(r->text);
-}
-
-// The rendering with the client's byte ranges; a rendering that cannot fit
-// the context is refused here, before anything is tokenized (the template's
-// output limit, RenderOptions::max_output_bytes, is the same bound, so a
-// Jinja render stops as soon as it passes it).
-Result<tmpl::Rendered> Engine::Impl::render_chat_text(const ChatRequest& request) const {
-  const Impl& m = *this;
-  const size_t max_bytes = m.info.max_prompt_bytes;
-  Result<tmpl::Rendered> r = m.chat->render_text(request);
-  if (!r.is_ok()) {
-    if (r.status().code() == StatusCode::kOutOfRange && max_bytes > 0) return too_long_for_context(m.n_ctx, max_bytes);
-    if (r.status().code() == StatusCode::kOutOfRange) return Status::invalid_argument(r.status().message());
-    return r.status();
-  }
-  if (max_bytes > 0 && r->text.size() > max_bytes) return too_long_for_context(m.n_ctx, max_bytes);
-  return r;
-}
-
-Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) const {
-  Impl& m = *impl_;
-  Result<tmpl::Rendered> rendered = m.render_chat_text(request);
-  if (!rendered.is_ok()) return rendered.status();
-  const std::string& text = rendered->text;
-  // The plain format has no control tokens of its own; parse_special still
-  // parses control-token text in its contents.
-  const bool special = chat_uses_special_tokens() || request.special_in_content;
-  // Earlier answers the template kept whole: the ids we remember for them
-  // (looked up once per distinct text, and only for those), under the chain
-  // root of the request's cache salt.
-  const PageKey chain_root = salted_root(m.root, request.cache_salt);
-  std::unordered_map<std::string_view, std::optional<std::vector<int32_t>>> answer_ids;
-  std::vector<ChatSplice> splices;
-  for (const tmpl::TextSpan& sp : rendered->spans) {
-    if (sp.origin < 0 || static_cast<size_t>(sp.origin) >= request.messages.size()) continue;
-    const ChatMessage& msg = request.messages[static_cast<size_t>(sp.origin)];
-    if (msg.role != "assistant" || msg.content_null || msg.content.empty()) continue;
-    if (std::string_view(text).substr(sp.begin, sp.end - sp.begin) != msg.content) continue;
-    auto [it, fresh] = answer_ids.try_emplace(msg.content);
-    if (fresh) it->second = m.find_answer(msg.content, chain_root);
-    if (it->second) splices.push_back({sp.begin, sp.end, &*it->second});
-  }
-  ChatPromptIds out = tokenize_chat(*m.tokenizer, text, rendered->spans, splices, m.tokenizer->add_bos(), special,
-                                    request.special_in_content);
-  if (out.n_spliced > 0) spdlog::debug("chat prompt: {} earlier answer(s) use the ids the model sampled", out.n_spliced);
-  return std::move(out.ids);
-}
 
 ToolCallSyntax Engine::tool_call_syntax() const { return impl_->chat->tool_call_syntax(); }
 
@@ -792,7 +447,7 @@ void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> s
   Impl& m = *impl_;
   auto seq = std::make_unique<Sequence>(m.next_id++, std::move(request), std::move(sink),
                                         *m.tokenizer, m.n_vocab);
-  seq->root = salted_root(m.root, seq->request.cache_salt);
+  seq->pages.root = salted_root(m.root, seq->request.cache_salt);
   ++m.stats.requests_total;
   {
     std::lock_guard<std::mutex> lk(m.mu);
@@ -811,7 +466,7 @@ void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> s
 }
 
 void Engine::flush_storage() {
-  if (impl_->workers) impl_->workers->flush();
+  if (impl_->tiers) impl_->tiers->flush();
 }
 
 Engine::Stats Engine::stats() const {
@@ -820,14 +475,19 @@ Engine::Stats Engine::stats() const {
   out.pages_resident = s.pages_resident;
   out.pages_free = s.pages_free;
   out.pages_written = s.pages_written;
-  out.pages_restored_disk = s.pages_restored_disk;
+  out.pages_restored_disk = s.pages_restored;
   out.pages_reused_memory = s.pages_reused_memory;
-  out.records_rejected = s.records_rejected;
+  out.records_rejected = s.records_rejected + s.records_rejected_answers;
   out.requests_total = s.requests_total;
-  if (const RocksDbPageStore* store = impl_->store.get()) {
-    out.disk_writes_failed = store->n_writes_failed();
-    out.disk_recoveries = store->n_recoveries();
-    out.disk_records_moved_aside = store->n_records_moved_aside();
+  out.preemptions = s.preemptions;
+  if (const TierChain* chain = impl_->tiers.get()) {
+    for (size_t i = 0; i < chain->n_tiers(); ++i) {
+      if (!chain->persistent(i)) continue;
+      const TierStats t = chain->tier(i).stats();
+      out.disk_writes_failed += t.writes_failed;
+      out.disk_recoveries += t.recoveries;
+      out.disk_records_moved_aside += t.records_lost;
+    }
   }
   return out;
 }

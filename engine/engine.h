@@ -13,7 +13,7 @@
 
 namespace larder {
 
-struct RocksDbHooks;  // storage/rocksdb_hooks.h
+class TierChain;  // storage/tier_chain.h
 
 struct EngineOptions {
   std::string model_path;            // GGUF file (required)
@@ -28,9 +28,11 @@ struct EngineOptions {
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.
   std::function<std::string(const std::string& format)> strftime_now;
-  // Tests only: what goes under the disk tier's RocksDB (a fault-injecting
-  // file system); null: the real one.
-  std::shared_ptr<const RocksDbHooks> disk_hooks;
+  // Builds the tiers below the device (host, disk) from `cache`, called
+  // once by create() after the model and the backend loaded; the daemon
+  // passes storage/open_tiers.h's tier_factory(). Null: memory only. An
+  // error fails create().
+  std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&)> open_tiers;
 };
 
 class Engine : public Generator {
@@ -63,6 +65,7 @@ class Engine : public Generator {
     int64_t pages_written = 0, pages_restored_disk = 0, pages_reused_memory = 0;
     int64_t records_rejected = 0;   // failed verification, dropped
     int64_t requests_total = 0;
+    int64_t preemptions = 0;        // sequences preempted when KV pages ran out
     // Disk tier faults (storage/rocksdb_store.h "Disk faults"): writes
     // (pages, answer records, erases) that failed; times writes resumed or
     // a damaged store was replaced; records lost with stores moved aside.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/generation.h"
+#include "engine/kv/kv_cache_manager.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -17,8 +18,9 @@
 namespace larder {
 
 enum class SeqState {
-  kWaitingDisk,   // prefix pages being read by the storage threads
-  kPrefill,       // prompt tokens [n_computed, n_prompt) still to run
+  kQueued,        // waiting for admission (engine/scheduler.h), also after a preemption
+  kWaitingDisk,   // prefix pages being read from a lower tier by the storage threads
+  kPrefill,       // positions [n_computed, n_target) still to compute
   kDecode,        // one token per step
   kFinished,
 };
@@ -44,16 +46,19 @@ struct Sequence {
   IncrementalDetokenizer detok;
   StopMatcher stop;
 
-  SeqState state = SeqState::kPrefill;
+  SeqState state = SeqState::kQueued;
   std::vector<int32_t> tokens;       // prompt + generated, (n_tokens)
   int n_prompt = 0;
+  // Positions to compute before decoding: n_prompt at first; after a
+  // preemption, every token but the last (which the next decode step feeds).
+  int n_target = 0;
+  bool resumed = false;              // preempted at least once: no first token to sample
   int n_computed = 0;                // positions whose K/V are in the pages
-  int n_cached = 0;                  // prompt positions restored from memory or disk
+  int n_cached = 0;                  // prompt positions restored from memory or disk (first admission)
   int n_generated = 0;
-  std::vector<int32_t> block_table;  // page ids, (ceil(n_computed / page_size))
-  PageKey root;                      // chain root: the engine's, salted by request.cache_salt
-  std::vector<PageKey> page_keys;    // keys of the sealed leading pages, in order
-  std::vector<PageKey> disk_keys;    // keys being looked up on disk
+  SeqPages pages;                    // block table and sealed keys (engine/kv/kv_cache_manager.h)
+  std::vector<PageKey> cacheable_keys;  // keys of the full pages a cache hit may cover (computed once per admission)
+  std::vector<PageKey> lookup_keys;     // keys being looked up in the lower tiers
   FinishReason finish = FinishReason::kNone;
   std::string error;
   std::vector<float> prompt_logits;  // (n_vocab) when request.return_prompt_logits

@@ -52,6 +52,8 @@ struct TierStats {
   int64_t puts_skipped = 0;             // puts of a record larger than the budget
   int64_t writes_failed = 0;            // puts/erases that returned an error
   double read_seconds = 0, write_seconds = 0;  // time spent in reads / puts
+  int64_t recoveries = 0;               // writes resumed after a fault, or a damaged store replaced
+  int64_t records_lost = 0;             // records in stores moved aside after damage
   std::array<int64_t, size_t(EvictReason::kCount)> evictions{};  // by EvictReason
 };
 

@@ -53,6 +53,24 @@ void StorageWorkers::get_prefix_async(std::vector<PageKey> keys,
   work_cv_.notify_one();
 }
 
+std::optional<std::shared_ptr<const std::string>> StorageWorkers::pending_write(const PageKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_writes_.find(key);
+  if (it == pending_writes_.end()) return std::nullopt;
+  return it->second.record;
+}
+
+void StorageWorkers::run_async(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ReadTask t;
+    t.task = std::move(task);
+    reads_.push_back(std::move(t));
+    ++n_pending_;
+  }
+  work_cv_.notify_one();
+}
+
 void StorageWorkers::flush() {
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -131,6 +149,16 @@ void StorageWorkers::do_write(const WriteTask& task) {
 }
 
 void StorageWorkers::do_read(ReadTask& task) {
+  if (task.task) {
+    try {
+      task.task();
+    } catch (const std::exception& e) {
+      log_.log(spdlog::level::err, "exception", std::string("storage workers: a task threw: ") + e.what());
+    } catch (...) {
+      log_.log(spdlog::level::err, "exception", "storage workers: a task threw");
+    }
+    return;
+  }
   std::vector<std::string> found;
   found.reserve(task.keys.size());
   for (const PageKey& key : task.keys) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -51,6 +52,13 @@ class StorageWorkers {
   // thread it runs on).
   void get_prefix_async(std::vector<PageKey> keys,
                         std::function<void(std::vector<std::string>)> done);
+  // The latest queued put or erase of `key` not yet in the store: nullopt
+  // when none; a null pointer for an erase; else the record.
+  std::optional<std::shared_ptr<const std::string>> pending_write(const PageKey& key) const;
+  // Runs `task` on a storage thread, served like a read (before queued
+  // writes). task must not throw (an exception is caught and logged) and
+  // must not call flush().
+  void run_async(std::function<void()> task);
   // Blocks until every put/erase queued before the call is in the store,
   // then calls store.flush() (its error is logged).
   void flush();
@@ -68,6 +76,7 @@ class StorageWorkers {
   struct ReadTask {
     std::vector<PageKey> keys;
     std::function<void(std::vector<std::string>)> done;
+    std::function<void()> task;  // run_async: runs instead of the read
   };
   struct PendingWrite {
     std::shared_ptr<const std::string> record;  // null: erase

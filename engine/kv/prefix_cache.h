@@ -52,6 +52,7 @@ class PrefixCache {
   bool seal(int page, const PageKey& key, bool persisted);
   void mark_persisted(int page);
   bool is_sealed(int page) const { return pages_[size_t(page)].sealed; }
+  bool is_persisted(int page) const { return pages_[size_t(page)].persisted; }
   const PageKey& key_of(int page) const { return pages_[size_t(page)].key; }
   int ref_count(int page) const { return pages_[size_t(page)].ref; }
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "storage/open_tiers.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_models.h"
 
@@ -61,6 +62,7 @@ inline EngineOptions options_for(const std::string& model, const std::string& ca
   EngineOptions o;
   o.model_path = model;
   o.cache.disk.dir = cache_dir;
+  o.open_tiers = tier_factory();
   o.cache.page_size = 16;
   o.cache.device.budget_bytes = 64 << 20;
   o.n_threads = 1;

@@ -37,7 +37,7 @@ TEST_CASE("engine started on a full disk serves from memory and writes pages onc
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
-  o.disk_hooks = hooks_for(ffs);
+  o.open_tiers = tier_factory(hooks_for(ffs));
   ffs->full = true;
   std::vector<int32_t> prompt = long_prompt();
   REQUIRE(prompt.size() == 299);  // (299 - 1) / 16 = 18 full pages
@@ -69,7 +69,7 @@ TEST_CASE("engine started on a full disk serves from memory and writes pages onc
   }
   // After a restart (plain file system) the pages written after the
   // recovery come back from disk.
-  o.disk_hooks = nullptr;
+  o.open_tiers = tier_factory();
   auto engine = make_engine(o);
   Generated again = generate(*engine, greedy_request(variant(400), 1));
   CHECK(again.final.cached_tokens == 288);
@@ -82,7 +82,7 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
-  o.disk_hooks = hooks_for(ffs);
+  o.open_tiers = tier_factory(hooks_for(ffs));
   {
     auto engine = make_engine(o);
     REQUIRE(generate(*engine, greedy_request(long_prompt(), 1)).final.finish == FinishReason::kLength);

@@ -1,0 +1,138 @@
+// Engine::Impl: the engine's state, shared by its three source files:
+//   engine.cpp         start-up, the engine thread's loop (carrying out the
+//                      scheduler's StepPlan) and the cross-thread queues;
+//   engine_output.cpp  a sampled token's way to the client (stop strings,
+//                      detokenizer, finish events, remembered answers);
+//   engine_chat.cpp    the Generator calls that run on other threads
+//                      (tokenize, chat rendering, chat prompts).
+// Private to engine/.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/engine.h"
+#include "engine/kv/kv_cache_manager.h"
+#include "engine/model/model.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "engine/tokenizer/answer_memo.h"
+#include "engine/tokenizer/chat_format.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "storage/log_limiter.h"
+#include "storage/page_record.h"
+#include "storage/tier_chain.h"
+
+namespace larder {
+
+// Positions computed per engine step (decode tokens + prefill chunks), so
+// that running sequences keep decoding while a long prompt is prefilled.
+constexpr int kStepTokenBudget = 512;
+
+// A rendering longer than this cannot fit the context: no token covers more
+// than max_token_bytes of text (Tokenizer::max_token_bytes), and a prompt of
+// n_ctx tokens or more is refused (api/router.cpp). 0: no bound known.
+inline size_t max_prompt_bytes(int n_ctx, size_t max_token_bytes) {
+  if (n_ctx <= 1 || max_token_bytes == 0) return 0;
+  return static_cast<size_t>(n_ctx - 1) * max_token_bytes;
+}
+
+struct Engine::Impl {
+  struct RestoreResult {
+    uint64_t seq_id = 0;
+    std::vector<TierChain::Found> found;
+  };
+
+  EngineOptions opt;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatFormat> chat;
+  ModelInfo info;
+  KvLayout layout;
+  int n_ctx = 0;
+  int n_vocab = 0;
+  PageRecordMeta meta;
+  PageKey root;
+
+  std::unique_ptr<Backend> backend;   // forward pass + page bytes (host or device)
+  std::shared_ptr<TierChain> tiers;   // below the device; may be null (memory only)
+  std::unique_ptr<KvCacheManager> kv;
+
+  // Cross-thread state (guarded by mu).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::unique_ptr<Sequence>> inbox;
+  std::deque<RestoreResult> restore_results;
+  bool stop_requested = false;
+  bool stopped = false;
+
+  std::thread thread;
+  std::atomic<uint64_t> next_id{1};
+
+  // Engine thread only.
+  std::deque<std::unique_ptr<Sequence>> queued;  // not admitted, in arrival order
+  std::vector<std::unique_ptr<Sequence>> seqs;   // admitted, oldest first
+  std::vector<float> logits;      // (n_rows, n_vocab)
+  bool runnable = false;          // a sequence can make progress without new input
+  LogLimiter log_limited{10000};  // repeated warnings: one line per kind per 10 s
+
+  struct AtomicStats {
+    std::atomic<int64_t> requests_total{0}, preemptions{0};
+    std::atomic<int64_t> pages_resident{0}, pages_free{0};
+    std::atomic<int64_t> pages_written{0}, pages_restored{0}, pages_reused_memory{0}, records_rejected{0};
+    std::atomic<int64_t> records_rejected_answers{0};
+  } stats;
+
+  // engine.cpp: the loop.
+  void run();
+  // A submitted request: checked (empty, too long, bad ids: finished with
+  // an error) and queued.
+  void accept(std::unique_ptr<Sequence> seq);
+  SchedState sched_state();
+  void carry_out(const StepPlan& plan);
+  void admit(std::unique_ptr<Sequence> seq);
+  void preempt(Sequence& s);
+  void apply_restore(RestoreResult& r);
+  void start_prefill(Sequence& s);
+  void run_prefill(Sequence& s, int n_tokens);
+  void run_decode(const std::vector<Sequence*>& batch);
+  Sequence* find_seq(uint64_t id);
+  void publish_stats();
+  void shutdown_sequences();
+
+  // engine_output.cpp
+  void handle_token(Sequence& s, int32_t token);
+  void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
+  void finish(Sequence& s, FinishReason reason, std::string error = {});
+  void remember_answer(const Sequence& s);
+  void explain_cache_miss(Sequence& s);
+  // The tokens of the most recent finished sequence per first page key, so
+  // that a prompt which shares the start of an earlier one but misses the
+  // cache part-way can say where it differs (bounded: cleared past 1024).
+  std::unordered_map<PageKey, std::vector<int32_t>, PageKeyHash> recent_by_first_page;
+
+  // engine_chat.cpp (called on other threads).
+  // Ids of finished answers by their text, for chat prompts (answer_memo.h).
+  AnswerMemo answers;
+  // The ids of a remembered answer under the chain root of its request.
+  std::optional<std::vector<int32_t>> find_answer(const std::string& text, const PageKey& chain_root);
+  // AnswerMemo scope of a chain root: "" for the engine's own root (unsalted
+  // requests), the root's bytes for a salted one.
+  std::string answer_scope(const PageKey& chain_root) const {
+    return chain_root == root ? std::string() : chain_root.to_bytes();
+  }
+  // The chat rendering with the client's byte ranges, or an error; refuses
+  // one that cannot fit the context (Engine::chat_prompt).
+  Result<tmpl::Rendered> render_chat_text(const ChatRequest& request) const;
+};
+
+}  // namespace larder

@@ -1,0 +1,152 @@
+// Engine: a sampled token's way to the client: end of generation, stop
+// strings, the detokenizer, the finish event, remembered answers, and the
+// debug line explaining a cache miss (engine/engine_impl.h).
+#include <algorithm>
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+#include "engine/engine_impl.h"
+
+namespace larder {
+
+namespace {
+
+double ms_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// A token's text for a log line: control characters as \n, \t, \xNN.
+std::string escaped_for_log(const std::string& piece) {
+  std::string out;
+  for (unsigned char c : piece) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out.push_back(char(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+void Engine::Impl::explain_cache_miss(Sequence& s) {
+  const int ps = layout.page_size;
+  const int n_full = (s.n_prompt - 1) / ps;
+  const int hit = s.n_cached / ps;
+  if (hit == 0 || hit >= n_full) return;
+  auto it = recent_by_first_page.find(s.pages.keys[0]);
+  if (it == recent_by_first_page.end()) return;
+  const std::vector<int32_t>& earlier = it->second;
+  const size_t n = std::min(earlier.size(), s.tokens.size());
+  size_t d = 0;
+  while (d < n && earlier[d] == s.tokens[d]) ++d;
+  if (d >= n || d >= size_t(n_full) * size_t(ps)) return;  // not what ended the hit
+  s.cache_divergence_pos = int(d);
+  spdlog::debug("request {}: prefix cache hit {} of {} full pages; the prompt differs from an earlier "
+                "request with the same start at token {}: earlier {} '{}', now {} '{}'",
+                s.id, hit, n_full, d, earlier[d], escaped_for_log(tokenizer->token_to_piece(earlier[d])), s.tokens[d],
+                escaped_for_log(tokenizer->token_to_piece(s.tokens[d])));
+}
+
+void Engine::Impl::handle_token(Sequence& s, int32_t token) {
+  if (token < 0 || token >= n_vocab) {
+    // The sampler finds no candidate only when every logit is NaN/inf.
+    return finish(s, FinishReason::kError,
+                  "the model produced non-finite logits (NaN or inf); its weights may be corrupt");
+  }
+  s.tokens.push_back(token);
+  s.n_generated += 1;
+  if (!s.request.ignore_eos && tokenizer->is_end_of_generation(token)) {
+    return finish(s, FinishReason::kStop);
+  }
+  StopMatcher::Output out = s.stop.push(s.detok.push(token));
+  if (!out.text.empty()) emit(s, std::move(out.text), {token});
+  if (out.stopped) {
+    s.stop = StopMatcher({});  // nothing after the stop string is sent
+    return finish(s, FinishReason::kStop);
+  }
+  if (s.request.max_tokens > 0 && s.n_generated >= s.request.max_tokens) {
+    return finish(s, FinishReason::kLength);
+  }
+  if (int(s.tokens.size()) >= n_ctx) return finish(s, FinishReason::kLength);
+  if (s.sink->cancelled()) return finish(s, FinishReason::kCancelled);
+}
+
+void Engine::Impl::emit(Sequence& s, std::string text, std::vector<int32_t> tokens) {
+  s.emitted_text += text;
+  GenerationEvent ev;
+  ev.text = std::move(text);
+  ev.tokens = std::move(tokens);
+  s.sink->on_event(std::move(ev));
+}
+
+// The answer's ids (without the end-of-generation token that closed it) when
+// they give exactly the text the client received: not after a stop string
+// cut the text inside a token.
+void Engine::Impl::remember_answer(const Sequence& s) {
+  if (!s.request.remember_answer || int(s.tokens.size()) <= s.n_prompt || s.emitted_text.empty()) return;
+  std::span<const int32_t> ids(s.tokens.data() + s.n_prompt, s.tokens.size() - size_t(s.n_prompt));
+  if (tokenizer->is_end_of_generation(ids.back())) ids = ids.first(ids.size() - 1);
+  if (ids.empty()) return;
+  const int32_t prev = s.tokens[size_t(s.n_prompt) - 1];
+  if (tokenizer->decode_text(ids, prev) != s.emitted_text) return;
+  answers.remember(s.emitted_text, ids, answer_scope(s.pages.root));
+  if (tiers) tiers->put_persistent(answer_key(s.pages.root, s.emitted_text), encode_answer_record(s.emitted_text, ids));
+}
+
+void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
+  if (s.state == SeqState::kFinished) return;
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    // Text held by the detokenizer (an unfinished character) and by the stop
+    // matcher (a possible stop-string start) is real output after all.
+    StopMatcher::Output out = s.stop.push(s.detok.flush());
+    std::string tail = std::move(out.text);
+    if (!out.stopped) tail += s.stop.flush();
+    if (!tail.empty()) emit(s, std::move(tail), {});
+  }
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) remember_answer(s);
+  auto now = Sequence::Clock::now();
+  GenerationEvent ev;
+  ev.done = true;
+  ev.finish = reason;
+  ev.error = std::move(error);
+  ev.prompt_tokens = int(s.request.prompt_tokens.size());
+  ev.cached_tokens = s.n_cached;
+  ev.completion_tokens = s.n_generated;
+  if (s.have_first_token) {
+    ev.prefill_ms = ms_between(s.t_admit, s.t_first_token);
+    ev.decode_ms = ms_between(s.t_first_token, now);
+  }
+  ev.prompt_logits = std::move(s.prompt_logits);
+  if (int(s.tokens.size()) > s.n_prompt) ev.output_tokens.assign(s.tokens.begin() + s.n_prompt, s.tokens.end());
+  if (reason == FinishReason::kError) spdlog::warn("request {} failed: {}", s.id, ev.error);
+  if (!s.pages.keys.empty()) {
+    if (recent_by_first_page.size() >= 1024) recent_by_first_page.clear();
+    const size_t n = std::min(s.tokens.size(), size_t(s.n_computed));
+    recent_by_first_page[s.pages.keys[0]].assign(s.tokens.begin(), s.tokens.begin() + long(n));
+  }
+  ev.cache_divergence_pos = s.cache_divergence_pos;
+  kv->release(s.pages);
+  s.state = SeqState::kFinished;
+  s.sink->on_event(std::move(ev));
+}
+
+}  // namespace larder

@@ -1,0 +1,191 @@
+#include "engine/kv/kv_cache_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include "engine/kv/prefix_hash.h"
+
+namespace larder {
+
+KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through)
+    : backend_(backend),
+      pool_(backend.pages()),
+      layout_(backend.kv_layout()),
+      meta_(meta),
+      chain_(chain != nullptr && !chain->empty() ? chain : nullptr),
+      write_through_(write_through),
+      cache_(backend.pages()),
+      page_tokens_(size_t(backend.n_pages())),
+      page_buf_(layout_.page_bytes()) {
+  if (chain_ != nullptr) {
+    cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted) { demote(page, key, persisted); });
+  }
+}
+
+std::vector<PageKey> KvCacheManager::chain_keys(const PageKey& root, std::span<const int32_t> tokens,
+                                                int n_pages) const {
+  return prefix_chain(root, tokens, layout_.page_size, n_pages);
+}
+
+KvCacheManager::Match KvCacheManager::match_prefix(std::span<const PageKey> keys) const {
+  Match m;
+  for (const PageKey& key : keys) {
+    std::optional<int> page = cache_.find(key);
+    if (!page) break;
+    ++m.n_device;
+    if (cache_.ref_count(*page) == 0) ++m.n_evictable;
+  }
+  return m;
+}
+
+void KvCacheManager::acquire_prefix(SeqPages& seq, std::span<const PageKey> keys, int n) {
+  for (int i = 0; i < n && size_t(i) < keys.size(); ++i) {
+    std::optional<int> page = cache_.find(keys[size_t(i)]);
+    if (!page) break;
+    cache_.acquire(*page);
+    seq.block_table.push_back(*page);
+    seq.keys.push_back(keys[size_t(i)]);
+    ++stats_.pages_reused_device;
+  }
+}
+
+int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std::span<const PageKey> keys,
+                            std::vector<TierChain::Found>& found) {
+  const int ps = layout_.page_size;
+  const size_t page_bytes = layout_.page_bytes();
+  // Decode every record into one host buffer, then one copy to the device.
+  std::vector<int32_t> pages;
+  std::vector<PageKey> page_keys;
+  std::vector<bool> page_persisted;  // the tier it came from survives a restart
+  int restored = 0;
+  for (size_t j = 0; j < found.size() && j < keys.size(); ++j) {
+    const PageKey& key = keys[j];
+    const size_t index = seq.block_table.size() + pages.size();
+    if ((index + 1) * size_t(ps) > tokens.size()) break;
+    // Another sequence may have computed this page while the read was in
+    // flight: take the resident one (only before any page of this batch,
+    // so the block table stays in order).
+    if (pages.empty()) {
+      if (std::optional<int> resident = cache_.find(key)) {
+        cache_.acquire(*resident);
+        seq.block_table.push_back(*resident);
+        seq.keys.push_back(key);
+        ++restored;
+        continue;
+      }
+    }
+    std::optional<int> page = cache_.allocate();
+    if (!page) break;  // no memory for more restored pages: prefill the rest
+    batch_buf_.resize((pages.size() + 1) * page_bytes);
+    std::span<const int32_t> page_tokens = tokens.subspan(index * size_t(ps), size_t(ps));
+    Status st = decode_page_record(found[j].record, key, meta_, page_tokens,
+                                   std::span<uint8_t>(batch_buf_.data() + pages.size() * page_bytes, page_bytes));
+    if (!st.is_ok()) {
+      log_limited_.log(spdlog::level::warn, "verify",
+                       "page " + key.to_hex() + " from the " + std::string(chain_ ? chain_->tier(size_t(found[j].tier)).name() : "?") +
+                           " tier failed verification and was dropped: " + st.message());
+      ++stats_.records_rejected;
+      cache_.release(*page);
+      if (chain_) chain_->erase(key);
+      break;
+    }
+    pages.push_back(*page);
+    page_keys.push_back(key);
+    page_persisted.push_back(chain_ != nullptr && chain_->persistent(size_t(found[j].tier)));
+    page_tokens_[size_t(*page)].assign(page_tokens.begin(), page_tokens.end());
+  }
+  if (!pages.empty()) {
+    Status st = backend_.write_pages(pages, std::span<const uint8_t>(batch_buf_.data(), pages.size() * page_bytes));
+    if (!st.is_ok()) {
+      log_limited_.log(spdlog::level::warn, "copy in", "restored pages could not be copied to the device: " + st.to_string());
+      for (int p : pages) cache_.release(p);
+      return restored;
+    }
+    for (size_t i = 0; i < pages.size(); ++i) {
+      // A page from a persistent tier is there already; one from the host
+      // may not be (write_back): it is handed down again on eviction.
+      cache_.seal(pages[i], page_keys[i], page_persisted[i]);
+      seq.block_table.push_back(pages[i]);
+      seq.keys.push_back(page_keys[i]);
+    }
+    restored += int(pages.size());
+    stats_.pages_restored += int64_t(pages.size());
+  }
+  return restored;
+}
+
+bool KvCacheManager::ensure_pages(SeqPages& seq, int n_positions) {
+  const size_t need = size_t((n_positions + layout_.page_size - 1) / layout_.page_size);
+  while (seq.block_table.size() < need) {
+    std::optional<int> page = cache_.allocate();
+    if (!page) return false;
+    seq.block_table.push_back(*page);
+  }
+  return true;
+}
+
+void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int n_computed) {
+  const int ps = layout_.page_size;
+  while (int(seq.keys.size()) < n_computed / ps) {
+    const size_t i = seq.keys.size();
+    const PageKey& parent = i == 0 ? seq.root : seq.keys[i - 1];
+    std::span<const int32_t> page_tokens = tokens.subspan(i * size_t(ps), size_t(ps));
+    const PageKey key = prefix_next(parent, page_tokens);
+    seq.keys.push_back(key);
+    const int page = seq.block_table[i];
+    const bool spill = write_through_ && chain_ != nullptr && chain_->has_persistent();
+    // Another sequence sealed the same prefix first: this copy stays private.
+    if (!cache_.seal(page, key, spill)) continue;
+    page_tokens_[size_t(page)].assign(page_tokens.begin(), page_tokens.end());
+    if (!spill) continue;
+    std::string record = record_of(page, key);
+    if (record.empty()) continue;
+    chain_->spill_sealed(key, std::move(record));
+    ++stats_.pages_spilled;
+  }
+}
+
+void KvCacheManager::release(SeqPages& seq) {
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) cache_.release(*it);
+  seq.block_table.clear();
+  seq.keys.clear();
+}
+
+int KvCacheManager::n_exclusive(const SeqPages& seq) const {
+  int n = 0;
+  for (int page : seq.block_table) n += cache_.ref_count(page) == 1 ? 1 : 0;
+  return n;
+}
+
+std::string KvCacheManager::record_of(int page, const PageKey& key) {
+  Status st = backend_.read_page(page, page_buf_);
+  if (!st.is_ok()) {
+    log_limited_.log(spdlog::level::warn, "copy out",
+                     "page " + key.to_hex() + " could not be copied out for writing: " + st.to_string());
+    return {};
+  }
+  return encode_page_record(key, meta_, page_tokens_[size_t(page)], page_buf_);
+}
+
+void KvCacheManager::demote(int page, const PageKey& key, bool persisted) {
+  // Nothing to hand down: no tier would take it, or the only tiers are
+  // persistent ones that have it already.
+  if (persisted && chain_->persistent(0)) return;
+  std::string record = record_of(page, key);
+  if (record.empty()) return;
+  chain_->demote(key, std::move(record), persisted);
+  ++stats_.pages_demoted;
+}
+
+void KvCacheManager::write_back_all() {
+  if (chain_ == nullptr || write_through_ || !chain_->has_persistent()) return;
+  for (int page = 0; page < pool_.n_pages(); ++page) {
+    if (!cache_.is_sealed(page) || cache_.is_persisted(page)) continue;
+    std::string record = record_of(page, cache_.key_of(page));
+    if (record.empty()) continue;
+    chain_->put_persistent(cache_.key_of(page), std::move(record));
+    cache_.mark_persisted(page);
+    ++stats_.pages_spilled;
+  }
+}
+
+}  // namespace larder

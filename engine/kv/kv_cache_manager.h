@@ -1,0 +1,122 @@
+// KvCacheManager: the KV cache as the engine thread sees it (DESIGN.md
+// "Inside the engine"), after llama.cpp's llama-memory.h (prepare, then
+// apply) and vLLM v1's kv_cache_manager.py:
+//   match_prefix  which pages of a prompt are where: resident on the device
+//                 (and whether evictable), or to be looked up below;
+//   prepare       acquire the resident prefix, allocate pages for new
+//                 positions, restore pages read from a lower tier (one
+//                 batched copy to the device per call);
+//   commit        seal the pages that filled up: hash, index, spill
+//                 (write_through) to the tier chain.
+// The device tier is the backend's page pool with its prefix index
+// (PrefixCache); a page evicted from it is demoted down the tier chain
+// (storage/tier_chain.h) with its record. Only commit (and restore, which
+// seals what it verified) adds to the index.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/kv/prefix_cache.h"
+#include "storage/log_limiter.h"
+#include "storage/page_record.h"
+#include "storage/tier_chain.h"
+
+namespace larder {
+
+// One sequence's pages: what the forward pass reads (block_table) and the
+// keys of its sealed leading pages.
+struct SeqPages {
+  PageKey root;                      // chain root (salted per request)
+  std::vector<int32_t> block_table;  // page ids, ceil(n_positions / page_size)
+  std::vector<PageKey> keys;         // keys of the sealed leading pages, in order
+};
+
+struct KvCacheStats {
+  int64_t pages_reused_device = 0;  // prefix pages found resident
+  int64_t pages_restored = 0;       // pages restored from a lower tier
+  int64_t pages_spilled = 0;        // records queued to persistent tiers
+  int64_t pages_demoted = 0;        // records handed down on device eviction
+  int64_t records_rejected = 0;     // failed verification, dropped
+};
+
+class KvCacheManager {
+ public:
+  // chain may be null (memory only). write_through: as CacheOptions.
+  KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through);
+
+  int page_size() const { return layout_.page_size; }
+  const KvLayout& layout() const { return layout_; }
+
+  // Keys of the first n_pages full pages of tokens under root.
+  std::vector<PageKey> chain_keys(const PageKey& root, std::span<const int32_t> tokens, int n_pages) const;
+
+  struct Match {
+    int n_device = 0;     // leading keys resident on the device
+    int n_evictable = 0;  // of those, pages no sequence holds now
+  };
+  // Which leading keys are resident; changes nothing.
+  Match match_prefix(std::span<const PageKey> keys) const;
+
+  // prepare, step 1: holds the first n resident pages of keys (from
+  // match_prefix) in `seq`.
+  void acquire_prefix(SeqPages& seq, std::span<const PageKey> keys, int n);
+  // prepare, step 2: restores records read from lower tiers for the pages
+  // after seq's current ones (found[i] holds keys[i]), verifying each
+  // against its key and tokens (page j covers tokens[j*ps, (j+1)*ps)),
+  // copying all of them to the device in one batch, and sealing them. Stops
+  // at the first record that fails verification (dropped and erased from
+  // the chain) or when no page is available. Returns the pages restored.
+  int restore(SeqPages& seq, std::span<const int32_t> tokens, std::span<const PageKey> keys,
+              std::vector<TierChain::Found>& found);
+  // prepare, step 3: pages for positions [0, n_positions); false when the
+  // device has no page left (nothing allocated is lost).
+  bool ensure_pages(SeqPages& seq, int n_positions);
+  // Seals the full pages of positions [0, n_computed) not sealed yet,
+  // indexing them and, under write_through, spilling them.
+  void commit(SeqPages& seq, std::span<const int32_t> tokens, int n_computed);
+  // Releases every page of seq, tail first, so that the tail of a finished
+  // or preempted sequence is evicted before its head.
+  void release(SeqPages& seq);
+
+  // Pages a sequence holding these would free if released (ref count 1).
+  int n_exclusive(const SeqPages& seq) const;
+  int n_available() const { return cache_.n_available(); }
+  int n_pages() const { return pool_.n_pages(); }
+  int n_free() const { return pool_.n_free(); }
+  int n_resident() const { return cache_.n_sealed(); }
+
+  // write_back, at shutdown: every sealed page on the device no persistent
+  // tier has yet is written down.
+  void write_back_all();
+
+  const KvCacheStats& stats() const { return stats_; }
+
+ private:
+  // The device evicts `page` (sealed under key): hand its record down.
+  void demote(int page, const PageKey& key, bool persisted);
+  // The page's record (tokens + bytes read from the device); empty on a
+  // failed copy (logged).
+  std::string record_of(int page, const PageKey& key);
+
+  Backend& backend_;
+  PagePool& pool_;
+  KvLayout layout_;
+  PageRecordMeta meta_;
+  TierChain* chain_;
+  bool write_through_;
+  PrefixCache cache_;
+  std::vector<std::vector<int32_t>> page_tokens_;  // per page id: its tokens once sealed
+  std::vector<uint8_t> page_buf_;                   // one page, host side
+  std::vector<uint8_t> batch_buf_;                  // restore: pages in a row
+  KvCacheStats stats_;
+  LogLimiter log_limited_{10000};
+};
+
+}  // namespace larder

@@ -65,8 +65,9 @@ class EvictionPolicy {
   // ignored; release() of an entry not held is a no-op.
   virtual void hold(const PageKey& key) = 0;
   virtual void release(const PageKey& key) = 0;
-  // Removes the entry (evicted or erased by the tier); its history is
-  // forgotten. Unknown keys are ignored.
+  // Removes the entry (evicted or erased by the tier); its history (tick,
+  // frequency, users, holds) is forgotten, a pin is not (a pinned key
+  // inserted again is pinned again). Unknown keys are ignored.
   virtual void erase(const PageKey& key) = 0;
 
   // Pinned keys are never victims. Pinning a key that is not (yet) an entry
@@ -84,7 +85,18 @@ class EvictionPolicy {
   // Entries (pinned and held ones included) and the sum of their bytes.
   virtual size_t size() const = 0;
   virtual int64_t bytes() const = 0;
+  // Entries that are pinned (pins of keys not inserted do not count).
+  virtual size_t n_pinned() const = 0;
 };
+
+// Memory one entry costs the policy's own bookkeeping, for the tiers'
+// byte accounting (x86-64 / arm64 with libstdc++ and glibc malloc): a hash
+// map node (next pointer + key + node state: 8 + 16 + 40 = 64 bytes, a
+// malloc chunk of 80), its share of the bucket array (8 bytes a bucket, up
+// to two buckets an entry: 16) and an ordered-set node (red-black header
+// 32 + rank 48 = 80 bytes, a malloc chunk of 96): 80 + 16 + 96 = 192.
+// eviction_policy.cpp checks the sizes against this at compile time.
+inline constexpr int64_t kEvictionPolicyEntryBytes = 192;
 
 // The policy named `name` (see the top of this file). Errors:
 // kInvalidArgument listing the known names.

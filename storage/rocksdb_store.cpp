@@ -1,6 +1,7 @@
 #include "storage/rocksdb_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 #include <filesystem>
 #include <vector>
@@ -15,17 +16,24 @@ namespace larder {
 using namespace rocksdb_detail;
 namespace fs = std::filesystem;
 
+int64_t system_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 void RocksDbPageStore::Impl::touch_locked(IndexEntry& e, const PageKey& key) {
   e.tick = next_tick++;
-  lru.splice(lru.end(), lru, e.lru_pos);
+  e.last_use_ms = options.now_unix_ms();
+  policy->touch(key, e.tick);
 }
 
 void RocksDbPageStore::Impl::forget_locked(const PageKey& key) {
   auto it = index.find(key);
   if (it == index.end()) return;
   size_bytes -= it->second.bytes;
-  lru.erase(it->second.lru_pos);
   index.erase(it);
+  policy->erase(key);
   n_records = int64_t(index.size());
 }
 
@@ -34,51 +42,73 @@ Status RocksDbPageStore::Impl::put_once(const PageKey& key, std::string_view rec
   std::shared_lock<std::shared_mutex> db_lock(db_mu);
   if (!db) return unavailable();
   const uint64_t tick = next_tick++;
+  const int64_t now = options.now_unix_ms();
   rocksdb::WriteBatch batch;
   batch.Put(db_key(kRecordPrefix, key), rocksdb::Slice(record.data(), record.size()));
-  batch.Put(db_key(kBookPrefix, key), book_value(record.size(), tick));
+  batch.Put(db_key(kBookPrefix, key), book_value(record.size(), tick, now));
   rocksdb::Status s = db->Write(write_options, &batch);
   if (!s.ok()) return translate_rocksdb_status(s, "page store: put " + key.to_hex() + " in " + options.dir);
-  forget_locked(key);
-  lru.push_back(key);
-  index[key] = IndexEntry{kKeyBytes + int64_t(record.size()), tick, std::prev(lru.end())};
-  size_bytes += kKeyBytes + int64_t(record.size());
+  const int64_t bytes = kKeyBytes + int64_t(record.size());
+  auto it = index.find(key);
+  if (it != index.end()) size_bytes -= it->second.bytes;
+  index[key] = IndexEntry{bytes, tick, now};
+  policy->insert(key, EvictionEntry{bytes, 0, 1}, tick);  // a replaced record: one more use
+  size_bytes += bytes;
   n_records = int64_t(index.size());
-  evict_locked(key);
+  bytes_written += int64_t(record.size());
+  evict_locked(&key);
   return Status::ok();
 }
 
-void RocksDbPageStore::Impl::evict_locked(const PageKey& keep) {
-  if (size_bytes.load() <= options.capacity_bytes) return;
-  std::vector<PageKey> victims;
-  int64_t projected = size_bytes.load();
-  for (const PageKey& k : lru) {
-    if (projected <= options.capacity_bytes) break;
-    if (k == keep) continue;
-    victims.push_back(k);
-    projected -= index.at(k).bytes;
-  }
+bool RocksDbPageStore::Impl::erase_records_locked(const std::vector<PageKey>& keys, EvictReason reason) {
+  if (keys.empty()) return true;
   rocksdb::WriteBatch batch;
-  for (const PageKey& k : victims) {
+  for (const PageKey& k : keys) {
     batch.Delete(db_key(kRecordPrefix, k));
     batch.Delete(db_key(kBookPrefix, k));
   }
   rocksdb::Status s = db->Write(write_options, &batch);
   if (!s.ok()) {
     log.log(spdlog::level::warn, "evict",
-            "page store " + options.dir + ": eviction of " + std::to_string(victims.size()) +
-                " records failed: " + s.ToString());
-    return;
+            "page store " + options.dir + ": erasing " + std::to_string(keys.size()) + " records (" +
+                evict_reason_name(reason) + ") failed: " + s.ToString());
+    return false;
   }
-  for (const PageKey& k : victims) forget_locked(k);
-  spdlog::debug("page store {}: evicted {} records, {} bytes left", options.dir,
-                victims.size(), size_bytes.load());
+  for (const PageKey& k : keys) forget_locked(k);
+  n_evictions[size_t(reason)] += int64_t(keys.size());
+  spdlog::debug("page store {}: erased {} records ({}), {} bytes left", options.dir, keys.size(),
+                evict_reason_name(reason), size_bytes.load());
+  return true;
+}
+
+void RocksDbPageStore::Impl::evict_locked(const PageKey* keep) {
+  const int64_t limit = budget.load();
+  if (size_bytes.load() <= limit) return;
+  // Victims are held while chosen, so the next victim() is the next one.
+  if (keep) policy->hold(*keep);
+  std::vector<PageKey> victims;
+  int64_t projected = size_bytes.load();
+  while (projected > limit) {
+    std::optional<PageKey> v = policy->victim();
+    if (!v) break;
+    policy->hold(*v);
+    victims.push_back(*v);
+    projected -= index.at(*v).bytes;
+  }
+  for (const PageKey& k : victims) policy->release(k);
+  if (keep) {
+    policy->release(*keep);
+    // Only pinned records were left to erase: the new one goes instead.
+    if (projected > limit && !policy->is_pinned(*keep)) victims.push_back(*keep);
+  }
+  erase_records_locked(victims, EvictReason::kBudget);
 }
 
 RocksDbPageStore::RocksDbPageStore(PrivateTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 RocksDbPageStore::~RocksDbPageStore() {
   if (!impl_) return;
+  impl_->stop_sweeper();
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::unique_lock<std::shared_mutex> db_lock(impl_->db_mu);
   if (impl_->db) {
@@ -93,7 +123,15 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   if (options.capacity_bytes <= 0) {
     return Status::invalid_argument("page store: capacity_bytes must be > 0");
   }
-  auto impl = std::make_unique<Impl>(options);
+  if (options.ttl_seconds < 0) {
+    return Status::invalid_argument("page store: ttl_seconds must be >= 0 (0: no ttl)");
+  }
+  if (options.ttl_seconds > 0 && options.ttl_sweep_interval_ms <= 0) {
+    return Status::invalid_argument("page store: ttl_sweep_interval_ms must be > 0");
+  }
+  Result<std::unique_ptr<EvictionPolicy>> policy = make_eviction_policy(options.policy);
+  if (!policy.is_ok()) return Status::invalid_argument("page store: " + policy.status().message());
+  auto impl = std::make_unique<Impl>(options, std::move(policy).value());
   using OpenKind = Impl::OpenKind;
   Impl::OpenOutcome o = impl->try_open();
   // The store is only a cache: a store RocksDB finds damaged (corrupt
@@ -118,27 +156,50 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
     }
   }
   impl->last_check_ms = now_ms();
-  return std::make_unique<RocksDbPageStore>(PrivateTag(), std::move(impl));
+  auto store = std::make_unique<RocksDbPageStore>(PrivateTag(), std::move(impl));
+  if (options.ttl_seconds > 0) {
+    Impl* m = store->impl_.get();
+    RocksDbPageStore* self = store.get();
+    m->sweeper = std::thread([m, self] { m->sweep_loop(*self); });
+  }
+  return store;
 }
 
 Status RocksDbPageStore::put(const PageKey& key, std::string_view record) {
   Impl& m = *impl_;
   const int64_t bytes = kKeyBytes + int64_t(record.size());
-  if (bytes > m.options.capacity_bytes) {
+  const int64_t budget = m.budget.load();
+  if (bytes > budget) {
+    ++m.n_puts_skipped;
     return Status::resource_exhausted("page store: record of " + std::to_string(bytes) +
-                                      " bytes exceeds the capacity of " +
-                                      std::to_string(m.options.capacity_bytes));
+                                      " bytes exceeds the capacity of " + std::to_string(budget));
   }
+  const auto t0 = std::chrono::steady_clock::now();
   m.maybe_check_dir();
   m.maybe_recover(/*force=*/false);
   const uint64_t gen = m.generation.load();
   Status st = m.put_once(key, record);
   if (!st.is_ok() && m.recovered_after_io_error(st, gen)) st = m.put_once(key, record);
   if (!st.is_ok()) m.write_failed(st);
+  m.write_ns += elapsed_ns(t0);
   return st;
 }
 
 Result<std::optional<std::string>> RocksDbPageStore::get(const PageKey& key) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::optional<std::string>> r = get_uncounted(key);
+  Impl& m = *impl_;
+  if (r.is_ok() && r->has_value()) {
+    ++m.n_hits;
+    m.bytes_read += int64_t((*r)->size());
+  } else {
+    ++m.n_misses;
+  }
+  m.read_ns += elapsed_ns(t0);
+  return r;
+}
+
+Result<std::optional<std::string>> RocksDbPageStore::get_uncounted(const PageKey& key) {
   Impl& m = *impl_;
   m.maybe_check_dir();
   const uint64_t gen = m.generation.load();
@@ -156,8 +217,8 @@ Result<std::optional<std::string>> RocksDbPageStore::get(const PageKey& key) {
     m.log.log(spdlog::level::warn, "read", st.to_string());
     return st;
   }
-  // Bookkeeping: most recently used, persisted (never synced, even with
-  // sync_writes) so the LRU order survives restarts. Not while a fault
+  // Bookkeeping: a use, persisted (never synced, even with sync_writes) so
+  // the access order and last-use time survive restarts. Not while a fault
   // stops writes: the write would only fail.
   {
     std::lock_guard<std::mutex> lock(m.mu);
@@ -168,7 +229,7 @@ Result<std::optional<std::string>> RocksDbPageStore::get(const PageKey& key) {
       if (!m.bg_errors->any()) {
         rocksdb::Status ws = m.db->Put(rocksdb::WriteOptions(), db_key(kBookPrefix, key),
                                        book_value(uint64_t(it->second.bytes - kKeyBytes),
-                                                  it->second.tick));
+                                                  it->second.tick, it->second.last_use_ms));
         if (!ws.ok()) spdlog::debug("page store {}: touch: {}", m.options.dir, ws.ToString());
       }
     }

@@ -1,15 +1,29 @@
-// RocksDbPageStore: the disk tier. Sealed page records live in a RocksDB
-// database in one directory and survive restarts; the store bounds its size
-// by evicting the least recently accessed records (LRU).
+// RocksDbPageStore: the disk tier ("disk", a PageTier: storage/page_tier.h).
+// Sealed page records live in a RocksDB database in one directory and
+// survive restarts; the store bounds its size by evicting the records its
+// EvictionPolicy (storage/eviction_policy.h; options.policy, default "lru")
+// names, and optionally erases records unused for longer than a ttl.
 //
 // On-disk keys: "p" + PageKey::to_bytes() holds the record; "s" +
-// PageKey::to_bytes() holds 16 bytes of bookkeeping (record bytes u64 LE,
-// access tick u64 LE) written in the same atomic batch as the record and
-// rewritten on every get. At open the store rebuilds its in-memory index
-// (size and access order of every record) by iterating only the "s" range:
-// ~40 bytes per record read, about 1 MB for 20 000 pages; the record values
-// themselves are not read. After a restart the LRU order is that of the last
-// put or get of each record before shutdown.
+// PageKey::to_bytes() holds its bookkeeping, written in the same atomic
+// batch as the record and rewritten on every get:
+//   bytes 0-7    record bytes, u64 LE
+//   bytes 8-15   access tick, u64 LE (the store's logical clock: the order
+//                of the last put or get of each record)
+//   bytes 16-23  last use, i64 LE, Unix time in milliseconds (for the ttl)
+// Stores written before the last-use field have 16-byte "s" values: they
+// are read as last used at the open, and rewritten in the 24-byte form
+// then, so their ttl counts from that open. (Going back to a build that
+// knows only 16-byte values loses the cache: it erases the 24-byte entries
+// as malformed, with their records.)
+// At open the store rebuilds its in-memory index (size, access tick and
+// last use of every record) by iterating only the "s" range: ~50 bytes per
+// record read, about 1 MB for 20 000 pages; the record values themselves
+// are not read. The entries enter the policy in the order of their stored
+// access ticks, so after a restart the lru order is that of the last put or
+// get of each record before shutdown. Use counts (lfu) and pins are not
+// persisted: after a restart every record counts one use and nothing is
+// pinned.
 //
 // RocksDB settings, for values of ~1-4 MB written once and read rarely:
 // values >= 4 KiB go to blob files (BlobDB, enable_blob_files) so compaction
@@ -21,8 +35,19 @@
 // restore path.
 //
 // Capacity: size_bytes() counts 16 + record.size() per record. When a put
-// takes it over capacity_bytes, the least recently accessed records other
-// than the one just written are erased until it is at most capacity_bytes.
+// takes it over the budget (capacity_bytes, or set_budget()), the policy's
+// victims other than the record just written are erased (kBudget) until it
+// is at most the budget. Pinned records are never erased for budget or
+// ttl; when only pinned ones are left to erase, the record just written is
+// erased itself unless it is pinned too (the put still returns OK). The
+// disk tier is the last one: evicted records are dropped, an evict sink is
+// never called.
+//
+// TTL: with ttl_seconds > 0, a background thread erases (kTtl), at most
+// once per ttl_sweep_interval_ms, every record not read or written for
+// longer than ttl_seconds, pinned ones excepted; the first sweep runs one
+// interval after the open. Ages come from options.now_unix_ms (tests pass a
+// fake clock); the interval is measured on the steady clock.
 //
 // Deleted directory: if the directory or its CURRENT file disappears while
 // the store is open (an admin ran rm -rf), the store notices, checking at
@@ -64,26 +89,33 @@
 //   directory fails, operations likewise return kIOError until a later try
 //   succeeds.
 //
-// Thread-safe. Gets run in parallel; puts, erases and the bookkeeping of
-// gets are serialized; a recovery excludes everything else.
+// Thread-safe. Gets run in parallel; puts, erases, evictions, the ttl
+// sweep and the bookkeeping of gets are serialized; a recovery excludes
+// everything else.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "storage/page_store.h"
+#include "storage/page_tier.h"
 #include "storage/status.h"
 
 namespace larder {
 
 struct RocksDbHooks;  // storage/rocksdb_hooks.h
 
+// The system clock: milliseconds since the Unix epoch.
+int64_t system_unix_ms();
+
 struct RocksDbStoreOptions {
   std::string dir;                                // database directory
-  int64_t capacity_bytes = int64_t(20) << 30;     // bound on size_bytes()
+  int64_t capacity_bytes = int64_t(20) << 30;     // bound on size_bytes(): the initial budget
   bool sync_writes = false;                       // fsync the WAL on every put
   // How often, at most, the put/get path checks that dir/CURRENT still
   // exists (0: on every call).
@@ -94,17 +126,26 @@ struct RocksDbStoreOptions {
   int64_t retry_interval_ms = 2000;
   // Least time between two log lines about the same kind of fault.
   int64_t log_interval_ms = 10000;
+  std::string policy = "lru";                     // make_eviction_policy() name
+  // Records unused for longer are erased by the ttl sweep (0: never).
+  int64_t ttl_seconds = 0;
+  // Least time between two ttl sweeps (> 0 when ttl_seconds > 0).
+  int64_t ttl_sweep_interval_ms = 60000;
+  // The wall clock for last-use times and ttl ages, Unix milliseconds
+  // (empty: system_unix_ms). Tests pass a fake one.
+  std::function<int64_t()> now_unix_ms = system_unix_ms;
   // Tests only (storage/rocksdb_hooks.h): e.g. a fault-injecting file system.
   std::shared_ptr<const RocksDbHooks> hooks{};
 };
 
-class RocksDbPageStore : public PageStore {
+class RocksDbPageStore : public PageTier {
  public:
   // Opens or creates the DB in options.dir (creating the directory and its
   // parents) and rebuilds the index. A corrupt store is moved aside and an
   // empty one opened; no space to open one gives an unavailable store that
   // retries later (see "Disk faults" above). Errors: kInvalidArgument for an
-  // empty dir or capacity_bytes <= 0; kIOError naming the dir when another
+  // empty dir, capacity_bytes <= 0, an unknown policy, ttl_seconds < 0, or
+  // ttl_sweep_interval_ms <= 0 with a ttl; kIOError naming the dir when another
   // process holds its LOCK ("in use by another process"), when the directory
   // cannot be created, or when the DB cannot be opened (RocksDB's message).
   static Result<std::unique_ptr<RocksDbPageStore>> open(const RocksDbStoreOptions& options);
@@ -113,15 +154,15 @@ class RocksDbPageStore : public PageStore {
   RocksDbPageStore(const RocksDbPageStore&) = delete;
   RocksDbPageStore& operator=(const RocksDbPageStore&) = delete;
 
-  // Stores (or replaces) the record under key, marks it most recently used,
-  // then evicts LRU records while size_bytes() > capacity_bytes. Errors:
-  // kResourceExhausted (nothing written) when 16 + record.size() alone
-  // exceeds capacity_bytes; kIOError from RocksDB.
+  // Stores (or replaces) the record under key, counts a use of it, then
+  // evicts (see "Capacity") while size_bytes() exceeds the budget. Errors:
+  // kResourceExhausted (nothing written, counted in puts_skipped) when
+  // 16 + record.size() alone exceeds the budget; kIOError from RocksDB.
   Status put(const PageKey& key, std::string_view record) override;
   // The stored bytes exactly as put (no validation: decode_page_record does
-  // that), or nullopt when absent. Marks the record most recently used.
-  // Errors: kCorruption / kIOError when RocksDB fails to read (e.g. a
-  // corrupted block); a vanished directory is a miss, not an error.
+  // that), or nullopt when absent. Counts a use of the record. Errors:
+  // kCorruption / kIOError when RocksDB fails to read (e.g. a corrupted
+  // block); a vanished directory is a miss, not an error.
   Result<std::optional<std::string>> get(const PageKey& key) override;
   // Removes the record; erasing an absent key is OK.
   Status erase(const PageKey& key) override;
@@ -140,6 +181,32 @@ class RocksDbPageStore : public PageStore {
   // True when the DB is open and no background error stops its writes.
   bool writable() const;
 
+  // ---- PageTier ---------------------------------------------------------
+  std::string_view name() const override { return "disk"; }
+  // get() key by key; a read error is a miss (get() logs it). timeout_ms
+  // (0: none) is checked between keys: keys not started by then miss.
+  std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys,
+                                                    int64_t timeout_ms) override;
+  // From the in-memory index; no RocksDB read.
+  std::vector<bool> contains_batch(std::span<const PageKey> keys) const override;
+  // Errors: kInvalidArgument for a negative budget. 0 holds nothing.
+  Status set_budget(int64_t bytes) override;
+  // In memory only: pins are not persisted (after a restart, pin again).
+  void pin(const PageKey& key) override;
+  void unpin(const PageKey& key) override;
+  // Erases the given records (all when keys is empty), pinned ones too;
+  // counted kAdmin. Returns the number erased (0 while unavailable or when
+  // RocksDB fails the write; that is logged).
+  int64_t evict(std::span<const PageKey> keys) override;
+  // Ignored: the disk tier is the last one (see "Capacity").
+  void set_evict_sink(EvictSink sink) override;
+  // writes_failed is n_writes_failed().
+  TierStats stats() const override;
+
+  // Runs a ttl sweep now (see "TTL"): returns the number of records erased
+  // (0 without a ttl, while unavailable, or when the write failed).
+  int64_t sweep_ttl();
+
   struct Impl;
   // Use open(); the tag keeps construction private.
   class PrivateTag {
@@ -149,6 +216,9 @@ class RocksDbPageStore : public PageStore {
   RocksDbPageStore(PrivateTag, std::unique_ptr<Impl> impl);
 
  private:
+  // get() without the hit/miss counting (get and get_batch count).
+  Result<std::optional<std::string>> get_uncounted(const PageKey& key);
+
   std::unique_ptr<Impl> impl_;
 };
 

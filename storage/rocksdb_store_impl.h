@@ -4,21 +4,25 @@
 // RocksDB: only storage/ includes this file.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <filesystem>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
 
+#include "storage/eviction_policy.h"
 #include "storage/log_limiter.h"
 #include "storage/rocksdb_hooks.h"
 #include "storage/rocksdb_store.h"
@@ -30,18 +34,22 @@ namespace rocksdb_detail {
 inline constexpr char kRecordPrefix = 'p';
 inline constexpr char kBookPrefix = 's';
 inline constexpr int64_t kKeyBytes = 16;     // counted per record in size_bytes()
-inline constexpr size_t kBookValueBytes = 16;  // record bytes u64 LE, tick u64 LE
+// "s" values (rocksdb_store.h): record bytes u64 LE, tick u64 LE, last use
+// (Unix ms) i64 LE; stores written before the last use have 16 bytes.
+inline constexpr size_t kBookValueBytes = 24;
+inline constexpr size_t kOldBookValueBytes = 16;
 inline constexpr int kKeepDamagedCopies = 1;   // "<dir>.corrupt-*" directories kept
 inline constexpr int64_t kMaxRetryDelayMs = 60000;
 inline constexpr uint64_t kResumeMarginBytes = uint64_t(1) << 20;  // free beyond the memtable
 
 inline std::string db_key(char prefix, const PageKey& key) { return std::string(1, prefix) + key.to_bytes(); }
 
-inline std::string book_value(uint64_t record_bytes, uint64_t tick) {
+inline std::string book_value(uint64_t record_bytes, uint64_t tick, int64_t last_use_ms) {
   std::string v(kBookValueBytes, '\0');
   for (int i = 0; i < 8; ++i) {
     v[size_t(i)] = char((record_bytes >> (8 * i)) & 0xFF);
     v[size_t(8 + i)] = char((tick >> (8 * i)) & 0xFF);
+    v[size_t(16 + i)] = char((uint64_t(last_use_ms) >> (8 * i)) & 0xFF);
   }
   return v;
 }
@@ -73,15 +81,21 @@ inline rocksdb::Options make_db_options() {
 }
 
 struct IndexEntry {
-  int64_t bytes = 0;  // kKeyBytes + record size
-  uint64_t tick = 0;
-  std::list<PageKey>::iterator lru_pos;
+  int64_t bytes = 0;        // kKeyBytes + record size
+  uint64_t tick = 0;        // the last use, on the store's logical clock
+  int64_t last_use_ms = 0;  // the last use, Unix ms
 };
+
+inline int64_t elapsed_ns(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
 
 }  // namespace rocksdb_detail
 
 struct RocksDbPageStore::Impl {
-  explicit Impl(const RocksDbStoreOptions& o) : options(o), log(o.log_interval_ms) {
+  Impl(const RocksDbStoreOptions& o, std::unique_ptr<EvictionPolicy> p)
+      : options(o), log(o.log_interval_ms), policy(std::move(p)), budget(o.capacity_bytes) {
+    if (!options.now_unix_ms) options.now_unix_ms = system_unix_ms;
     if (options.hooks && options.hooks->file_system) {
       env_owner = rocksdb::NewCompositeEnv(options.hooks->file_system);
       env = env_owner.get();
@@ -106,11 +120,23 @@ struct RocksDbPageStore::Impl {
   std::string unavailable_why;       // guarded by db_mu: why db is null
 
   std::mutex mu;                     // serializes writes; guards the index
-  std::list<PageKey> lru;            // front: least recently accessed
   std::unordered_map<PageKey, rocksdb_detail::IndexEntry, PageKeyHash> index;
-  uint64_t next_tick = 1;
+  std::unique_ptr<EvictionPolicy> policy;  // guarded by mu: the index's entries, by use
+  uint64_t next_tick = 1;                  // guarded by mu
+  std::atomic<int64_t> budget;             // bound on size_bytes
   std::atomic<int64_t> size_bytes{0};
   std::atomic<int64_t> n_records{0};
+
+  // TierStats counters (times in nanoseconds).
+  std::atomic<int64_t> n_hits{0}, n_misses{0}, bytes_read{0}, bytes_written{0};
+  std::atomic<int64_t> read_ns{0}, write_ns{0}, n_puts_skipped{0};
+  std::array<std::atomic<int64_t>, size_t(EvictReason::kCount)> n_evictions{};
+
+  // The ttl sweep thread (rocksdb_store_tier.cpp); runs when ttl_seconds > 0.
+  std::mutex sweep_mu;
+  std::condition_variable sweep_cv;
+  bool sweep_stop = false;  // guarded by sweep_mu
+  std::thread sweeper;
 
   std::atomic<int64_t> last_check_ms{INT64_MIN / 2};
   std::atomic<uint64_t> generation{0};  // bumped by every reopen
@@ -152,10 +178,13 @@ struct RocksDbPageStore::Impl {
   // (rocksdb_store.h, "Disk faults") and opens an empty one; `why` says what was wrong with it.
   OpenOutcome replace_damaged(const Status& why);
 
+  // Forgets every entry (the policy keeps its pins).
   void clear_index();
 
-  // Reads the bookkeeping range "s".."t" and rebuilds index and LRU order.
-  // Malformed bookkeeping entries are erased with their records.
+  // Reads the bookkeeping range "s".."t" and rebuilds the index and the
+  // policy's order (by stored tick). Malformed bookkeeping entries are
+  // erased with their records; 16-byte ones are rewritten as 24-byte ones
+  // last used now.
   Status rebuild_index();
 
   // ---- faults ---------------------------------------------------------------
@@ -203,17 +232,28 @@ struct RocksDbPageStore::Impl {
   // After an IO error: true when the directory was gone and a reopen ran.
   bool recovered_after_io_error(const Status& st, uint64_t gen);
 
-  // Requires mu held. Moves key to the most recently used end.
+  // Requires mu held. Records a use of key now.
   void touch_locked(rocksdb_detail::IndexEntry& e, const PageKey& key);
 
-  // Requires mu held. Drops key from the index if present.
+  // Requires mu held. Drops key from the index and the policy if present.
   void forget_locked(const PageKey& key);
 
   Status put_once(const PageKey& key, std::string_view record);
 
-  // Requires mu and db_mu (shared) held. Erases LRU records other than
-  // `keep` while over capacity. Failures are logged: the put succeeded.
-  void evict_locked(const PageKey& keep);
+  // Requires mu and db_mu (shared) held, db open. Erases the policy's
+  // victims while over budget, `keep` (if given) only when nothing else
+  // can go (rocksdb_store.h, "Capacity"). Failures are logged: the put
+  // succeeded.
+  void evict_locked(const PageKey* keep);
+
+  // Requires mu and db_mu (shared) held, db open. Erases the records of
+  // keys in one batch and forgets them, counted under `reason`. Returns
+  // false (logged) when RocksDB failed the write; nothing is forgotten then.
+  bool erase_records_locked(const std::vector<PageKey>& keys, EvictReason reason);
+
+  // The ttl sweep thread's loop (rocksdb_store_tier.cpp).
+  void sweep_loop(RocksDbPageStore& store);
+  void stop_sweeper();
 };
 
 }  // namespace larder

@@ -106,17 +106,19 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::replace_damaged(cons
 }
 
 void RocksDbPageStore::Impl::clear_index() {
+  for (const auto& [key, entry] : index) policy->erase(key);
   index.clear();
-  lru.clear();
   size_bytes = 0;
   n_records = 0;
 }
 
 Status RocksDbPageStore::Impl::rebuild_index() {
   clear_index();
-  struct Loaded { PageKey key; int64_t bytes; uint64_t tick; };
+  struct Loaded { PageKey key; int64_t bytes; uint64_t tick; int64_t last_use_ms; bool old; };
   std::vector<Loaded> loaded;
   std::vector<std::string> bad;
+  size_t n_old = 0;  // 16-byte values: last used now
+  const int64_t open_ms = options.now_unix_ms();
   const std::string lower(1, kBookPrefix), upper(1, char(kBookPrefix + 1));
   rocksdb::Slice upper_slice(upper);
   rocksdb::ReadOptions ro;
@@ -125,12 +127,15 @@ Status RocksDbPageStore::Impl::rebuild_index() {
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
   for (it->Seek(lower); it->Valid(); it->Next()) {
     const rocksdb::Slice k = it->key(), v = it->value();
-    if (k.size() != 1 + size_t(kKeyBytes) || v.size() != kBookValueBytes) {
+    if (k.size() != 1 + size_t(kKeyBytes) || (v.size() != kBookValueBytes && v.size() != kOldBookValueBytes)) {
       bad.push_back(k.ToString());
       continue;
     }
     const PageKey key = PageKey::from_bytes(std::string_view(k.data() + 1, size_t(kKeyBytes)));
-    loaded.push_back({key, kKeyBytes + int64_t(read_u64_le(v.data())), read_u64_le(v.data() + 8)});
+    const bool old = v.size() == kOldBookValueBytes;
+    n_old += old ? 1 : 0;
+    loaded.push_back({key, kKeyBytes + int64_t(read_u64_le(v.data())), read_u64_le(v.data() + 8),
+                      old ? open_ms : int64_t(read_u64_le(v.data() + 16)), old});
   }
   if (!it->status().ok()) {
     return translate_rocksdb_status(it->status(), "page store: reading the index of " + options.dir);
@@ -148,13 +153,21 @@ Status RocksDbPageStore::Impl::rebuild_index() {
   }
   std::sort(loaded.begin(), loaded.end(),
             [](const Loaded& a, const Loaded& b) { return a.tick < b.tick; });
+  rocksdb::WriteBatch upgrade;  // 16-byte values rewritten with their last use
   for (const Loaded& l : loaded) {
-    lru.push_back(l.key);
-    index[l.key] = IndexEntry{l.bytes, l.tick, std::prev(lru.end())};
+    index[l.key] = IndexEntry{l.bytes, l.tick, l.last_use_ms};
+    policy->insert(l.key, EvictionEntry{l.bytes, 0, 1}, l.tick);
     size_bytes += l.bytes;
     next_tick = std::max(next_tick, l.tick + 1);
+    if (l.old) {
+      upgrade.Put(db_key(kBookPrefix, l.key), book_value(uint64_t(l.bytes - kKeyBytes), l.tick, open_ms));
+    }
   }
   n_records = int64_t(index.size());
+  if (n_old > 0) {
+    rocksdb::Status s = db->Write(write_options, &upgrade);
+    if (!s.ok()) spdlog::warn("page store {}: rewriting {} old index entries: {}", options.dir, n_old, s.ToString());
+  }
   spdlog::info("page store {}: opened, {} records, {} bytes", options.dir, n_records.load(),
                size_bytes.load());
   return Status::ok();

@@ -146,7 +146,7 @@ Row bench_model(const std::string& model_path, const std::string& label, const A
     EngineOptions opt;
     opt.model_path = model_path;
     opt.cache.disk.dir = dir.str();
-    opt.open_tiers = tier_factory();
+    opt.open_tiers = larder::tier_factory();
     opt.n_threads = args.threads;
     opt.cache.device.budget_bytes = int64_t(512) << 20;
     std::vector<int32_t> prompt;

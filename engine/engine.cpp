@@ -44,16 +44,19 @@ void Engine::Impl::run() {
     std::erase_if(queued, [](const auto& s) { return s->state == SeqState::kFinished; });
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
 
+    const size_t n_before = seqs.size();
     const StepPlan plan = schedule(sched_state());
     carry_out(plan);
 
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
+    // Pages and running slots freed this step may admit the queue's head.
+    const bool freed = seqs.size() + plan.preempt.size() < n_before + plan.admit.size();
     // Sleep until new input unless a sequence can go on, or the plan
     // admitted someone (whose prefill starts next step). A queue head that
     // waits for pages is woken by the step that frees them.
     runnable = std::any_of(seqs.begin(), seqs.end(), [](const auto& s) {
       return s->state == SeqState::kPrefill || s->state == SeqState::kDecode;
-    }) || !plan.admit.empty() || !plan.preempt.empty();
+    }) || !plan.admit.empty() || !plan.preempt.empty() || (!queued.empty() && freed);
     publish_stats();
   }
   shutdown_sequences();
@@ -80,11 +83,6 @@ void Engine::Impl::shutdown_sequences() {
 void Engine::Impl::publish_stats() {
   stats.pages_free = kv->n_free();
   stats.pages_resident = kv->n_resident();
-  const KvCacheStats& k = kv->stats();
-  stats.pages_written = k.pages_spilled;
-  stats.pages_restored = k.pages_restored;
-  stats.pages_reused_memory = k.pages_reused_device;
-  stats.records_rejected = k.records_rejected;
 }
 
 Sequence* Engine::Impl::find_seq(uint64_t id) {
@@ -433,15 +431,12 @@ void Engine::stop() {
   if (m.tiers) {
     m.tiers->drain_write_back();
     m.tiers->flush();  // a failure is logged by the tier, never fatal
-    m.tiers.reset();
+    // The chain (and the disk's lock) lives as long as the engine, so that
+    // stats() still reads the tiers' counters after stop().
   }
 }
 
 const ModelInfo& Engine::model_info() const { return impl_->info; }
-
-ToolCallSyntax Engine::tool_call_syntax() const { return impl_->chat->tool_call_syntax(); }
-
-bool Engine::chat_uses_special_tokens() const { return impl_->chat->uses_special_tokens(); }
 
 void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) {
   Impl& m = *impl_;
@@ -474,10 +469,11 @@ Engine::Stats Engine::stats() const {
   Stats out;
   out.pages_resident = s.pages_resident;
   out.pages_free = s.pages_free;
-  out.pages_written = s.pages_written;
-  out.pages_restored_disk = s.pages_restored;
-  out.pages_reused_memory = s.pages_reused_memory;
-  out.records_rejected = s.records_rejected + s.records_rejected_answers;
+  const KvCacheStats& k = impl_->kv->stats();
+  out.pages_written = k.pages_spilled;
+  out.pages_restored_disk = k.pages_restored;
+  out.pages_reused_memory = k.pages_reused_device;
+  out.records_rejected = k.records_rejected + s.records_rejected_answers;
   out.requests_total = s.requests_total;
   out.preemptions = s.preemptions;
   if (const TierChain* chain = impl_->tiers.get()) {

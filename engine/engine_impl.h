@@ -88,7 +88,6 @@ struct Engine::Impl {
   struct AtomicStats {
     std::atomic<int64_t> requests_total{0}, preemptions{0};
     std::atomic<int64_t> pages_resident{0}, pages_free{0};
-    std::atomic<int64_t> pages_written{0}, pages_restored{0}, pages_reused_memory{0}, records_rejected{0};
     std::atomic<int64_t> records_rejected_answers{0};
   } stats;
 

@@ -106,6 +106,8 @@ TierStats RocksDbPageStore::stats() const {
   s.writes_failed = m.n_writes_failed.load();
   s.read_seconds = double(m.read_ns.load()) * 1e-9;
   s.write_seconds = double(m.write_ns.load()) * 1e-9;
+  s.recoveries = n_recoveries();
+  s.records_lost = n_records_moved_aside();
   for (size_t r = 0; r < s.evictions.size(); ++r) s.evictions[r] = m.n_evictions[r].load();
   return s;
 }

@@ -173,7 +173,9 @@ void KvCacheManager::demote(int page, const PageKey& key, bool persisted) {
   std::string record = record_of(page, key);
   if (record.empty()) return;
   chain_->demote(key, std::move(record), persisted);
-  ++stats_.pages_demoted;
+  // Straight onto a persistent tier (write_back without a host tier) is a
+  // spill; into the host tier a demotion.
+  ++(chain_->persistent(0) ? stats_.pages_spilled : stats_.pages_demoted);
 }
 
 void KvCacheManager::write_back_all() {

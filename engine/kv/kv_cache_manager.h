@@ -16,6 +16,7 @@
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -38,12 +39,14 @@ struct SeqPages {
   std::vector<PageKey> keys;         // keys of the sealed leading pages, in order
 };
 
+// Counters since start; atomics, so that other threads may read them while
+// the engine thread counts.
 struct KvCacheStats {
-  int64_t pages_reused_device = 0;  // prefix pages found resident
-  int64_t pages_restored = 0;       // pages restored from a lower tier
-  int64_t pages_spilled = 0;        // records queued to persistent tiers
-  int64_t pages_demoted = 0;        // records handed down on device eviction
-  int64_t records_rejected = 0;     // failed verification, dropped
+  std::atomic<int64_t> pages_reused_device{0};  // prefix pages found resident
+  std::atomic<int64_t> pages_restored{0};       // pages restored from a lower tier
+  std::atomic<int64_t> pages_spilled{0};        // records queued to persistent tiers
+  std::atomic<int64_t> pages_demoted{0};        // records handed down to the host tier on device eviction
+  std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
 };
 
 class KvCacheManager {

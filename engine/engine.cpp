@@ -392,10 +392,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   m.meta.kv_dim = uint32_t(hp.kv_dim());
   m.root = prefix_root(m.meta.fingerprint, m.layout, m.backend->numerics_id(), options.cache.salt);
 
+  Result<std::unique_ptr<EvictionPolicy>> device_policy = make_eviction_policy(options.cache.device.policy);
+  if (!device_policy.is_ok()) return Status::invalid_argument("cache.device.policy: " + device_policy.status().message());
   if (options.open_tiers) {
     LARDER_ASSIGN_OR_RETURN(m.tiers, options.open_tiers(options.cache));
   }
-  m.kv = std::make_unique<KvCacheManager>(*m.backend, m.meta, m.tiers.get(), options.cache.write_through);
+  m.kv = std::make_unique<KvCacheManager>(*m.backend, m.meta, m.tiers.get(), options.cache.write_through,
+                                          std::move(*device_policy));
 
   m.info.id = options.model_id.empty() ? std::filesystem::path(options.model_path).stem().string()
                                        : options.model_id;

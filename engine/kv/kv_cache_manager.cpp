@@ -6,14 +6,15 @@
 
 namespace larder {
 
-KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through)
+KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through,
+                               std::unique_ptr<EvictionPolicy> device_policy)
     : backend_(backend),
       pool_(backend.pages()),
       layout_(backend.kv_layout()),
       meta_(meta),
       chain_(chain != nullptr && !chain->empty() ? chain : nullptr),
       write_through_(write_through),
-      cache_(backend.pages()),
+      cache_(backend.pages(), std::move(device_policy)),
       page_tokens_(size_t(backend.n_pages())),
       page_buf_(layout_.page_bytes()) {
   if (chain_ != nullptr) {
@@ -103,7 +104,7 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
     for (size_t i = 0; i < pages.size(); ++i) {
       // A page from a persistent tier is there already; one from the host
       // may not be (write_back): it is handed down again on eviction.
-      cache_.seal(pages[i], page_keys[i], page_persisted[i]);
+      cache_.seal(pages[i], page_keys[i], page_persisted[i], int(seq.block_table.size()));
       seq.block_table.push_back(pages[i]);
       seq.keys.push_back(page_keys[i]);
     }
@@ -134,7 +135,7 @@ void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int 
     const int page = seq.block_table[i];
     const bool spill = write_through_ && chain_ != nullptr && chain_->has_persistent();
     // Another sequence sealed the same prefix first: this copy stays private.
-    if (!cache_.seal(page, key, spill)) continue;
+    if (!cache_.seal(page, key, spill, int(i))) continue;
     page_tokens_[size_t(page)].assign(page_tokens.begin(), page_tokens.end());
     if (!spill) continue;
     std::string record = record_of(page, key);
@@ -145,7 +146,9 @@ void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int 
 }
 
 void KvCacheManager::release(SeqPages& seq) {
-  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) cache_.release(*it);
+  // One tick for the whole sequence: ties go to the deepest page first.
+  std::vector<int> tail_first(seq.block_table.rbegin(), seq.block_table.rend());
+  cache_.release_batch(tail_first);
   seq.block_table.clear();
   seq.keys.clear();
 }

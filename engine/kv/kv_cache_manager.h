@@ -52,7 +52,9 @@ struct KvCacheStats {
 class KvCacheManager {
  public:
   // chain may be null (memory only). write_through: as CacheOptions.
-  KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through);
+  // device_policy: the device tier's eviction order (null: lru).
+  KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through,
+                 std::unique_ptr<EvictionPolicy> device_policy = nullptr);
 
   int page_size() const { return layout_.page_size; }
   const KvLayout& layout() const { return layout_; }

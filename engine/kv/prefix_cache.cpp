@@ -4,12 +4,19 @@
 
 namespace larder {
 
+PrefixCache::PrefixCache(PagePool& pool, std::unique_ptr<EvictionPolicy> policy)
+    : pool_(pool), policy_(std::move(policy)), pages_(size_t(pool.n_pages())) {
+  if (!policy_) policy_ = std::move(make_eviction_policy("lru")).value();
+}
+
 std::optional<int> PrefixCache::allocate() {
   std::optional<int> page = pool_.allocate();
   if (!page) {
-    if (lru_.empty()) return std::nullopt;
-    int victim = lru_.front();
-    evict(victim);
+    std::optional<PageKey> victim = policy_->victim();
+    if (!victim) return std::nullopt;
+    auto it = index_.find(*victim);
+    assert(it != index_.end());
+    evict(it->second);
     page = pool_.allocate();
     assert(page);
   }
@@ -21,12 +28,12 @@ std::optional<int> PrefixCache::allocate() {
 
 void PrefixCache::evict(int page) {
   PageState& s = pages_[size_t(page)];
-  assert(s.in_lru && s.ref == 0 && s.sealed);
+  assert(s.ref == 0 && s.sealed);
   if (evict_hook_) evict_hook_(page, s.key, s.persisted);
-  lru_.erase(s.lru_pos);
-  s.in_lru = false;
+  policy_->erase(s.key);
   index_.erase(s.key);
   s.sealed = false;
+  --n_cached_;
   pool_.release(page);
 }
 
@@ -38,26 +45,38 @@ std::optional<int> PrefixCache::find(const PageKey& key) const {
 
 void PrefixCache::acquire(int page) {
   PageState& s = pages_[size_t(page)];
-  if (s.in_lru) {
-    lru_.erase(s.lru_pos);
-    s.in_lru = false;
+  if (s.sealed) {
+    if (s.ref == 0) --n_cached_;
+    policy_->hold(s.key);
+    policy_->add_user(s.key);
   }
   ++s.ref;
 }
 
-void PrefixCache::release(int page) {
+void PrefixCache::release_at(int page, uint64_t tick) {
   PageState& s = pages_[size_t(page)];
   assert(s.ref > 0);
-  if (--s.ref > 0) return;
+  if (--s.ref > 0) {
+    if (s.sealed) policy_->release(s.key);
+    return;
+  }
   if (s.sealed) {
-    s.lru_pos = lru_.insert(lru_.end(), page);
-    s.in_lru = true;
+    policy_->release(s.key);
+    policy_->touch(s.key, tick);
+    ++n_cached_;
   } else {
     pool_.release(page);
   }
 }
 
-bool PrefixCache::seal(int page, const PageKey& key, bool persisted) {
+void PrefixCache::release(int page) { release_at(page, ++tick_); }
+
+void PrefixCache::release_batch(std::span<const int> pages) {
+  const uint64_t tick = ++tick_;
+  for (int page : pages) release_at(page, tick);
+}
+
+bool PrefixCache::seal(int page, const PageKey& key, bool persisted, int depth) {
   PageState& s = pages_[size_t(page)];
   assert(s.ref > 0);
   if (s.sealed) return s.key == key;
@@ -66,13 +85,31 @@ bool PrefixCache::seal(int page, const PageKey& key, bool persisted) {
   s.key = key;
   s.persisted = persisted;
   index_.emplace(key, page);
+  EvictionEntry entry;
+  entry.bytes = int64_t(pool_.layout().page_bytes());
+  entry.depth = depth;
+  entry.n_users = 1;
+  policy_->insert(key, entry, ++tick_);
+  // One hold per reference the page has now (its sealing sequence).
+  for (int i = 0; i < s.ref; ++i) policy_->hold(key);
   return true;
 }
 
 void PrefixCache::mark_persisted(int page) { pages_[size_t(page)].persisted = true; }
 
+int PrefixCache::n_cached_pinned() const {
+  // Pinned pages are never evicted; only the cached ones matter here, and
+  // pins are rare (admin pins of shared prompts): count them directly.
+  if (policy_->n_pinned() == 0) return 0;
+  int n = 0;
+  for (const auto& [key, page] : index_) {
+    if (pages_[size_t(page)].ref == 0 && policy_->is_pinned(key)) ++n;
+  }
+  return n;
+}
+
 void PrefixCache::clear_cached() {
-  while (!lru_.empty()) evict(lru_.front());
+  while (std::optional<PageKey> victim = policy_->victim()) evict(index_.at(*victim));
 }
 
 }  // namespace larder

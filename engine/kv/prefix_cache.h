@@ -1,25 +1,30 @@
-// PrefixCache: reference counts, the in-memory prefix index and LRU eviction
-// over a PagePool (after vLLM v1's block_pool.py: a map from block hash to
-// block, ref counts, and a free queue kept in eviction order).
+// PrefixCache: the device tier's index — reference counts, the prefix index
+// and eviction over a PagePool (after vLLM v1's block_pool.py: a map from
+// block hash to block, ref counts, and the free blocks kept in eviction
+// order). Eviction order comes from the EvictionPolicy every tier shares
+// (storage/eviction_policy.h: lru, lfu, priority rules, pins).
 //
 // A page is in one of three states:
 //   free     in the pool's free list
 //   active   ref_count > 0: part of at least one running sequence's block table
 //   cached   ref_count == 0 but sealed with a key: reusable by a later
-//            request, evicted least-recently-released first when a new page
-//            is needed and the pool has no free page.
-// Only sealed (full) pages are ever shared; a sequence writes only into its
-// own unsealed pages. Not thread-safe: owned by the engine thread.
+//            request, evicted in the policy's order when a new page is
+//            needed and the pool has no free page.
+// Sealed pages are the policy's entries (held while active); unsealed pages
+// never are. Only sealed (full) pages are ever shared; a sequence writes only
+// into its own unsealed pages. Not thread-safe: owned by the engine thread.
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <list>
+#include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/kv/page_pool.h"
+#include "storage/eviction_policy.h"
 #include "storage/page_store.h"
 
 namespace larder {
@@ -27,41 +32,48 @@ namespace larder {
 class PrefixCache {
  public:
   // Called just before a cached page is evicted and its memory reused, e.g. to
-  // spill it to disk under the write_back policy. `persisted` tells whether
-  // the page was already written (write_through).
+  // hand it down the tier chain. `persisted` tells whether a persistent tier
+  // has it already (write_through).
   using EvictHook = std::function<void(int page, const PageKey& key, bool persisted)>;
 
-  explicit PrefixCache(PagePool& pool) : pool_(pool), pages_(size_t(pool.n_pages())) {}
+  // policy: null means lru.
+  explicit PrefixCache(PagePool& pool, std::unique_ptr<EvictionPolicy> policy = nullptr);
   void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
 
   // A page for a sequence's own use (ref_count 1, unsealed): a free page, or
-  // the least recently used cached page (evicted). nullopt when every page is
-  // active.
+  // the policy's victim among the cached pages (evicted). nullopt when every
+  // page is active or pinned.
   std::optional<int> allocate();
 
   // The page sealed under `key`, if resident. Does not change its state.
   std::optional<int> find(const PageKey& key) const;
-  // Adds a reference (a cached page becomes active).
+  // Adds a reference (a cached page becomes active); a sealed page gains a
+  // user for the policy (another sequence shares it).
   void acquire(int page);
-  // Drops a reference; at zero a sealed page becomes cached (most recently
-  // used end), an unsealed one goes back to the pool.
+  // Drops a reference; at zero a sealed page becomes cached (a use at a new
+  // tick), an unsealed one goes back to the pool.
   void release(int page);
+  // Releases several pages at one tick, in the given order: under lru the
+  // policy breaks the tie by depth, so a sequence's tail goes first.
+  void release_batch(std::span<const int> pages);
 
-  // Registers an active page under `key` once it is full. Returns false (and
-  // leaves the page unsealed) when another page already holds that key.
-  bool seal(int page, const PageKey& key, bool persisted);
+  // Registers an active page under `key` once it is full; depth: its index
+  // in the prefix chain. Returns false (and leaves the page unsealed) when
+  // another page already holds that key.
+  bool seal(int page, const PageKey& key, bool persisted, int depth = 0);
   void mark_persisted(int page);
   bool is_sealed(int page) const { return pages_[size_t(page)].sealed; }
   bool is_persisted(int page) const { return pages_[size_t(page)].persisted; }
   const PageKey& key_of(int page) const { return pages_[size_t(page)].key; }
   int ref_count(int page) const { return pages_[size_t(page)].ref; }
 
-  // Pages a new allocation can get: free + cached.
-  int n_available() const { return pool_.n_free() + int(lru_.size()); }
-  int n_cached() const { return int(lru_.size()); }
+  // Pages a new allocation can get: free + cached (not pinned).
+  int n_available() const { return pool_.n_free() + n_cached_ - n_cached_pinned(); }
+  int n_cached() const { return n_cached_; }
   int n_sealed() const { return int(index_.size()); }
+  const EvictionPolicy& policy() const { return *policy_; }
 
-  // Drops every cached page (tests, memory pressure).
+  // Drops every cached page that is not pinned (tests, memory pressure).
   void clear_cached();
 
  private:
@@ -70,15 +82,17 @@ class PrefixCache {
     bool sealed = false;
     bool persisted = false;
     PageKey key;
-    std::list<int>::iterator lru_pos;
-    bool in_lru = false;
   };
   void evict(int page);
+  void release_at(int page, uint64_t tick);
+  int n_cached_pinned() const;
 
   PagePool& pool_;
+  std::unique_ptr<EvictionPolicy> policy_;
   std::vector<PageState> pages_;
   std::unordered_map<PageKey, int, PageKeyHash> index_;
-  std::list<int> lru_;  // cached pages, least recently used first
+  int n_cached_ = 0;   // sealed pages with ref 0
+  uint64_t tick_ = 0;  // the policy's clock: one per release (batch) and seal
   EvictHook evict_hook_;
 };
 

@@ -1,0 +1,173 @@
+// TierChain over two in-memory tiers: a "host" one and one standing for disk
+// (marked persistent). Expected contents and orders are worked out by hand.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "storage/memory_store.h"
+#include "storage/tier_chain.h"
+
+using namespace larder;
+
+namespace {
+
+PageKey key(uint64_t n) { return PageKey{n, n ^ 0xabcdefull}; }
+
+std::shared_ptr<MemoryPageStore> tier(int64_t budget) {
+  MemoryStoreOptions o;
+  o.budget_bytes = budget;
+  return std::shared_ptr<MemoryPageStore>(MemoryPageStore::create(o).value());
+}
+
+bool holds(PageTier& t, uint64_t k) {
+  PageKey key_k = key(k);
+  return t.contains_batch(std::span<const PageKey>(&key_k, 1))[0];
+}
+
+// lookup_prefix_async, waited for.
+std::vector<TierChain::Found> lookup(TierChain& chain, std::vector<PageKey> keys) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::vector<TierChain::Found> out;
+  chain.lookup_prefix_async(std::move(keys), [&](std::vector<TierChain::Found> found) {
+    std::lock_guard<std::mutex> lock(mu);
+    out = std::move(found);
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return done; }));
+  return out;
+}
+
+// A tier whose reads of one key fail (a lost node): it says it holds the
+// key but get_batch returns nothing for it.
+class FlakyTier : public PageTier {
+ public:
+  FlakyTier(std::shared_ptr<MemoryPageStore> inner, PageKey bad) : inner_(std::move(inner)), bad_(bad) {}
+  std::string_view name() const override { return "remote"; }
+  std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys, int64_t timeout_ms) override {
+    auto out = inner_->get_batch(keys, timeout_ms);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == bad_) out[i].reset();
+    }
+    return out;
+  }
+  std::vector<bool> contains_batch(std::span<const PageKey> keys) const override { return inner_->contains_batch(keys); }
+  Status set_budget(int64_t b) override { return inner_->set_budget(b); }
+  void pin(const PageKey& k) override { inner_->pin(k); }
+  void unpin(const PageKey& k) override { inner_->unpin(k); }
+  int64_t evict(std::span<const PageKey> keys) override { return inner_->evict(keys); }
+  void set_evict_sink(EvictSink sink) override { inner_->set_evict_sink(std::move(sink)); }
+  TierStats stats() const override { return inner_->stats(); }
+  Status put(const PageKey& k, std::string_view r) override { return inner_->put(k, r); }
+  Result<std::optional<std::string>> get(const PageKey& k) override { return inner_->get(k); }
+  Status erase(const PageKey& k) override { return inner_->erase(k); }
+  Status flush() override { return Status::ok(); }
+
+ private:
+  std::shared_ptr<MemoryPageStore> inner_;
+  PageKey bad_;
+};
+
+}  // namespace
+
+TEST_CASE("lookup reads each key from the fastest tier holding it and stops at the first miss", "[tier_chain]") {
+  auto host = tier(1 << 20), disk = tier(1 << 20);
+  // host: k0, k2; disk: k1, k2 (older copy), k3. k4 nowhere, k5 on disk.
+  REQUIRE(host->put(key(0), "h0").is_ok());
+  REQUIRE(host->put(key(2), "h2").is_ok());
+  REQUIRE(disk->put(key(1), "d1").is_ok());
+  REQUIRE(disk->put(key(2), "d2").is_ok());
+  REQUIRE(disk->put(key(3), "d3").is_ok());
+  REQUIRE(disk->put(key(5), "d5").is_ok());
+  TierChain chain({{host, false}, {disk, true}}, TierChainOptions{});
+  auto found = lookup(chain, {key(0), key(1), key(2), key(3), key(4), key(5)});
+  // k0 host, k1 disk, k2 host (fastest), k3 disk; k4 ends the prefix.
+  REQUIRE(found.size() == 4);
+  CHECK(found[0].record == "h0");
+  CHECK(found[0].tier == 0);
+  CHECK(found[1].record == "d1");
+  CHECK(found[1].tier == 1);
+  CHECK(found[2].record == "h2");
+  CHECK(found[2].tier == 0);
+  CHECK(found[3].record == "d3");
+  CHECK(lookup(chain, {key(4), key(0)}).empty());
+}
+
+TEST_CASE("a failed read ends the prefix: a lost node costs hits only", "[tier_chain]") {
+  auto inner = tier(1 << 20);
+  for (uint64_t k = 0; k < 4; ++k) REQUIRE(inner->put(key(k), "r" + std::to_string(k)).is_ok());
+  auto flaky = std::make_shared<FlakyTier>(inner, key(2));
+  TierChain chain({{flaky, true}}, TierChainOptions{});
+  auto found = lookup(chain, {key(0), key(1), key(2), key(3)});
+  REQUIRE(found.size() == 2);  // k0, k1; the failed k2 ends it
+  CHECK(found[1].record == "r1");
+}
+
+TEST_CASE("write_through: sealed pages go to the persistent tiers, demoted ones to the host, host evictions are dropped",
+          "[tier_chain]") {
+  // Host budget for exactly 2 records of 4 bytes: 2 * (4 + 296) = 600.
+  auto host = tier(600), disk = tier(1 << 20);
+  {
+    TierChain chain({{host, false}, {disk, true}}, TierChainOptions{/*write_through=*/true});
+    CHECK(chain.spill_sealed(key(1), "rec1"));
+    chain.demote(key(1), "rec1", /*persisted=*/true);
+    chain.demote(key(2), "rec2", true);
+    chain.demote(key(3), "rec3", true);  // host over budget: evicts k1 (lru), dropped
+    chain.flush();
+    CHECK(holds(*disk, 1));
+    CHECK_FALSE(holds(*disk, 2));  // never spilled: write_through spills at seal only
+    CHECK_FALSE(holds(*host, 1));
+    CHECK(holds(*host, 2));
+    CHECK(holds(*host, 3));
+    CHECK(host->stats().evictions[size_t(EvictReason::kBudget)] == 1);
+  }
+  CHECK_FALSE(holds(*disk, 3));  // nothing more at shutdown
+}
+
+TEST_CASE("write_back: host evictions move down to disk, and what the host still holds is written at shutdown",
+          "[tier_chain]") {
+  auto host = tier(600), disk = tier(1 << 20);
+  {
+    TierChain chain({{host, false}, {disk, true}}, TierChainOptions{/*write_through=*/false});
+    CHECK_FALSE(chain.spill_sealed(key(1), "rec1"));  // write_back: nothing at seal
+    chain.demote(key(1), "rec1", /*persisted=*/false);
+    chain.demote(key(2), "rec2", false);
+    chain.flush();
+    CHECK_FALSE(holds(*disk, 1));
+    chain.demote(key(3), "rec3", false);  // host evicts k1 -> disk
+    chain.flush();
+    CHECK(holds(*disk, 1));
+    CHECK_FALSE(holds(*disk, 2));
+    CHECK_FALSE(holds(*disk, 3));
+    // A page already on disk is not written again when the host evicts it.
+    chain.demote(key(4), "rec4", /*persisted=*/true);  // evicts k2 -> disk
+    chain.flush();
+    CHECK(holds(*disk, 2));
+    CHECK(disk->stats().bytes_written == 8);  // rec1 + rec2
+  }
+  // Shutdown drained the host's unwritten k3 (k4 was on disk already).
+  CHECK(holds(*disk, 3));
+  CHECK_FALSE(holds(*disk, 4));
+  CHECK(disk->get(key(3)).value() == std::optional<std::string>("rec3"));
+}
+
+TEST_CASE("without a host tier, write_back demotion writes straight to disk", "[tier_chain]") {
+  auto disk = tier(1 << 20);
+  TierChain chain({{disk, true}}, TierChainOptions{/*write_through=*/false});
+  chain.demote(key(7), "rec7", false);
+  chain.demote(key(8), "rec8", true);  // already there: nothing
+  chain.flush();
+  CHECK(holds(*disk, 7));
+  CHECK_FALSE(holds(*disk, 8));
+  CHECK(chain.get_now(key(7)) == std::optional<std::string>("rec7"));
+  chain.erase(key(7));
+  chain.flush();
+  CHECK_FALSE(chain.get_now(key(7)));
+}

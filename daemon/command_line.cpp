@@ -24,8 +24,8 @@ constexpr KeyFlag kKeyFlags[] = {
     {"--model", "model.path", "PATH", "GGUF model file to serve ([model] path)"},
     {"--host", "server.host", "H", "address to listen on ([server] host; default 127.0.0.1)"},
     {"--port", "server.port", "N", "TCP port to listen on ([server] port; default 8080)"},
-    {"--cache-dir", "cache.dir", "DIR",
-     "KV page store directory; \"\" disables the disk tier ([cache] dir; default "
+    {"--cache-dir", "cache.disk.dir", "DIR",
+     "KV page store directory (the disk tier); \"\" disables it ([cache.disk] dir; default "
      "$XDG_CACHE_HOME/larder or ~/.cache/larder)"},
     {"--threads", "engine.threads", "N", "CPU threads for the forward pass; 0: all cores ([engine] threads)"},
     {"--ctx", "model.context_length", "N",
@@ -40,7 +40,12 @@ constexpr const char* kFooter =
     "The config file is the one given with --config, else the one named by the\n"
     "LARDER_CONFIG environment variable, else none: ./config/larder.toml is NOT\n"
     "read implicitly. config/larder.toml in the source tree documents every key\n"
-    "and its default; copy it and pass --config to use it.";
+    "and its default; copy it and pass --config to use it.\n"
+    "The KV cache has three tiers, each with a budget and an eviction policy:\n"
+    "[cache.device] budget, policy; [cache.host] budget, policy; [cache.disk] dir,\n"
+    "budget, policy, ttl, sync, on_error. The old keys cache.dir,\n"
+    "cache.memory_capacity and cache.disk_capacity still work in this release\n"
+    "(with a warning); use cache.disk.dir, cache.device.budget, cache.disk.budget.";
 
 }  // namespace
 

@@ -2,10 +2,22 @@
 // command-line flags. Every key is documented, with its default, in
 // config/larder.toml; tests check that file parses to exactly the defaults.
 //
-// Error messages name the key, the value and the allowed range, e.g.
+// Error messages name the key (dotted in full: cache.disk.ttl), the value
+// and the allowed range, e.g.
 //   config error: cache.page_size = 12: must be a power of two between 1 and 1024 (larder.toml line 40)
 // Bad values never crash the daemon; they come back as kInvalidArgument
 // (kNotFound for a config file that does not exist).
+//
+// Tables nest: [cache.device], [cache.host] and [cache.disk] hold the KV
+// cache tiers' keys (storage/cache_options.h); `device.budget = ...` inside
+// [cache] is the same key, as TOML makes them equivalent.
+//
+// Old key names (aliases) that still work in this release, each logging one
+// warning per load (spdlog) that names the new key:
+//   cache.dir -> cache.disk.dir, cache.memory_capacity -> cache.device.budget,
+//   cache.disk_capacity -> cache.disk.budget.
+// Setting an old name and its new one in the same file is an error naming
+// both. dump_config prints only the new names.
 #pragma once
 
 #include <string>
@@ -49,8 +61,9 @@ Result<DaemonConfig> load_config_string(std::string_view toml, DaemonConfig base
 Result<DaemonConfig> load_config_file(const std::string& path, DaemonConfig base);
 
 // Sets one key from text, as a command-line flag gives it: `key` is dotted
-// ("server.port"), `text` is converted to the key's type ("8080" -> 8080,
-// "2GiB" for sizes) and checked like a config file value. `label` names the
+// ("server.port", "cache.disk.dir"; an old name works with a warning),
+// `text` is converted to the key's type ("8080" -> 8080, "2GiB" for sizes,
+// "1d12h" for durations, "true"/"false") and checked like a config file value. `label` names the
 // setting in the error message (e.g. "--port"). Errors: kInvalidArgument
 // ("--port 70000: must be an integer between 0 and 65535"); an unknown key.
 Status set_config_value(std::string_view key, std::string_view text, DaemonConfig& config,

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "api/http_server.h"
@@ -18,6 +19,10 @@
 #include "storage/open_tiers.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr (spdlog's default is stdout), before anything can log:
+  // the config loader's warnings must not end up in --print-config's output.
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   auto command_line = larder::parse_command_line(argc, argv, larder::default_config());
   if (!command_line.is_ok()) {
     std::fprintf(stderr, "larderd: %s\n", command_line.status().message().c_str());

@@ -22,9 +22,17 @@ inline void check_same_config(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.engine.cache.page_size == b.engine.cache.page_size);
   CHECK(a.engine.cache.device.budget_bytes == b.engine.cache.device.budget_bytes);
   CHECK(a.engine.cache.disk.budget_bytes == b.engine.cache.disk.budget_bytes);
+  CHECK(a.engine.cache.device.policy == b.engine.cache.device.policy);
+  CHECK(a.engine.cache.host.budget_bytes == b.engine.cache.host.budget_bytes);
+  CHECK(a.engine.cache.host.policy == b.engine.cache.host.policy);
+  CHECK(a.engine.cache.disk.policy == b.engine.cache.disk.policy);
+  CHECK(a.engine.cache.disk.ttl_seconds == b.engine.cache.disk.ttl_seconds);
+  CHECK(a.engine.cache.disk.sync == b.engine.cache.disk.sync);
+  CHECK(a.engine.cache.disk.on_error == b.engine.cache.disk.on_error);
   CHECK(a.engine.n_threads == b.engine.n_threads);
   CHECK(a.engine.n_ctx == b.engine.n_ctx);
   CHECK(a.engine.max_running == b.engine.max_running);
+  CHECK(a.engine.device == b.engine.device);
   CHECK(a.engine.cache.write_through == b.engine.cache.write_through);
   CHECK(a.engine.cache.n_storage_threads == b.engine.cache.n_storage_threads);
   CHECK(a.engine.cache.kv_dtype == b.engine.cache.kv_dtype);

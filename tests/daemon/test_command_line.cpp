@@ -9,6 +9,7 @@
 
 #include "daemon/command_line.h"
 #include "tests/daemon/config_test_util.h"
+#include "tests/support/log_capture.h"
 
 using namespace larder;
 using larder::testing::ScopedEnv;
@@ -56,6 +57,13 @@ TEST_CASE("every flag sets its key", "[daemon][cli]") {
   CHECK(c.engine.n_ctx == 512);
   CHECK(c.log_level == "warn");
   CHECK(c.api_key_file == "/etc/larder/keys");
+
+  // --cache-dir sets [cache.disk] dir, the new name: no old-name warning.
+  {
+    larder::testing::LogCapture log;
+    REQUIRE(parse({"--cache-dir", "/srv/d"}).is_ok());
+    CHECK(log.count("old name") == 0);
+  }
 
   // --flag=value works too; --cache-dir "" disables the disk tier.
   r = parse({"--port=7000", "--cache-dir", ""});
@@ -138,6 +146,10 @@ TEST_CASE("--help, --version and --print-config ask to exit", "[daemon][cli]") {
     CHECK_THAT(r->output, Catch::Contains(flag));
   }
   CHECK_THAT(r->output, Catch::Contains("is NOT") && Catch::Contains("LARDER_CONFIG"));
+  // The cache's keys by their new names.
+  for (const char* key : {"[cache.disk] dir", "[cache.device] budget", "[cache.host] budget", "ttl"}) {
+    CHECK_THAT(r->output, Catch::Contains(key));
+  }
 
   r = parse({"--version"});
   REQUIRE(r.is_ok());
@@ -148,4 +160,13 @@ TEST_CASE("--help, --version and --print-config ask to exit", "[daemon][cli]") {
   REQUIRE(r.is_ok());
   CHECK(r->exit_now);
   CHECK_THAT(r->output, Catch::Contains("[server]\nhost = \"127.0.0.1\"\nport = 1234\n"));
+
+  // The cache's tables, from a file using an old name, print with the new ones.
+  TempFile old("old-names.toml", "[cache]\nmemory_capacity = \"2GiB\"\n");
+  r = parse({"--config", old.path().c_str(), "--cache-dir", "/srv/k", "--print-config"});
+  INFO(r.status().message());
+  REQUIRE(r.is_ok());
+  CHECK_THAT(r->output, Catch::Contains("\n[cache.device]\nbudget = \"2GiB\"\npolicy = \"lru\"\n"));
+  CHECK_THAT(r->output, Catch::Contains("\n[cache.disk]\ndir = \"/srv/k\"\n"));
+  CHECK(r->output.find("memory_capacity") == std::string::npos);
 }

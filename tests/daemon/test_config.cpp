@@ -58,6 +58,13 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.cache.page_size == 16);
   CHECK(c.engine.cache.device.budget_bytes == 1073741824);   // 1 GiB
   CHECK(c.engine.cache.disk.budget_bytes == 21474836480);    // 20 GiB
+  CHECK(c.engine.cache.device.policy == "lru");
+  CHECK(c.engine.cache.host.budget_bytes == 0);              // no host tier
+  CHECK(c.engine.cache.host.policy == "lru");
+  CHECK(c.engine.cache.disk.policy == "lru");
+  CHECK(c.engine.cache.disk.ttl_seconds == 0);               // pages never expire
+  CHECK_FALSE(c.engine.cache.disk.sync);
+  CHECK(c.engine.cache.disk.on_error == DiskOnError::kMemoryOnly);
   CHECK(c.engine.cache.write_through);
   CHECK(c.engine.cache.kv_dtype == "f32");
   CHECK(c.engine.cache.salt.empty());
@@ -117,14 +124,25 @@ request_timeout_s = 5
 idle_timeout_s = 0.5
 
 [cache]
-dir = "/srv/larder"
 page_size = 32
-memory_capacity = "512MiB"
-disk_capacity = "1.5GB"
 write_policy = "write_back"
 kv_dtype = "f16"
 salt = "tenant-a"
 storage_threads = 4
+host.budget = "3GiB"       # dotted keys inside [cache] ...
+host.policy = "priority_lfu"
+
+[cache.device]             # ... and a nested table: the same to TOML
+budget = "512MiB"
+policy = "lfu"
+
+[cache.disk]
+dir = "~/larder-cache"
+budget = "1.5GB"
+policy = "priority_lru"
+ttl = "1d12h"
+sync = true
+on_error = "fail"
 
 [engine]
 threads = 6
@@ -165,10 +183,17 @@ level = "debug"
   CHECK(c.server.max_connections == 50);
   CHECK(c.server.request_timeout_s == 5.0);
   CHECK(c.server.idle_timeout_s == 0.5);
-  CHECK(c.engine.cache.disk.dir == "/srv/larder");
+  CHECK(c.engine.cache.disk.dir == "/home/carol/larder-cache");  // "~/" expanded
   CHECK(c.engine.cache.page_size == 32);
   CHECK(c.engine.cache.device.budget_bytes == 536870912);  // 512 * 2^20
+  CHECK(c.engine.cache.device.policy == "lfu");
+  CHECK(c.engine.cache.host.budget_bytes == 3221225472);   // 3 * 2^30
+  CHECK(c.engine.cache.host.policy == "priority_lfu");
   CHECK(c.engine.cache.disk.budget_bytes == 1500000000);   // 1.5 * 10^9
+  CHECK(c.engine.cache.disk.policy == "priority_lru");
+  CHECK(c.engine.cache.disk.ttl_seconds == 129600);        // 86400 + 12 * 3600
+  CHECK(c.engine.cache.disk.sync);
+  CHECK(c.engine.cache.disk.on_error == DiskOnError::kFail);
   CHECK_FALSE(c.engine.cache.write_through);
   CHECK(c.engine.cache.kv_dtype == "f16");
   CHECK(c.engine.cache.salt == "tenant-a");
@@ -197,6 +222,12 @@ level = "debug"
   CHECK_THAT(dump_config(c, false),
              Catch::Contains("allowed_hosts = [\"my-box.lan\", \"[::1]\", \".corp.example\"]\n"));
   CHECK_THAT(dump_config(c, false), Catch::Contains("api_keys = [\"sk-one\", \"sk-two\"]\n"));
+  // The tiers print as nested tables with units.
+  CHECK_THAT(dump_config(c, false), Catch::Contains("\n[cache.device]\nbudget = \"512MiB\"\npolicy = \"lfu\"\n"));
+  CHECK_THAT(dump_config(c, false), Catch::Contains("\n[cache.host]\nbudget = \"3GiB\"\npolicy = \"priority_lfu\"\n"));
+  CHECK_THAT(dump_config(c, false),
+             Catch::Contains("\n[cache.disk]\ndir = \"/home/carol/larder-cache\"\nbudget = \"1500000000B\"\n"
+                             "policy = \"priority_lru\"\nttl = \"1d12h\"\nsync = true\non_error = \"fail\"\n"));
 }
 
 TEST_CASE("API keys never show in --print-config's dump or in error messages", "[daemon][config]") {
@@ -285,20 +316,66 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[server]\nport = 80.5", "server.port = 80.5: must be an integer between 0 and 65535 (0: any free port) (got a float)"},
       {"[model]\npath = 3", "model.path = 3: must be a path to a GGUF file (got an integer)"},
       {"[sampling]\ntop_k = true", "sampling.top_k = true: must be an integer"},
-      {"[cache]\nmemory_capacity = 1.5", "cache.memory_capacity = 1.5: must be a size of at least 1MiB (got a float)"},
+      {"[cache.device]\nbudget = 1.5", "cache.device.budget = 1.5: must be a size of at least 1MiB (got a float)"},
+      {"[cache.disk]\nsync = 1", "config error: cache.disk.sync = 1: must be true or false (got an integer) (line 2)"},
+      {"[cache.disk]\nttl = true", "cache.disk.ttl = true: must be a duration like \"30d\", \"12h\"" },
       // Sizes.
-      {"[cache]\nmemory_capacity = \"12XB\"",
-       "cache.memory_capacity = \"12XB\": must be a size of at least 1MiB (unknown unit \"XB\""},
-      {"[cache]\ndisk_capacity = -5", "cache.disk_capacity = -5: must be a size of at least 1MiB (negative)"},
-      {"[cache]\nmemory_capacity = \"512KiB\"", "cache.memory_capacity = \"512KiB\": must be a size of at least 1MiB"},
+      {"[cache.device]\nbudget = \"12XB\"",
+       "cache.device.budget = \"12XB\": must be a size of at least 1MiB (unknown unit \"XB\""},
+      {"[cache.disk]\nbudget = -5", "cache.disk.budget = -5: must be a size of at least 1MiB (negative)"},
+      {"[cache]\ndevice.budget = \"512KiB\"",  // dotted keys name the same key
+       "config error: cache.device.budget = \"512KiB\": must be a size of at least 1MiB (line 2)"},
+      {"[cache.device]\nbudget = \"1048575\"", "cache.device.budget = \"1048575\": must be a size of at least 1MiB"},
+      {"[cache.disk]\nbudget = \"1023KiB\"", "cache.disk.budget = \"1023KiB\": must be a size of at least 1MiB"},
+      {"[cache.host]\nbudget = \"512KiB\"",
+       "cache.host.budget = \"512KiB\": must be 0 (no host tier) or a size of at least 1MiB"},
+      {"[cache.host]\nbudget = 1", "cache.host.budget = 1: must be 0 (no host tier) or a size of at least 1MiB"},
       {"[server]\nmax_body = \"2GiB\"", "server.max_body = \"2GiB\": must be a size between 1KiB and 1GiB"},
+      // Durations: 100 years = 36525 days = 3155760000 s.
+      {"[cache.disk]\nttl = \"3y\"",
+       "config error: cache.disk.ttl = \"3y\": must be a duration like \"30d\", \"12h\", \"90m\", \"45s\" or "
+       "\"1d12h\" (an integer: seconds; 0: never expire), at most 100 years (36525d) (unknown unit \"y\"; units: "
+       "d (days), h (hours), m (minutes), s (seconds)) (line 2)"},
+      {"[cache.disk]\nttl = \"36526d\"", "cache.disk.ttl = \"36526d\": must be a duration like"},
+      {"[cache.disk]\nttl = 3155760001", "cache.disk.ttl = 3155760001: must be a duration like"},
+      {"[cache.disk]\nttl = -1", "cache.disk.ttl = -1: must be a duration like \"30d\""},
+      {"[cache.disk]\nttl = \"-1h\"", "(must not be negative)"},
+      {"[cache.disk]\nttl = \"\"", "cache.disk.ttl = \"\": must be a duration like \"30d\""},
+      {"[cache.disk]\nttl = \"1h30\"", "(\"30\" has no unit; units: d, h, m, s)"},
+      {"[cache.disk]\nttl = \"99999999999999999999d\"", "(too large)"},
+      // Policies and enums.
+      {"[cache.device]\npolicy = \"fifo\"",
+       "config error: cache.device.policy = \"fifo\": must be one of \"lru\", \"lfu\", \"priority_lru\", "
+       "\"priority_lfu\" (line 2)"},
+      {"[cache.host]\npolicy = \"LRU\"", "cache.host.policy = \"LRU\": must be one of \"lru\""},
+      {"[cache.disk]\npolicy = \"\"", "cache.disk.policy = \"\": must be one of \"lru\""},
+      {"[cache.disk]\non_error = \"ignore\"", "cache.disk.on_error = \"ignore\": must be \"memory_only\" or \"fail\""},
       // Unknown keys and sections (typos).
       {"[cache]\npagesize = 16", "config error: unknown key cache.pagesize (did you mean page_size?)"},
-      {"[cache]\ncolour = 1", "unknown key cache.colour (known keys in [cache]: dir, page_size,"},
+      {"[cache]\ncolour = 1",
+       "config error: unknown key cache.colour (known keys in [cache]: page_size, write_policy, kv_dtype, salt, "
+       "storage_threads; tables: [cache.device], [cache.host], [cache.disk]) (line 2)"},
+      {"[cache.device]\nbudgett = \"1GiB\"",
+       "config error: unknown key cache.device.budgett (did you mean budget?) (known keys in [cache.device]: "
+       "budget, policy) (line 2)"},
+      {"[cache.disk]\nttls = 1", "unknown key cache.disk.ttls (did you mean ttl?) (known keys in [cache.disk]: "
+                                  "dir, budget, policy, ttl, sync, on_error)"},
+      // A tier's key one level up.
+      {"[cache]\nttl = \"1d\"", "unknown key cache.ttl (did you mean disk.ttl?)"},
+      {"[cache]\nbudget = \"1GiB\"", "unknown key cache.budget (did you mean device.budget, host.budget or disk.budget?)"},
+      {"[cache.disc]\nttl = 1",
+       "config error: unknown table [cache.disc] (did you mean [cache.disk]?) (known tables in [cache]: "
+       "[cache.device], [cache.host], [cache.disk]) (line 1)"},
+      {"[cache]\ndisk = \"/srv\"",
+       "config error: cache.disk = \"/srv\": must be a table (a [cache.disk] section, or keys like disk.dir = ... "
+       "in [cache]) (line 2)"},
+      {"[cache.device.more]\nx = 1", "unknown key cache.device.more (known keys in [cache.device]: budget, policy)"},
       {"[caches]\npage_size = 16", "config error: unknown section [caches]"},
       {"port = 8080", "config error: unknown key port (keys belong in a section: [model], [server],"},
       {"model = \"x.gguf\"", "config error: model = \"x.gguf\": must be a table (a [model] section)"},
-      {"[cache.tiers]\nx = 1", "unknown key cache.tiers"},
+      {"[cache.tiers]\nx = 1",
+       "config error: unknown table [cache.tiers] (known tables in [cache]: [cache.device], [cache.host], "
+       "[cache.disk]) (line 1)"},
       // Malformed TOML.
       {"[server]\nport = ", "config error: line 2"},
       {"[server\nport = 1", "malformed TOML"},
@@ -353,7 +430,7 @@ TEST_CASE("config/larder.toml parses and yields exactly the built-in defaults", 
 
   // Also over a base where every key differs from the defaults: every
   // uncommented key must then reset it to the documented default. Only the
-  // three keys with computed defaults (model.path, model.id, cache.dir) are
+  // three keys with computed defaults (model.path, model.id, cache.disk.dir) are
   // commented out in the file and keep the base's value.
   const char* kAllDifferent = R"(
 [model]
@@ -373,14 +450,24 @@ max_connections = 2
 request_timeout_s = 1
 idle_timeout_s = 1
 [cache]
-dir = "d"
 page_size = 1
-memory_capacity = "2MiB"
-disk_capacity = "2MiB"
 write_policy = "write_back"
 kv_dtype = "f16"
 salt = "s"
 storage_threads = 1
+[cache.device]
+budget = "2MiB"
+policy = "lfu"
+[cache.host]
+budget = "2MiB"
+policy = "priority_lru"
+[cache.disk]
+dir = "d"
+budget = "2MiB"
+policy = "priority_lfu"
+ttl = "1s"
+sync = true
+on_error = "fail"
 [engine]
 threads = 1
 device = "cuda"

@@ -87,7 +87,7 @@ Status MemoryPageStore::put(const PageKey& key, std::string_view record) {
                    std::to_string(budget_bytes_) + " bytes; not cached in RAM");
       return Status::ok();
     }
-    records_[key].assign(record.data(), record.size());
+    records_[key] = std::string(record);  // a new buffer: a replaced larger one is freed
     policy_->insert(key, EvictionEntry{bytes, 0, 1}, next_tick_++);
     stats_.bytes_written += int64_t(record.size());
     shrink_locked(&key, evicted);

@@ -90,8 +90,10 @@ class MemoryPageStore final : public PageTier {
   void set_evict_sink(EvictSink sink) override;
   TierStats stats() const override;
 
-  struct PrivateTag {
-    explicit PrivateTag() = default;
+  // Use create(); the tag keeps construction private.
+  class PrivateTag {
+    friend class MemoryPageStore;
+    PrivateTag() = default;
   };
   MemoryPageStore(PrivateTag, const MemoryStoreOptions& options, std::unique_ptr<EvictionPolicy> policy);
 

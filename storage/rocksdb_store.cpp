@@ -151,7 +151,7 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
     if (impl->env->GetFreeSpace(options.dir, &free_bytes).ok() &&
         uint64_t(options.capacity_bytes) > uint64_t(impl->size_bytes.load()) + free_bytes) {
       spdlog::warn("page store {}: capacity {} bytes, but only {} bytes are stored and {} free on its "
-                   "file system: page writes will fail when it fills up (lower [cache] disk_capacity)",
+                   "file system: page writes will fail when it fills up (lower [cache.disk] budget)",
                    options.dir, options.capacity_bytes, impl->size_bytes.load(), free_bytes);
     }
   }

@@ -90,3 +90,28 @@ TEST_CASE("write_back with a host tier: pages reach disk through the host, and a
   CHECK(warm.final.cached_tokens == 288);
   CHECK(same_bits(cold.final.prompt_logits, warm.final.prompt_logits));
 }
+
+TEST_CASE("a disk tier another daemon holds: memory_only serves without it, fail refuses to start", "[engine][tiers]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  auto first = make_engine(o);  // holds the directory's LOCK
+
+  o.cache.disk.on_error = DiskOnError::kFail;
+  auto refused = Engine::create(o);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("in use by another process") &&
+                                             Catch::Contains("cache.disk.on_error"));
+
+  o.cache.disk.on_error = DiskOnError::kMemoryOnly;
+  auto second = make_engine(o);
+  Generated g = generate(*second, greedy_request(a, 2));
+  CHECK(g.final.finish == FinishReason::kLength);
+  second->flush_storage();
+  CHECK(second->stats().pages_written == 0);  // no disk tier: nothing spilled
+  // The first engine's tier is untouched and still works.
+  Generated h = generate(*first, greedy_request(a, 2));
+  first->flush_storage();
+  CHECK(first->stats().pages_written == 18);
+}

@@ -22,13 +22,18 @@ void Engine::Impl::run() {
   for (;;) {
     std::deque<std::unique_ptr<Sequence>> new_seqs;
     std::deque<RestoreResult> results;
+    std::deque<std::function<void()>> work;
     {
       std::unique_lock<std::mutex> lk(mu);
-      cv.wait(lk, [&] { return stop_requested || !inbox.empty() || !restore_results.empty() || runnable; });
+      cv.wait(lk, [&] {
+        return stop_requested || !inbox.empty() || !restore_results.empty() || !control.empty() || runnable;
+      });
       if (stop_requested) break;
       new_seqs.swap(inbox);
       results.swap(restore_results);
+      work.swap(control);
     }
+    for (auto& fn : work) fn();
     for (auto& s : new_seqs) accept(std::move(s));
     for (auto& r : results) apply_restore(r);
     // Cancelled requests leave at once, queued or running (a sequence
@@ -62,6 +67,16 @@ void Engine::Impl::run() {
   shutdown_sequences();
   kv->write_back_all();  // write_back: what is only in memory goes to disk now
   publish_stats();
+}
+
+bool Engine::Impl::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (stopped) return false;
+    control.push_back(std::move(fn));
+  }
+  cv.notify_one();
+  return true;
 }
 
 void Engine::Impl::shutdown_sequences() {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,6 +73,9 @@ struct Engine::Impl {
   std::condition_variable cv;
   std::deque<std::unique_ptr<Sequence>> inbox;
   std::deque<RestoreResult> restore_results;
+  // Work for the engine thread from other threads (admin calls: pins,
+  // evictions, budget changes), run at the start of its next step.
+  std::deque<std::function<void()>> control;
   bool stop_requested = false;
   bool stopped = false;
 
@@ -93,6 +97,9 @@ struct Engine::Impl {
 
   // engine.cpp: the loop.
   void run();
+  // Queues fn to run on the engine thread (before its next step); returns
+  // false (fn dropped) once the engine stopped. fn must not block.
+  bool post(std::function<void()> fn);
   // A submitted request: checked (empty, too long, bad ids: finished with
   // an error) and queued.
   void accept(std::unique_ptr<Sequence> seq);

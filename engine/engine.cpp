@@ -65,6 +65,15 @@ void Engine::Impl::run() {
     publish_stats();
   }
   shutdown_sequences();
+  {
+    // Work posted before the stop still runs (its callers may wait for it).
+    std::deque<std::function<void()>> work;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      work.swap(control);
+    }
+    for (auto& fn : work) fn();
+  }
   kv->write_back_all();  // write_back: what is only in memory goes to disk now
   publish_stats();
 }

@@ -97,8 +97,9 @@ struct Engine::Impl {
 
   // engine.cpp: the loop.
   void run();
-  // Queues fn to run on the engine thread (before its next step); returns
-  // false (fn dropped) once the engine stopped. fn must not block.
+  // Queues fn to run on the engine thread (before its next step, or at
+  // shutdown when the engine stops first); returns false (fn dropped) once
+  // the engine stopped. fn must not block.
   bool post(std::function<void()> fn);
   // A submitted request: checked (empty, too long, bad ids: finished with
   // an error) and queued.

@@ -272,6 +272,12 @@ void Engine::Impl::apply_restore(RestoreResult& r) {
 }
 
 void Engine::Impl::start_prefill(Sequence& s) {
+  // Token granularity: part of the next page may match a resident page (a
+  // prompt that diverges inside a page, or one whose every page is cached
+  // but its last token). A first run keeps its last prompt token to
+  // prefill, for the logits of the first generated token.
+  const int limit = s.resumed ? s.n_target : s.n_target - 1;
+  s.n_computed += kv->reuse_partial(s.pages, s.tokens, s.n_computed, limit - s.n_computed);
   if (!s.resumed) {
     s.n_cached = s.n_computed;
     explain_cache_miss(s);

@@ -1,5 +1,7 @@
 #include "engine/kv/kv_cache_manager.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "engine/kv/prefix_hash.h"
@@ -17,9 +19,59 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       cache_(backend.pages(), std::move(device_policy)),
       page_tokens_(size_t(backend.n_pages())),
       page_buf_(layout_.page_bytes()) {
-  if (chain_ != nullptr) {
-    cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted) { demote(page, key, persisted); });
+  cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted) {
+    forget_child(page);
+    if (chain_ != nullptr) demote(page, key, persisted);
+  });
+}
+
+void KvCacheManager::add_child(int page, const PageKey& parent) {
+  parent_of_[page] = parent;
+  children_[parent].push_back(page);
+}
+
+void KvCacheManager::forget_child(int page) {
+  auto it = parent_of_.find(page);
+  if (it == parent_of_.end()) return;
+  auto c = children_.find(it->second);
+  if (c != children_.end()) {
+    std::erase(c->second, page);
+    if (c->second.empty()) children_.erase(c);
   }
+  parent_of_.erase(it);
+}
+
+int KvCacheManager::reuse_partial(SeqPages& seq, std::span<const int32_t> tokens, int n_computed, int max_reuse) {
+  const int ps = layout_.page_size;
+  if (max_reuse <= 0 || n_computed != int(seq.block_table.size()) * ps || n_computed % ps != 0) return 0;
+  max_reuse = std::min({max_reuse, ps, int(tokens.size()) - n_computed});
+  const PageKey& parent = seq.keys.empty() ? seq.root : seq.keys.back();
+  auto c = children_.find(parent);
+  if (c == children_.end()) return 0;
+  // The resident page after this prefix that shares the most leading tokens.
+  int best = -1, best_len = 0;
+  for (int page : c->second) {
+    const std::vector<int32_t>& pt = page_tokens_[size_t(page)];
+    int n = 0;
+    while (n < max_reuse && n < int(pt.size()) && pt[size_t(n)] == tokens[size_t(n_computed + n)]) ++n;
+    if (n > best_len) best = page, best_len = n;
+  }
+  if (best < 0) return 0;
+  // Copy it into a page of the sequence's own (the source stays shared and
+  // sealed); held meanwhile so that the allocation cannot evict it.
+  cache_.acquire(best);
+  std::optional<int> mine = cache_.allocate();
+  Status st = mine ? backend_.read_page(best, page_buf_) : Status::resource_exhausted("no free page");
+  if (st.is_ok()) st = backend_.write_page(*mine, page_buf_);
+  cache_.release(best);
+  if (!st.is_ok()) {
+    if (mine) cache_.release(*mine);
+    spdlog::debug("partial page reuse skipped: {}", st.to_string());
+    return 0;
+  }
+  seq.block_table.push_back(*mine);
+  stats_.tokens_reused_partial += best_len;
+  return best_len;
 }
 
 std::vector<PageKey> KvCacheManager::chain_keys(const PageKey& root, std::span<const int32_t> tokens,
@@ -105,6 +157,7 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
       // A page from a persistent tier is there already; one from the host
       // may not be (write_back): it is handed down again on eviction.
       cache_.seal(pages[i], page_keys[i], page_persisted[i], int(seq.block_table.size()));
+      add_child(pages[i], seq.keys.empty() ? seq.root : seq.keys.back());
       seq.block_table.push_back(pages[i]);
       seq.keys.push_back(page_keys[i]);
     }
@@ -137,6 +190,7 @@ void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int 
     // Another sequence sealed the same prefix first: this copy stays private.
     if (!cache_.seal(page, key, spill, int(i))) continue;
     page_tokens_[size_t(page)].assign(page_tokens.begin(), page_tokens.end());
+    add_child(page, parent);
     if (!spill) continue;
     std::string record = record_of(page, key);
     if (record.empty()) continue;

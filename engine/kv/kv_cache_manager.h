@@ -21,6 +21,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/backend.h"
@@ -47,6 +48,7 @@ struct KvCacheStats {
   std::atomic<int64_t> pages_spilled{0};        // records queued to persistent tiers
   std::atomic<int64_t> pages_demoted{0};        // records handed down to the host tier on device eviction
   std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
+  std::atomic<int64_t> tokens_reused_partial{0};  // prompt tokens taken from part of a page (reuse_partial)
 };
 
 class KvCacheManager {
@@ -80,6 +82,14 @@ class KvCacheManager {
   // the chain) or when no page is available. Returns the pages restored.
   int restore(SeqPages& seq, std::span<const int32_t> tokens, std::span<const PageKey> keys,
               std::vector<TierChain::Found>& found);
+  // prepare, token granularity: when seq holds exactly n_computed / ps
+  // full pages, finds the resident page after that prefix sharing the most
+  // leading tokens with tokens[n_computed, n_computed + max_reuse) (max_reuse
+  // <= page_size), copies it into a new page of seq's own and returns how
+  // many tokens it covers (0: none; nothing changed). Those positions need
+  // no prefill: equal prefixes give equal K/V, and the rest of the copied
+  // page is overwritten as the prefill goes on.
+  int reuse_partial(SeqPages& seq, std::span<const int32_t> tokens, int n_computed, int max_reuse);
   // prepare, step 3: pages for positions [0, n_positions); false when the
   // device has no page left (nothing allocated is lost).
   bool ensure_pages(SeqPages& seq, int n_positions);
@@ -117,7 +127,14 @@ class KvCacheManager {
   TierChain* chain_;
   bool write_through_;
   PrefixCache cache_;
+  void add_child(int page, const PageKey& parent);
+  void forget_child(int page);
+
   std::vector<std::vector<int32_t>> page_tokens_;  // per page id: its tokens once sealed
+  // Sealed resident pages by the key of the page before them (or the root):
+  // where reuse_partial looks for a page that matches part of a prompt's next page.
+  std::unordered_map<PageKey, std::vector<int>, PageKeyHash> children_;
+  std::unordered_map<int, PageKey> parent_of_;
   std::vector<uint8_t> page_buf_;                   // one page, host side
   std::vector<uint8_t> batch_buf_;                  // restore: pages in a row
   KvCacheStats stats_;

@@ -1,0 +1,77 @@
+// Cache hits at token granularity (stories260K): a prompt whose pages are
+// all cached recomputes only its last token, and one that diverges inside a
+// page reuses that page's matching tokens; the output stays bit-identical
+// to a cold prefill.
+#include <cstring>
+
+#include <catch2/catch.hpp>
+
+#include "engine/engine.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/support/skip.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+std::vector<int32_t> long_prompt() {
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == "long") return c["prompt_tokens"].get<std::vector<int32_t>>();
+  }
+  return {};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+Generated cold_run(const std::string& model, const std::vector<int32_t>& prompt, int max_tokens) {
+  auto engine = make_engine(options_for(model, ""));
+  return generate(*engine, greedy_request(prompt, max_tokens));
+}
+
+}  // namespace
+
+TEST_CASE("a prompt whose every page is cached prefills only its last token", "[engine][partial]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  std::vector<int32_t> prompt = long_prompt();
+  REQUIRE(prompt.size() == 299);
+  // 320 tokens: 20 full pages. (320 - 1) / 16 = 19 of them count as whole
+  // pages for a hit; page 19 (tokens 304..319) is sealed by the first run
+  // and then gives its first 15 tokens, so 319 are cached: all but the last.
+  for (int i = 0; i < 21; ++i) prompt.push_back(prompt[size_t(i) + 1]);
+  REQUIRE(prompt.size() == 320);
+  const Generated cold = cold_run(model, prompt, 6);
+
+  auto engine = make_engine(options_for(model, ""));
+  Generated first = generate(*engine, greedy_request(prompt, 6));
+  Generated again = generate(*engine, greedy_request(prompt, 6));
+  CHECK(first.final.cached_tokens == 0);
+  CHECK(again.final.cached_tokens == 319);
+  CHECK(same_bits(cold.final.prompt_logits, again.final.prompt_logits));
+  CHECK(again.tokens == cold.tokens);
+}
+
+TEST_CASE("a prompt that diverges inside a page reuses the page's matching tokens bit-exact", "[engine][partial]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> prompt = long_prompt();
+  for (int edit_at : {100, 111, 112, 5}) {
+    INFO("edit at " << edit_at);
+    std::vector<int32_t> edited = prompt;
+    edited[size_t(edit_at)] = edited[size_t(edit_at)] == 300 ? 301 : 300;
+    const Generated cold = cold_run(model, edited, 5);
+
+    auto engine = make_engine(options_for(model, ""));
+    REQUIRE(generate(*engine, greedy_request(prompt, 2)).final.finish == FinishReason::kLength);
+    Generated warm = generate(*engine, greedy_request(edited, 5));
+    // Everything before the edit is reused: whole pages up to the edit's
+    // page, then that page's tokens before the edit (100 -> pages 0..5 + 4
+    // tokens; 111 -> 6 pages + 15; 112 -> exactly 7 pages; 5 -> 5 tokens of
+    // page 0).
+    CHECK(warm.final.cached_tokens == edit_at);
+    CHECK(same_bits(cold.final.prompt_logits, warm.final.prompt_logits));
+    CHECK(warm.tokens == cold.tokens);
+  }
+}

@@ -172,6 +172,11 @@ SchedState Engine::Impl::sched_state() {
       s.cacheable_keys = kv->chain_keys(s.pages.root, s.tokens, n_cacheable_pages(s, ps));
     }
     const KvCacheManager::Match m = kv->match_prefix(s.cacheable_keys);
+    // Prefetch: the head of the queue has its lower-tier pages read while
+    // the running sequences keep decoding.
+    if (tiers && !s.lookup_issued && !s.lookup_skipped && size_t(m.n_device) < s.cacheable_keys.size()) {
+      issue_lookup(s, m.n_device);
+    }
     SchedSeq q;
     q.id = s.id;
     q.phase = SchedPhase::kQueued;
@@ -235,6 +240,8 @@ void Engine::Impl::preempt(Sequence& s) {
   }
   s.n_computed = 0;
   s.cacheable_keys.clear();
+  s.lookup_issued = s.lookup_done = s.lookup_skipped = false;
+  s.prefetched.clear();
   s.state = SeqState::kQueued;
   ++stats.preemptions;
   spdlog::debug("request {}: preempted (KV pages ran out), resumes at {} of {} positions", s.id, 0, s.n_target);
@@ -247,26 +254,92 @@ void Engine::Impl::admit(std::unique_ptr<Sequence> seq) {
   kv->acquire_prefix(s.pages, s.cacheable_keys, m.n_device);
   s.n_computed = int(s.pages.block_table.size()) * layout.page_size;
   if (size_t(m.n_device) < s.cacheable_keys.size() && tiers) {
-    s.lookup_keys.assign(s.cacheable_keys.begin() + m.n_device, s.cacheable_keys.end());
-    s.state = SeqState::kWaitingDisk;
-    const uint64_t id = s.id;
-    tiers->lookup_prefix_async(s.lookup_keys, [this, id](std::vector<TierChain::Found> found) {
-      std::lock_guard<std::mutex> lk(mu);
-      restore_results.push_back(RestoreResult{id, std::move(found)});
-      cv.notify_one();
-    });
-    return;
+    if (!s.lookup_issued) issue_lookup(s, m.n_device);
+    if (s.lookup_issued) {
+      s.state = SeqState::kWaitingDisk;
+      if (s.lookup_done) restore_prefetched(s);
+      return;
+    }
   }
   start_prefill(s);
 }
 
+bool Engine::Impl::restore_or_recompute(int n_pages) {
+  // Restore time: record bytes over the measured read bandwidth of the
+  // slowest tier (the one a miss above ends in); prefill time: positions
+  // over the measured prefill rate. Until both are measured, restore.
+  double read_bytes_per_s = 0;
+  for (size_t i = 0; i < tiers->n_tiers(); ++i) {
+    const TierStats t = tiers->tier(i).stats();
+    if (t.read_seconds <= 0 || t.bytes_read <= 0) continue;
+    const double bw = double(t.bytes_read) / t.read_seconds;
+    if (read_bytes_per_s == 0 || bw < read_bytes_per_s) read_bytes_per_s = bw;
+  }
+  bool restore = true;
+  if (read_bytes_per_s > 0 && prefill_rate > 0) {
+    const double restore_s = double(n_pages) * double(page_record_size(size_t(layout.page_size), layout.page_bytes())) /
+                             read_bytes_per_s;
+    const double prefill_s = double(n_pages) * layout.page_size / prefill_rate;
+    restore = restore_s <= prefill_s;
+  }
+  ++(restore ? stats.chose_restore : stats.chose_recompute);
+  return restore;
+}
+
+void Engine::Impl::issue_lookup(Sequence& s, int from) {
+  const int n = int(s.cacheable_keys.size()) - from;
+  if (n <= 0 || s.lookup_skipped) return;
+  if (!restore_or_recompute(n)) {
+    s.lookup_skipped = true;
+    return;
+  }
+  s.lookup_issued = true;
+  s.lookup_done = false;
+  s.lookup_from = from;
+  s.prefetched.clear();
+  std::vector<PageKey> keys(s.cacheable_keys.begin() + from, s.cacheable_keys.end());
+  const uint64_t id = s.id;
+  tiers->lookup_prefix_async(std::move(keys), [this, id](std::vector<TierChain::Found> found) {
+    std::lock_guard<std::mutex> lk(mu);
+    restore_results.push_back(RestoreResult{id, std::move(found)});
+    cv.notify_one();
+  });
+}
+
+Sequence* Engine::Impl::find_queued(uint64_t id) {
+  for (auto& s : queued) {
+    if (s->id == id) return s.get();
+  }
+  return nullptr;
+}
+
 void Engine::Impl::apply_restore(RestoreResult& r) {
   Sequence* sp = find_seq(r.seq_id);
-  if (sp == nullptr || sp->state != SeqState::kWaitingDisk) return;
+  if (sp == nullptr) sp = find_queued(r.seq_id);
+  if (sp == nullptr || !sp->lookup_issued || sp->lookup_done) return;  // finished, or a stale answer
   Sequence& s = *sp;
-  kv->restore(s.pages, s.tokens, s.lookup_keys, r.found);
+  s.prefetched = std::move(r.found);
+  s.lookup_done = true;
+  if (s.state == SeqState::kWaitingDisk) restore_prefetched(s);  // admitted meanwhile
+}
+
+void Engine::Impl::restore_prefetched(Sequence& s) {
+  const int held = int(s.pages.block_table.size());
+  const int from = s.lookup_from;
+  if (held < from) {
+    // The device evicted part of the prefix after the lookup was issued:
+    // look up again from what it still holds.
+    s.lookup_issued = s.lookup_skipped = false;
+    issue_lookup(s, held);
+    if (s.lookup_issued) return;  // still kWaitingDisk
+  } else if (held - from < int(s.prefetched.size())) {
+    std::vector<TierChain::Found> found(std::make_move_iterator(s.prefetched.begin() + (held - from)),
+                                        std::make_move_iterator(s.prefetched.end()));
+    std::span<const PageKey> keys(s.cacheable_keys.data() + held, s.cacheable_keys.size() - size_t(held));
+    kv->restore(s.pages, s.tokens, keys, found);
+  }
+  s.prefetched.clear();
   s.n_computed = int(s.pages.block_table.size()) * layout.page_size;
-  s.lookup_keys.clear();
   if (s.sink->cancelled()) return finish(s, FinishReason::kCancelled);
   start_prefill(s);
 }
@@ -299,8 +372,13 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   }
   SeqBlockTable table{std::span<const int32_t>(s.pages.block_table)};
   logits.resize(size_t(n_vocab));
+  const auto t0 = Sequence::Clock::now();
   Status st = backend->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true, logits.data());
   if (!st.is_ok()) return finish(s, FinishReason::kError, st.to_string());
+  if (const double secs = std::chrono::duration<double>(Sequence::Clock::now() - t0).count(); n >= 16 && secs > 0) {
+    const double rate = n / secs;
+    prefill_rate = prefill_rate == 0 ? rate : 0.8 * prefill_rate + 0.2 * rate;
+  }
   s.n_computed += n;
   kv->commit(s.pages, s.tokens, s.n_computed);
   if (s.n_computed < s.n_target) return;
@@ -509,6 +587,8 @@ Engine::Stats Engine::stats() const {
   out.records_rejected = k.records_rejected + s.records_rejected_answers;
   out.requests_total = s.requests_total;
   out.preemptions = s.preemptions;
+  out.chose_restore = s.chose_restore;
+  out.chose_recompute = s.chose_recompute;
   if (const TierChain* chain = impl_->tiers.get()) {
     for (size_t i = 0; i < chain->n_tiers(); ++i) {
       if (!chain->persistent(i)) continue;

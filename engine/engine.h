@@ -66,6 +66,9 @@ class Engine : public Generator {
     int64_t records_rejected = 0;   // failed verification, dropped
     int64_t requests_total = 0;
     int64_t preemptions = 0;        // sequences preempted when KV pages ran out
+    // Restore or recompute: lookups of lower-tier pages made because a
+    // restore was estimated faster, and ones skipped because prefill was.
+    int64_t chose_restore = 0, chose_recompute = 0;
     // Disk tier faults (storage/rocksdb_store.h "Disk faults"): writes
     // (pages, answer records, erases) that failed; times writes resumed or
     // a damaged store was replaced; records lost with stores moved aside.

@@ -86,11 +86,15 @@ struct Engine::Impl {
   std::deque<std::unique_ptr<Sequence>> queued;  // not admitted, in arrival order
   std::vector<std::unique_ptr<Sequence>> seqs;   // admitted, oldest first
   std::vector<float> logits;      // (n_rows, n_vocab)
+  // Measured prefill speed (positions per second, exponential moving
+  // average over prefill chunks of 16 positions or more); 0: none yet.
+  double prefill_rate = 0;
   bool runnable = false;          // a sequence can make progress without new input
   LogLimiter log_limited{10000};  // repeated warnings: one line per kind per 10 s
 
   struct AtomicStats {
     std::atomic<int64_t> requests_total{0}, preemptions{0};
+    std::atomic<int64_t> chose_restore{0}, chose_recompute{0};
     std::atomic<int64_t> pages_resident{0}, pages_free{0};
     std::atomic<int64_t> records_rejected_answers{0};
   } stats;
@@ -109,6 +113,18 @@ struct Engine::Impl {
   void admit(std::unique_ptr<Sequence> seq);
   void preempt(Sequence& s);
   void apply_restore(RestoreResult& r);
+  // Starts the lower-tier lookup of s's cacheable keys after the first
+  // `from` (which the device holds), unless prefilling them is estimated to
+  // be faster (restore_or_recompute).
+  void issue_lookup(Sequence& s, int from);
+  // Restores what s's finished lookup found after the pages it holds, then
+  // starts its prefill; looks up again when the device lost pages since.
+  void restore_prefetched(Sequence& s);
+  // True when restoring n_pages from the lower tiers is estimated to be
+  // faster than prefilling them (measured bandwidth vs measured prefill
+  // rate); counts the decision.
+  bool restore_or_recompute(int n_pages);
+  Sequence* find_queued(uint64_t id);
   void start_prefill(Sequence& s);
   void run_prefill(Sequence& s, int n_tokens);
   void run_decode(const std::vector<Sequence*>& batch);

@@ -58,7 +58,14 @@ struct Sequence {
   int n_generated = 0;
   SeqPages pages;                    // block table and sealed keys (engine/kv/kv_cache_manager.h)
   std::vector<PageKey> cacheable_keys;  // keys of the full pages a cache hit may cover (computed once per admission)
-  std::vector<PageKey> lookup_keys;     // keys being looked up in the lower tiers
+  // Lookup in the lower tiers (prefetch), issued while queued near the
+  // head or at admission: keys cacheable_keys[lookup_from ..) were asked
+  // for; `prefetched` holds the records found once lookup_done.
+  bool lookup_issued = false;
+  bool lookup_done = false;
+  bool lookup_skipped = false;  // prefilling was estimated faster than restoring
+  int lookup_from = 0;
+  std::vector<TierChain::Found> prefetched;
   FinishReason finish = FinishReason::kNone;
   std::string error;
   std::vector<float> prompt_logits;  // (n_vocab) when request.return_prompt_logits

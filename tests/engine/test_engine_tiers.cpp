@@ -1,7 +1,10 @@
 // The tier chain under the real engine (stories260K, 20480-byte pages): a
 // page evicted from the device pool moves to the host tier and comes back
 // from it bit-exact; under write_back it reaches disk through the host.
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -9,6 +12,7 @@
 #include "storage/memory_store.h"
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
+#include "storage/tier_chain.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/skip.h"
 
@@ -114,4 +118,149 @@ TEST_CASE("a disk tier another daemon holds: memory_only serves without it, fail
   Generated h = generate(*first, greedy_request(a, 2));
   first->flush_storage();
   CHECK(first->stats().pages_written == 18);
+}
+
+namespace {
+
+// A tier whose reads block until the test opens the gate: a deliberately
+// slow store, to show what the engine does while a restore is pending.
+class GatedTier : public PageTier {
+ public:
+  explicit GatedTier(std::shared_ptr<MemoryPageStore> inner) : inner_(std::move(inner)) {}
+  void open_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool reader_waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_ > 0;
+  }
+  std::string_view name() const override { return "disk"; }
+  std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys, int64_t timeout_ms) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.wait(lock, [&] { return open_; });
+      --waiting_;
+    }
+    return inner_->get_batch(keys, timeout_ms);
+  }
+  std::vector<bool> contains_batch(std::span<const PageKey> keys) const override { return inner_->contains_batch(keys); }
+  Status set_budget(int64_t b) override { return inner_->set_budget(b); }
+  void pin(const PageKey& k) override { inner_->pin(k); }
+  void unpin(const PageKey& k) override { inner_->unpin(k); }
+  int64_t evict(std::span<const PageKey> keys) override { return inner_->evict(keys); }
+  void set_evict_sink(EvictSink sink) override { inner_->set_evict_sink(std::move(sink)); }
+  TierStats stats() const override { return inner_->stats(); }
+  Status put(const PageKey& k, std::string_view r) override { return inner_->put(k, r); }
+  Result<std::optional<std::string>> get(const PageKey& k) override { return inner_->get(k); }
+  Status erase(const PageKey& k) override { return inner_->erase(k); }
+  Status flush() override { return Status::ok(); }
+
+ private:
+  std::shared_ptr<MemoryPageStore> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  int waiting_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("other sequences decode while a restore from a slow tier is pending", "[engine][tiers]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> p = reference_prompt("long");
+  const std::vector<int32_t> other(p.rbegin(), p.rend());
+  MemoryStoreOptions mo;
+  mo.budget_bytes = int64_t(64) << 20;
+  std::shared_ptr<MemoryPageStore> store(MemoryPageStore::create(mo).value());
+
+  EngineOptions o = options_for(model, "");
+  Generated cold;
+  {
+    // A persistent stand-in for disk: the first engine spills p's 18 pages.
+    o.open_tiers = [store](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+      return std::make_shared<TierChain>(std::vector<TierSlot>{{store, true}}, TierChainOptions{c.write_through});
+    };
+    auto first = make_engine(o);
+    cold = generate(*first, greedy_request(p, 4));
+  }
+  REQUIRE(store->stats().entries == 18);
+
+  auto gated = std::make_shared<GatedTier>(store);
+  o.open_tiers = [gated](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+    return std::make_shared<TierChain>(std::vector<TierSlot>{{gated, true}}, TierChainOptions{c.write_through});
+  };
+  auto engine = make_engine(o);
+  auto waiting = std::make_shared<CollectSink>();
+  engine->submit(greedy_request(p, 4), waiting);  // its pages are behind the gate
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!gated->reader_waiting() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(gated->reader_waiting());
+  // Another request runs to its end (60 tokens) while the read is stuck.
+  Generated meanwhile = generate(*engine, greedy_request(other, 60));
+  CHECK(meanwhile.final.finish == FinishReason::kLength);
+  CHECK(meanwhile.tokens.size() == 60);
+  CHECK(gated->reader_waiting());  // still pending: the engine never waited on it
+  gated->open_gate();
+  REQUIRE(waiting->wait());
+  CHECK(waiting->final_.cached_tokens == 288);
+  CHECK(same_bits(cold.final.prompt_logits, waiting->final_.prompt_logits));
+  // Both requests looked their pages up (the other found none: no read
+  // reached the gate for it); nothing was measured yet, so both restore.
+  CHECK(engine->stats().chose_restore == 2);
+  CHECK(engine->stats().chose_recompute == 0);
+}
+
+namespace {
+
+// A tier that reports a measured read bandwidth of 1 MiB per 100 s.
+class SlowStatsTier : public GatedTier {
+ public:
+  using GatedTier::GatedTier;
+  TierStats stats() const override {
+    TierStats t = GatedTier::stats();
+    t.bytes_read = 1 << 20;
+    t.read_seconds = 100;
+    return t;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("restore or recompute: pages on a tier slower than prefill are prefilled", "[engine][tiers]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> p = reference_prompt("long");
+  const std::vector<int32_t> other(p.rbegin(), p.rend());
+  MemoryStoreOptions mo;
+  mo.budget_bytes = int64_t(64) << 20;
+  std::shared_ptr<MemoryPageStore> store(MemoryPageStore::create(mo).value());
+  EngineOptions o = options_for(model, "");
+  Generated cold;
+  {
+    o.open_tiers = [store](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+      return std::make_shared<TierChain>(std::vector<TierSlot>{{store, true}}, TierChainOptions{c.write_through});
+    };
+    cold = generate(*make_engine(o), greedy_request(p, 4));
+  }
+  auto slow = std::make_shared<SlowStatsTier>(store);
+  slow->open_gate();
+  o.open_tiers = [slow](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+    return std::make_shared<TierChain>(std::vector<TierSlot>{{slow, true}}, TierChainOptions{c.write_through});
+  };
+  auto engine = make_engine(o);
+  // A first prefill measures the prefill rate (its lookup finds nothing on
+  // the tier and still counts as a decision to restore: no rate yet).
+  REQUIRE(generate(*engine, greedy_request(other, 2)).final.finish == FinishReason::kLength);
+  CHECK(engine->stats().chose_restore == 1);
+  // 18 records of 20,620 bytes (68 + 8 header, 64 token ids, 20480 page
+  // bytes) at 1 MiB / 100 s: ~35 s to restore, against
+  // 288 positions at thousands per second: prefill wins.
+  Generated g = generate(*engine, greedy_request(p, 4));
+  CHECK(engine->stats().chose_recompute == 1);
+  CHECK(g.final.cached_tokens == 0);
+  CHECK(g.tokens == cold.tokens);
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 
 #include <spdlog/spdlog.h>
 
@@ -52,6 +53,7 @@ void Engine::Impl::run() {
     const size_t n_before = seqs.size();
     const StepPlan plan = schedule(sched_state());
     carry_out(plan);
+    kv->flush_spills();  // the pages sealed this step: one copy out of the device
 
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
     // Pages and running slots freed this step may admit the queue's head.
@@ -572,7 +574,19 @@ void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> s
 }
 
 void Engine::flush_storage() {
-  if (impl_->tiers) impl_->tiers->flush();
+  Impl& m = *impl_;
+  if (!m.tiers) return;
+  // Pages sealed in the step that is running now are copied out at its end:
+  // a round trip through the engine thread queues them first.
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> queued = done->get_future();
+  if (m.post([&m, done] {
+        m.kv->flush_spills();
+        done->set_value();
+      })) {
+    queued.wait();
+  }
+  m.tiers->flush();
 }
 
 Engine::Stats Engine::stats() const {

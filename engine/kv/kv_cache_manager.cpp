@@ -20,6 +20,14 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       page_tokens_(size_t(backend.n_pages())),
       page_buf_(layout_.page_bytes()) {
   cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted) {
+    // A page sealed this step and not yet copied out: copy the batch now,
+    // before the page's memory is reused.
+    for (const auto& queued : spill_queue_) {
+      if (queued.first == page) {
+        flush_spills();
+        break;
+      }
+    }
     forget_child(page);
     if (chain_ != nullptr) demote(page, key, persisted);
   });
@@ -191,12 +199,30 @@ void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int 
     if (!cache_.seal(page, key, spill, int(i))) continue;
     page_tokens_[size_t(page)].assign(page_tokens.begin(), page_tokens.end());
     add_child(page, parent);
-    if (!spill) continue;
-    std::string record = record_of(page, key);
-    if (record.empty()) continue;
-    chain_->spill_sealed(key, std::move(record));
-    ++stats_.pages_spilled;
+    if (spill) spill_queue_.push_back({page, key});
   }
+}
+
+void KvCacheManager::flush_spills() {
+  if (spill_queue_.empty()) return;
+  const size_t page_bytes = layout_.page_bytes();
+  std::vector<int32_t> pages;
+  pages.reserve(spill_queue_.size());
+  for (const auto& [page, key] : spill_queue_) pages.push_back(page);
+  batch_buf_.resize(pages.size() * page_bytes);
+  Status st = backend_.read_pages(pages, std::span<uint8_t>(batch_buf_.data(), batch_buf_.size()));
+  if (!st.is_ok()) {
+    log_limited_.log(spdlog::level::warn, "copy out",
+                     std::to_string(pages.size()) + " sealed pages could not be copied out for writing: " + st.to_string());
+  } else {
+    for (size_t i = 0; i < spill_queue_.size(); ++i) {
+      const auto& [page, key] = spill_queue_[i];
+      std::span<const uint8_t> bytes(batch_buf_.data() + i * page_bytes, page_bytes);
+      chain_->spill_sealed(key, encode_page_record(key, meta_, page_tokens_[size_t(page)], bytes));
+      ++stats_.pages_spilled;
+    }
+  }
+  spill_queue_.clear();
 }
 
 void KvCacheManager::release(SeqPages& seq) {
@@ -236,6 +262,7 @@ void KvCacheManager::demote(int page, const PageKey& key, bool persisted) {
 }
 
 void KvCacheManager::write_back_all() {
+  flush_spills();
   if (chain_ == nullptr || write_through_ || !chain_->has_persistent()) return;
   for (int page = 0; page < pool_.n_pages(); ++page) {
     if (!cache_.is_sealed(page) || cache_.is_persisted(page)) continue;

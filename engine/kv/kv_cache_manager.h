@@ -94,8 +94,14 @@ class KvCacheManager {
   // device has no page left (nothing allocated is lost).
   bool ensure_pages(SeqPages& seq, int n_positions);
   // Seals the full pages of positions [0, n_computed) not sealed yet,
-  // indexing them and, under write_through, spilling them.
+  // indexing them and, under write_through, queueing them for spilling
+  // (flush_spills).
   void commit(SeqPages& seq, std::span<const int32_t> tokens, int n_computed);
+  // Copies the pages commit() sealed for spilling out of the device in one
+  // batch and queues their records to the persistent tiers. The engine calls
+  // it once per step; an eviction of a queued page, and write_back_all(),
+  // call it first.
+  void flush_spills();
   // Releases every page of seq, tail first, so that the tail of a finished
   // or preempted sequence is evicted before its head.
   void release(SeqPages& seq);
@@ -136,7 +142,8 @@ class KvCacheManager {
   std::unordered_map<PageKey, std::vector<int>, PageKeyHash> children_;
   std::unordered_map<int, PageKey> parent_of_;
   std::vector<uint8_t> page_buf_;                   // one page, host side
-  std::vector<uint8_t> batch_buf_;                  // restore: pages in a row
+  std::vector<uint8_t> batch_buf_;                  // restore / spill: pages in a row
+  std::vector<std::pair<int, PageKey>> spill_queue_;  // sealed this step, to copy out
   KvCacheStats stats_;
   LogLimiter log_limited_{10000};
 };

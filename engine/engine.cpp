@@ -255,6 +255,7 @@ void Engine::Impl::admit(std::unique_ptr<Sequence> seq) {
   const KvCacheManager::Match m = kv->match_prefix(s.cacheable_keys);
   kv->acquire_prefix(s.pages, s.cacheable_keys, m.n_device);
   s.n_computed = int(s.pages.block_table.size()) * layout.page_size;
+  s.key_where.assign(s.pages.block_table.size(), 'd');
   if (size_t(m.n_device) < s.cacheable_keys.size() && tiers) {
     if (!s.lookup_issued) issue_lookup(s, m.n_device);
     if (s.lookup_issued) {
@@ -338,7 +339,7 @@ void Engine::Impl::restore_prefetched(Sequence& s) {
     std::vector<TierChain::Found> found(std::make_move_iterator(s.prefetched.begin() + (held - from)),
                                         std::make_move_iterator(s.prefetched.end()));
     std::span<const PageKey> keys(s.cacheable_keys.data() + held, s.cacheable_keys.size() - size_t(held));
-    kv->restore(s.pages, s.tokens, keys, found);
+    kv->restore(s.pages, s.tokens, keys, found, &s.key_where);
   }
   s.prefetched.clear();
   s.n_computed = int(s.pages.block_table.size()) * layout.page_size;
@@ -354,6 +355,10 @@ void Engine::Impl::start_prefill(Sequence& s) {
   const int limit = s.resumed ? s.n_target : s.n_target - 1;
   s.n_computed += kv->reuse_partial(s.pages, s.tokens, s.n_computed, limit - s.n_computed);
   if (!s.resumed) {
+    if (trace) {
+      trace->request(s.id, s.cacheable_keys, s.key_where);
+      s.traced = true;
+    }
     s.n_cached = s.n_computed;
     explain_cache_miss(s);
   }
@@ -509,6 +514,13 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   }
   m.kv = std::make_unique<KvCacheManager>(*m.backend, m.meta, m.tiers.get(), options.cache.write_through,
                                           std::move(*device_policy));
+  if (!options.cache.trace_file.empty()) {
+    LARDER_ASSIGN_OR_RETURN(
+        m.trace, AccessTrace::open(options.cache.trace_file, page_bytes,
+                                   int64_t(page_record_size(size_t(ps), m.layout.page_bytes())), ps));
+    m.kv->set_trace(m.trace.get());
+    spdlog::info("KV cache: page-access trace to {}", options.cache.trace_file);
+  }
 
   m.info.id = options.model_id.empty() ? std::filesystem::path(options.model_path).stem().string()
                                        : options.model_id;
@@ -555,6 +567,7 @@ void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> s
   Impl& m = *impl_;
   auto seq = std::make_unique<Sequence>(m.next_id++, std::move(request), std::move(sink),
                                         *m.tokenizer, m.n_vocab);
+  seq->pages.id = seq->id;
   seq->pages.root = salted_root(m.root, seq->request.cache_salt);
   ++m.stats.requests_total;
   {

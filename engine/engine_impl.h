@@ -29,6 +29,7 @@
 #include "engine/tokenizer/answer_memo.h"
 #include "engine/tokenizer/chat_format.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "storage/access_trace.h"
 #include "storage/log_limiter.h"
 #include "storage/page_record.h"
 #include "storage/tier_chain.h"
@@ -67,6 +68,7 @@ struct Engine::Impl {
   std::unique_ptr<Backend> backend;   // forward pass + page bytes (host or device)
   std::shared_ptr<TierChain> tiers;   // below the device; may be null (memory only)
   std::unique_ptr<KvCacheManager> kv;
+  std::unique_ptr<AccessTrace> trace;  // cache.trace_file; null: off
 
   // Cross-thread state (guarded by mu).
   std::mutex mu;

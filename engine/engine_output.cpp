@@ -144,6 +144,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
     recent_by_first_page[s.pages.keys[0]].assign(s.tokens.begin(), s.tokens.begin() + long(n));
   }
   ev.cache_divergence_pos = s.cache_divergence_pos;
+  if (trace && s.traced) trace->finished(s.id);
   kv->release(s.pages);
   s.state = SeqState::kFinished;
   s.sink->on_event(std::move(ev));

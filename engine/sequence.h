@@ -66,6 +66,8 @@ struct Sequence {
   bool lookup_skipped = false;  // prefilling was estimated faster than restoring
   int lookup_from = 0;
   std::vector<TierChain::Found> prefetched;
+  std::vector<char> key_where;  // per cacheable key: where it came from (access trace)
+  bool traced = false;          // its R line is in the access trace (an F line follows)
   FinishReason finish = FinishReason::kNone;
   std::string error;
   std::vector<float> prompt_logits;  // (n_vocab) when request.return_prompt_logits

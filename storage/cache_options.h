@@ -46,6 +46,9 @@ struct CacheOptions {
   TierOptions device{int64_t(1) << 30, "lru"};
   TierOptions host{0, "lru"};
   DiskTierOptions disk;
+  // Page-access trace for the what-if simulator (storage/cache_sim.h);
+  // "" = off.
+  std::string trace_file;
 };
 
 }  // namespace larder

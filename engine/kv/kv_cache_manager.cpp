@@ -110,7 +110,7 @@ void KvCacheManager::acquire_prefix(SeqPages& seq, std::span<const PageKey> keys
 }
 
 int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std::span<const PageKey> keys,
-                            std::vector<TierChain::Found>& found) {
+                            std::vector<TierChain::Found>& found, std::vector<char>* where) {
   const int ps = layout_.page_size;
   const size_t page_bytes = layout_.page_bytes();
   // Decode every record into one host buffer, then one copy to the device.
@@ -131,6 +131,7 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
         seq.block_table.push_back(*resident);
         seq.keys.push_back(key);
         ++restored;
+        if (where) where->push_back('d');
         continue;
       }
     }
@@ -168,6 +169,7 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
       add_child(pages[i], seq.keys.empty() ? seq.root : seq.keys.back());
       seq.block_table.push_back(pages[i]);
       seq.keys.push_back(page_keys[i]);
+      if (where) where->push_back(page_persisted[i] ? 'k' : 'h');
     }
     restored += int(pages.size());
     stats_.pages_restored += int64_t(pages.size());
@@ -199,6 +201,7 @@ void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int 
     if (!cache_.seal(page, key, spill, int(i))) continue;
     page_tokens_[size_t(page)].assign(page_tokens.begin(), page_tokens.end());
     add_child(page, parent);
+    if (trace_) trace_->sealed(seq.id, key, int(i));
     if (spill) spill_queue_.push_back({page, key});
   }
 }

@@ -26,6 +26,7 @@
 
 #include "engine/backend.h"
 #include "engine/kv/prefix_cache.h"
+#include "storage/access_trace.h"
 #include "storage/log_limiter.h"
 #include "storage/page_record.h"
 #include "storage/tier_chain.h"
@@ -35,6 +36,7 @@ namespace larder {
 // One sequence's pages: what the forward pass reads (block_table) and the
 // keys of its sealed leading pages.
 struct SeqPages {
+  uint64_t id = 0;                   // the sequence's id, for the access trace
   PageKey root;                      // chain root (salted per request)
   std::vector<int32_t> block_table;  // page ids, ceil(n_positions / page_size)
   std::vector<PageKey> keys;         // keys of the sealed leading pages, in order
@@ -80,8 +82,11 @@ class KvCacheManager {
   // copying all of them to the device in one batch, and sealing them. Stops
   // at the first record that fails verification (dropped and erased from
   // the chain) or when no page is available. Returns the pages restored.
+  // where (optional) gets one entry per page taken: 'd' when it turned out
+  // resident on the device, 'h' from a non-persistent tier, 'k' from a
+  // persistent one.
   int restore(SeqPages& seq, std::span<const int32_t> tokens, std::span<const PageKey> keys,
-              std::vector<TierChain::Found>& found);
+              std::vector<TierChain::Found>& found, std::vector<char>* where = nullptr);
   // prepare, token granularity: when seq holds exactly n_computed / ps
   // full pages, finds the resident page after that prefix sharing the most
   // leading tokens with tokens[n_computed, n_computed + max_reuse) (max_reuse
@@ -118,6 +123,8 @@ class KvCacheManager {
   void write_back_all();
 
   const KvCacheStats& stats() const { return stats_; }
+  // Pages commit() seals are logged here (S lines); null: no trace.
+  void set_trace(AccessTrace* trace) { trace_ = trace; }
 
  private:
   // The device evicts `page` (sealed under key): hand its record down.
@@ -145,6 +152,7 @@ class KvCacheManager {
   std::vector<uint8_t> batch_buf_;                  // restore / spill: pages in a row
   std::vector<std::pair<int, PageKey>> spill_queue_;  // sealed this step, to copy out
   KvCacheStats stats_;
+  AccessTrace* trace_ = nullptr;
   LogLimiter log_limited_{10000};
 };
 

@@ -2,7 +2,10 @@
 // page evicted from the device pool moves to the host tier and comes back
 // from it bit-exact; under write_back it reaches disk through the host.
 #include <condition_variable>
+#include <cmath>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <mutex>
 #include <thread>
 
@@ -13,6 +16,7 @@
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
 #include "storage/tier_chain.h"
+#include "storage/cache_sim.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/skip.h"
 
@@ -263,4 +267,41 @@ TEST_CASE("restore or recompute: pages on a tier slower than prefill are prefill
   CHECK(engine->stats().chose_recompute == 1);
   CHECK(g.final.cached_tokens == 0);
   CHECK(g.tokens == cold.tokens);
+}
+
+TEST_CASE("the simulator replays a recorded trace to the hit rates the engine measured live", "[engine][tiers][cache_sim]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> p = reference_prompt("long");
+  std::vector<int32_t> r(p.rbegin(), p.rend());
+  // Seven prompts: three sharing a head (p's first 150, 200, 299 tokens) and
+  // four of 150 tokens elsewhere.
+  std::vector<std::vector<int32_t>> prompts = {
+      {p.begin(), p.begin() + 150}, {p.begin(), p.begin() + 200}, p,
+      {p.begin() + 40, p.begin() + 190}, {r.begin(), r.begin() + 150},
+      {r.begin() + 60, r.begin() + 210}, {p.begin() + 100, p.begin() + 250}};
+  TempDir dir;
+  const std::string trace_path = dir.str() + "/trace.txt";
+  EngineOptions o = options_for(model, dir.str() + "/store");
+  o.cache.device.budget_bytes = 40 * kPageBytes;  // fewer pages than the working set
+  o.cache.trace_file = trace_path;
+  {
+    auto engine = make_engine(o);
+    std::mt19937 rng(7);
+    for (int i = 0; i < 40; ++i) {
+      const auto& prompt = prompts[rng() % prompts.size()];
+      REQUIRE(generate(*engine, greedy_request(prompt, 3)).final.finish == FinishReason::kLength);
+    }
+  }  // the trace is complete once the engine is gone
+  std::ifstream in(trace_path);
+  REQUIRE(in.good());
+  SimResult sim = simulate_trace(in, o.cache).value();
+  INFO(format_sim_result(sim, true));
+  CHECK(sim.requests == 40);
+  REQUIRE(sim.pages_looked_up > 0);
+  CHECK(sim.live_hits[2] > 0);  // the workload does restore from disk
+  for (size_t tier : {0, 2}) {
+    INFO("tier " << tier);
+    CHECK(std::abs(sim.hit_rate(tier) - sim.live_hit_rate(tier)) <= 2.0);
+  }
+  CHECK(sim.live_hits[1] == 0);  // no host tier
 }

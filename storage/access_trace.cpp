@@ -1,0 +1,101 @@
+#include "storage/access_trace.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace larder {
+
+Result<std::unique_ptr<AccessTrace>> AccessTrace::open(const std::string& path, int64_t page_bytes,
+                                                       int64_t record_bytes, int page_size) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return Status::io_error("cache.trace_file: cannot write " + path + ": " + std::strerror(errno));
+  }
+  std::unique_ptr<AccessTrace> t(new AccessTrace());
+  t->file_ = f;
+  t->start_ = std::chrono::steady_clock::now();
+  std::fprintf(f, "# larder page-access trace v1\nP %lld %lld %d\n", static_cast<long long>(page_bytes),
+               static_cast<long long>(record_bytes), page_size);
+  t->thread_ = std::thread([p = t.get()] { p->run(); });
+  return t;
+}
+
+AccessTrace::~AccessTrace() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+int64_t AccessTrace::now_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void AccessTrace::push(std::string line) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (lines_.size() >= kMaxQueuedLines) {
+      ++dropped_;
+      return;
+    }
+    lines_.push_back(std::move(line));
+  }
+  cv_.notify_one();
+}
+
+void AccessTrace::request(uint64_t req, std::span<const PageKey> keys, std::span<const char> where) {
+  std::string out = "R " + std::to_string(now_ms()) + " " + std::to_string(req) + " " + std::to_string(keys.size()) + "\n";
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out += "K " + std::to_string(req) + " " + keys[i].to_hex() + " " + std::to_string(i) + " " +
+           (i < where.size() ? where[i] : 'm') + "\n";
+  }
+  out.pop_back();
+  push(std::move(out));
+}
+
+void AccessTrace::sealed(uint64_t req, const PageKey& key, int depth) {
+  push("S " + std::to_string(req) + " " + key.to_hex() + " " + std::to_string(depth));
+}
+
+void AccessTrace::finished(uint64_t req) { push("F " + std::to_string(now_ms()) + " " + std::to_string(req)); }
+
+void AccessTrace::flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] { return lines_.empty() && !writing_; });
+}
+
+int64_t AccessTrace::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+void AccessTrace::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  int64_t reported = 0;
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !lines_.empty(); });
+    std::deque<std::string> batch;
+    batch.swap(lines_);
+    const int64_t dropped = dropped_;
+    writing_ = true;
+    lock.unlock();
+    if (dropped > reported) {
+      std::fprintf(file_, "# %lld lines dropped (the writer fell behind)\n", static_cast<long long>(dropped - reported));
+      reported = dropped;
+    }
+    for (const std::string& l : batch) {
+      std::fputs(l.c_str(), file_);
+      std::fputc('\n', file_);
+    }
+    std::fflush(file_);
+    lock.lock();
+    writing_ = false;
+    idle_cv_.notify_all();
+    if (stopping_ && lines_.empty()) return;
+  }
+}
+
+}  // namespace larder

@@ -178,6 +178,9 @@ const KeySpec kSpecs[] = {
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 64)); c.engine.cache.n_storage_threads = int(v.i); return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.engine.cache.n_storage_threads); }},
+  {"cache", "trace_file", Kind::kString, "a file path (\"\" = off)",
+   [](const Value& v, DaemonConfig& c) { c.engine.cache.trace_file = expand_home(v.s); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.cache.trace_file); }},
   // [cache.device]
   {"cache.device", "budget", Kind::kSize, "a size of at least 1MiB",
    [](const Value& v, DaemonConfig& c) {

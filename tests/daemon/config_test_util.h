@@ -37,6 +37,7 @@ inline void check_same_config(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.engine.cache.n_storage_threads == b.engine.cache.n_storage_threads);
   CHECK(a.engine.cache.kv_dtype == b.engine.cache.kv_dtype);
   CHECK(a.engine.cache.salt == b.engine.cache.salt);
+  CHECK(a.engine.cache.trace_file == b.engine.cache.trace_file);
   CHECK(a.server.host == b.server.host);
   CHECK(a.server.port == b.server.port);
   CHECK(a.server.max_body_bytes == b.server.max_body_bytes);

@@ -354,7 +354,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[cache]\npagesize = 16", "config error: unknown key cache.pagesize (did you mean page_size?)"},
       {"[cache]\ncolour = 1",
        "config error: unknown key cache.colour (known keys in [cache]: page_size, write_policy, kv_dtype, salt, "
-       "storage_threads; tables: [cache.device], [cache.host], [cache.disk]) (line 2)"},
+       "storage_threads, trace_file; tables: [cache.device], [cache.host], [cache.disk]) (line 2)"},
       {"[cache.device]\nbudgett = \"1GiB\"",
        "config error: unknown key cache.device.budgett (did you mean budget?) (known keys in [cache.device]: "
        "budget, policy) (line 2)"},

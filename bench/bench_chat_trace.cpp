@@ -13,8 +13,9 @@
 // context 4096, F16 weights): prefill costs something, the run stays short.
 // Pages: 16 tokens of f32 K/V = 4 layers * 2 * 16 * 256 * 4 = 131,072 bytes.
 // The device tier gets its minimum (4096 / 16 + 1 = 257 pages, ~32 MiB) and
-// the disk tier less than the working set (--disk-mib, default 160 MiB =
-// ~1,200 pages, for ~50 users * ~80 pages).
+// the disk tier less than the working set (--disk-mib, default 64 MiB = 512
+// pages; 50 users * 3 turns make ~13,400 distinct tokens = ~840 pages =
+// ~105 MiB, printed with the results).
 //
 // Configs: off (every request gets its own cache_salt: nothing is ever
 // reused), lru, lfu, priority_lru (the same policy on the device and the
@@ -23,7 +24,7 @@
 // p99. One engine per config, a fresh cache directory each time.
 //
 // usage: bench_chat_trace [--users 50] [--turns 3] [--system-tokens 1000]
-//                         [--threads 2] [--disk-mib 160] [--configs off,lru,lfu,priority_lru]
+//                         [--threads 2] [--disk-mib 64] [--configs off,lru,lfu,priority_lru]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +43,7 @@ namespace lb = larder::bench;
 namespace {
 
 struct Args {
-  int users = 50, turns = 3, system_tokens = 1000, threads = 2, disk_mib = 160;
+  int users = 50, turns = 3, system_tokens = 1000, threads = 2, disk_mib = 64;
   std::vector<std::string> configs{"off", "lru", "lfu", "priority_lru"};
 };
 

@@ -423,6 +423,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   }
   m.kv = std::make_unique<KvCacheManager>(*m.backend, m.meta, m.tiers.get(), options.cache.write_through,
                                           std::move(*device_policy));
+  m.live_cache = options.cache;
+  m.load_pins();  // engine/engine_admin.cpp
 
   m.info.id = options.model_id.empty() ? std::filesystem::path(options.model_path).stem().string()
                                        : options.model_id;

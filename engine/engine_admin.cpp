@@ -99,6 +99,12 @@ Result<PinnedPrefix> Engine::Impl::prefix_of(const std::vector<int32_t>& prompt,
 void Engine::Impl::load_pins() {
   if (!tiers || !tiers->has_persistent()) return;
   const PageKey record_key = pin_record_key(root);
+  // The index first: a daemon without pins reads nothing (no miss counted).
+  bool held = false;
+  for (size_t i = 0; i < tiers->n_tiers() && !held; ++i) {
+    held = tiers->tier(i).contains_batch(std::span<const PageKey>(&record_key, 1))[0];
+  }
+  if (!held) return;
   std::optional<std::string> record = tiers->get_now(record_key);
   if (!record) return;
   Result<std::vector<PinnedPrefix>> decoded = decode_pin_record(*record);

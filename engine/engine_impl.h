@@ -4,7 +4,10 @@
 //   engine_output.cpp  a sampled token's way to the client (stop strings,
 //                      detokenizer, finish events, remembered answers);
 //   engine_chat.cpp    the Generator calls that run on other threads
-//                      (tokenize, chat rendering, chat prompts).
+//                      (tokenize, chat rendering, chat prompts);
+//   engine_admin.cpp   the cache admin calls of other threads (report,
+//                      pins, admin eviction), engine_reconfigure.cpp the
+//                      live cache options.
 // Private to engine/.
 #pragma once
 

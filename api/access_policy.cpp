@@ -125,6 +125,10 @@ std::string allow_headers(const HttpRequest& request) {
 
 }  // namespace
 
+bool is_admin_path(std::string_view path) {
+  return path == "/metrics" || path == "/admin" || path.starts_with("/admin/");
+}
+
 bool valid_api_key(std::string_view key) {
   if (key.empty() || key.size() > 4096) return false;
   return std::all_of(key.begin(), key.end(), [](unsigned char c) { return c > 0x20 && c < 0x7f; });
@@ -212,6 +216,11 @@ Result<AccessPolicy> AccessPolicy::create(const ServerOptions& options) {
     }
   }
   p.keys_ = options.api_keys;
+  if (!options.admin_token.empty() && !valid_api_key(options.admin_token)) {
+    return Status::invalid_argument("admin_token is not 1 to 4096 printable ASCII characters without spaces");
+  }
+  p.admin_enabled_ = options.admin_enabled;
+  p.admin_token_ = options.admin_token;
   return p;
 }
 
@@ -255,6 +264,15 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
   const std::string origin_refusal =
       origin ? "requests from the web origin '" + clip_for_message(*origin) + "' are not allowed; add it to [server] cors_origins"
              : "";
+  const bool admin = admin_enabled_ && is_admin_path(request.path());
+  if (admin && origin && method != "GET" && method != "HEAD" &&
+      (method != "OPTIONS" || request.header("access-control-request-method"))) {
+    spdlog::debug("api: refused {} {} from origin '{}': admin endpoints are not for web pages", method,
+                  request.path(), clip_for_message(*origin));
+    return refuse(403, "the admin endpoints cannot be called from a web page (origin '" + clip_for_message(*origin) +
+                           "'), whatever [server] cors_origins allows",
+                  "origin_not_allowed");
+  }
   if (origin && method == "OPTIONS" && request.header("access-control-request-method")) {
     if (!origin_ok) {
       spdlog::debug("api: refused the preflight of {} from origin '{}'", request.path(), clip_for_message(*origin));
@@ -274,14 +292,25 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
     spdlog::debug("api: refused {} {} from origin '{}'", method, request.path(), clip_for_message(*origin));
     return refuse(403, origin_refusal, "origin_not_allowed");
   }
-  if (!keys_.empty() && method != "OPTIONS" && !is_health(request.path())) {
+  const bool admin_keyed = admin && !admin_token_.empty();
+  if ((admin_keyed || !keys_.empty()) && method != "OPTIONS" && !is_health(request.path())) {
     std::optional<std::string_view> key;
     if (const std::string* auth = request.header("authorization")) {
       std::string_view v = trim(*auth);
       if (v.size() > 7 && lower(v.substr(0, 7)) == "bearer ") key = trim(v.substr(7));
     }
     if (const std::string* x = request.header("x-api-key"); x && !key) key = trim(*x);
-    if (!key || !key_valid(*key)) {
+    if (admin_keyed && (!key || !equal_in_constant_time(*key, admin_token_))) {
+      spdlog::debug("api: refused {} {}: {}", method, request.path(), key ? "wrong admin token" : "no admin token");
+      HttpResponse r = refuse(401,
+                              key ? "Incorrect admin token provided ([server] admin_token)."
+                                  : "The admin endpoints need the admin token ([server] admin_token) in an "
+                                    "Authorization header using Bearer auth.",
+                              "invalid_api_key");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return r;
+    }
+    if (!admin_keyed && (!key || !key_valid(*key))) {
       spdlog::debug("api: refused {} {}: {}", method, request.path(), key ? "wrong API key" : "no API key");
       HttpResponse r = refuse(401,
                               key ? "Incorrect API key provided."
@@ -305,7 +334,8 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
 HttpHeaders AccessPolicy::response_headers(const HttpRequest& request) const {
   HttpHeaders h;
   const std::string* origin = request.header("origin");
-  if (origin && origin_allowed(*origin)) h.emplace_back("Access-Control-Allow-Origin", *origin);
+  const bool admin = admin_enabled_ && is_admin_path(request.path());
+  if (origin && origin_allowed(*origin) && !admin) h.emplace_back("Access-Control-Allow-Origin", *origin);
   if (!origins_.empty()) h.emplace_back("Vary", "Origin");
   return h;
 }

@@ -30,6 +30,14 @@
 //      start a generation. Without Origin (curl, SDKs, scripts) the body is
 //      read as JSON whatever its declared type, as llama.cpp's server does,
 //      so `curl -d` without `-H` keeps working.
+//   5. Admin endpoints (is_admin_path; only when ServerOptions::admin_enabled,
+//      else they are unknown paths like any other): never CORS-enabled — a
+//      request with an Origin header gets 403 (code "origin_not_allowed")
+//      unless it is a GET or HEAD (whose answer carries no Access-Control-*
+//      headers, so no page can read it), and so does every preflight, also
+//      from an origin in cors_origins. With ServerOptions::admin_token set
+//      they need that token (Bearer or X-Api-Key) and no API key opens them
+//      (401 "invalid_api_key" otherwise); without it, the API key rule of 3.
 // Origins and hosts compare case-insensitively.
 #pragma once
 
@@ -56,11 +64,14 @@ Result<std::string> normalize_cors_origin(std::string_view origin);
 // brackets (stored as "[::1]"); no port. Lower-cased.
 Result<std::string> normalize_allowed_host(std::string_view host);
 
+// "/metrics", "/admin" and every path under "/admin/" (api/admin_routes.h).
+bool is_admin_path(std::string_view path);
+
 class AccessPolicy {
  public:
   // Errors (kInvalidArgument): an entry of cors_origins or allowed_hosts
-  // that does not normalize (message names it), an API key that is empty or
-  // holds other than printable ASCII without spaces.
+  // that does not normalize (message names it), an API key or admin token
+  // that holds other than printable ASCII without spaces (or an empty key).
   static Result<AccessPolicy> create(const ServerOptions& options);
 
   // nullopt: route the request. Otherwise the response to send instead (a
@@ -83,6 +94,8 @@ class AccessPolicy {
   std::vector<std::string> origins_;  // normalized
   bool any_origin_ = false;
   std::vector<std::string> keys_;
+  bool admin_enabled_ = true;
+  std::string admin_token_;  // empty: the API keys rule
 };
 
 // True for a key that can be sent in a header: 1 to 4096 printable ASCII

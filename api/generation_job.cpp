@@ -13,18 +13,25 @@ void LoopWaker::detach() {
 }
 
 void QueueSink::on_event(GenerationEvent event) {
+  const Clock::time_point at = Clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (detached_) return;
-    queue_.push_back(std::move(event));
+    queue_.push_back(Timed{std::move(event), at});
   }
   waker_->wake();
 }
 
-std::deque<GenerationEvent> QueueSink::take() {
+std::deque<QueueSink::Timed> QueueSink::take_timed() {
   std::lock_guard<std::mutex> lock(mu_);
-  std::deque<GenerationEvent> out;
+  std::deque<Timed> out;
   out.swap(queue_);
+  return out;
+}
+
+std::deque<GenerationEvent> QueueSink::take() {
+  std::deque<GenerationEvent> out;
+  for (Timed& t : take_timed()) out.push_back(std::move(t.event));
   return out;
 }
 
@@ -35,14 +42,36 @@ void QueueSink::detach() {
 }
 
 GenerationJob::GenerationJob(CompletionMeta meta, bool stream, bool include_usage,
-                             std::shared_ptr<QueueSink> sink, ToolCallOptions tools, uint64_t tool_call_id_seed)
+                             std::shared_ptr<QueueSink> sink, ToolCallOptions tools, uint64_t tool_call_id_seed,
+                             std::shared_ptr<ApiMetrics> metrics)
     : meta_(std::move(meta)),
       stream_(stream),
       include_usage_(include_usage),
       sink_(std::move(sink)),
       tools_(tools),
       tool_stream_(std::move(tools)),
-      id_rng_(tool_call_id_seed) {}
+      id_rng_(tool_call_id_seed),
+      metrics_(std::move(metrics)) {}
+
+void GenerationJob::observe(const QueueSink::Timed& t) {
+  if (!metrics_) return;
+  const GenerationEvent& e = t.event;
+  const auto seconds = [](QueueSink::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  if (e.done) {
+    if (e.finish == FinishReason::kError) return;
+    // A generation whose first output is its end (no text was sent).
+    if (!last_output_ && e.completion_tokens > 0) metrics_->observe_time_to_first_token(seconds(t.at - submitted_));
+    metrics_->count_generation(e);
+    return;
+  }
+  if (e.text.empty()) return;
+  if (!last_output_) {
+    metrics_->observe_time_to_first_token(seconds(t.at - submitted_));
+  } else {
+    metrics_->observe_inter_token_latency(seconds(t.at - *last_output_));
+  }
+  last_output_ = t.at;
+}
 
 void GenerationJob::write_text_chunk(ResponseWriter& writer, const std::string& text) {
   if (text.empty()) return;
@@ -66,9 +95,10 @@ GenerationJob::~GenerationJob() {
 
 void GenerationJob::pump(ResponseWriter& writer) {
   if (done_) return;
-  std::deque<GenerationEvent> events = sink_->take();
-  for (GenerationEvent& e : events) {
-    on_event(writer, e);
+  std::deque<QueueSink::Timed> events = sink_->take_timed();
+  for (QueueSink::Timed& t : events) {
+    observe(t);
+    on_event(writer, t.event);
     if (done_) break;
   }
 }

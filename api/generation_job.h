@@ -13,15 +13,18 @@
 
 #include <uv.h>
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "api/http_message.h"
+#include "api/metrics.h"
 #include "api/openai_response.h"
 #include "api/tool_calls.h"
 #include "engine/generation.h"
@@ -42,19 +45,27 @@ class LoopWaker {
   uv_async_t* async_;  // guarded by mu_
 };
 
-// The GenerationSink handed to the engine.
+// The GenerationSink handed to the engine. Each event is stamped with the
+// time it arrived (on the engine thread: when the token was made), for the
+// latency metrics.
 class QueueSink : public GenerationSink {
  public:
+  using Clock = std::chrono::steady_clock;
+  struct Timed {
+    GenerationEvent event;
+    Clock::time_point at;
+  };
   explicit QueueSink(std::shared_ptr<LoopWaker> waker) : waker_(std::move(waker)) {}
   void on_event(GenerationEvent event) override;  // any thread
   std::deque<GenerationEvent> take();             // loop thread: everything queued so far
+  std::deque<Timed> take_timed();                 // the same, with arrival times
   void detach();                                  // drop all later events
 
  private:
   std::shared_ptr<LoopWaker> waker_;
   std::mutex mu_;
-  std::deque<GenerationEvent> queue_;  // guarded by mu_
-  bool detached_ = false;              // guarded by mu_
+  std::deque<Timed> queue_;   // guarded by mu_
+  bool detached_ = false;     // guarded by mu_
 };
 
 // A response that completes later, driven by pump() on the loop thread.
@@ -77,8 +88,10 @@ class GenerationJob : public ResponseJob {
   // tools.syntax != kNone (chat with tools offered): tool calls in the answer
   // become message.tool_calls / delta.tool_calls (api/tool_calls.h), with
   // ids drawn from `tool_call_id_seed`.
+  // metrics: counts the tokens and latencies (api/metrics.h); may be null.
   GenerationJob(CompletionMeta meta, bool stream, bool include_usage, std::shared_ptr<QueueSink> sink,
-                ToolCallOptions tools = {}, uint64_t tool_call_id_seed = 0);
+                ToolCallOptions tools = {}, uint64_t tool_call_id_seed = 0,
+                std::shared_ptr<ApiMetrics> metrics = nullptr);
   ~GenerationJob() override;  // unfinished: cancel + detach the sink
 
   void pump(ResponseWriter& writer) override;
@@ -90,6 +103,8 @@ class GenerationJob : public ResponseJob {
   void finish_with_error(ResponseWriter& writer, const ApiError& error);
   void write_text_chunk(ResponseWriter& writer, const std::string& text);
   std::vector<ToolCall> with_ids(std::vector<ParsedToolCall> calls);
+  // Counts the event's tokens and latencies (metrics_).
+  void observe(const QueueSink::Timed& t);
 
   CompletionMeta meta_;
   bool stream_;
@@ -98,6 +113,9 @@ class GenerationJob : public ResponseJob {
   ToolCallOptions tools_;
   ToolCallStream tool_stream_;  // streaming with tools: holds back text that may be a call
   std::mt19937_64 id_rng_;
+  std::shared_ptr<ApiMetrics> metrics_;
+  QueueSink::Clock::time_point submitted_ = QueueSink::Clock::now();
+  std::optional<QueueSink::Clock::time_point> last_output_;  // the previous text event's arrival
   std::string text_;        // non-streaming: the whole completion so far
   bool started_ = false;    // streaming: head and role chunk sent
   bool done_ = false;

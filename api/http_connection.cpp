@@ -36,11 +36,13 @@ HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, Connection
               [this] {
                 request_start_ms_ = uv_now(tcp_.loop);
                 exchange_headers_.clear();
+                exchange_path_.clear();
                 head_answer_.reset();
                 start_timer(TimerMode::kRequest, limits_.request_timeout_ms);
               },
               [this] { write("HTTP/1.1 100 Continue\r\n\r\n"); },
               [this](const HttpRequest& head) {
+                exchange_path_ = std::string(head.path());
                 head_answer_ = host_.check_head(head, &exchange_headers_);
                 return !(head_answer_ && head_answer_->status >= 400);
               }) {
@@ -366,6 +368,7 @@ void HttpConnection::add_common_headers(HttpHeaders* headers) const {
 
 void HttpConnection::send(HttpResponse response) {
   response_started_ = true;
+  host_.on_response(exchange_path_, response.status);
   HttpHeaders headers;
   if (!response.content_type.empty()) headers.emplace_back("Content-Type", response.content_type);
   if (response.status != 204) headers.emplace_back("Content-Length", std::to_string(response.body.size()));
@@ -378,6 +381,7 @@ void HttpConnection::send(HttpResponse response) {
 
 void HttpConnection::start_stream(int status, std::string_view content_type) {
   response_started_ = true;
+  host_.on_response(exchange_path_, status);
   chunked_ = http_minor_ >= 1;
   if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does
   HttpHeaders headers;

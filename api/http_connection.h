@@ -64,6 +64,10 @@ class ConnectionHost {
   virtual void on_connection_closed(HttpConnection* connection) = 0;
   // True once the server is shutting down: no new exchanges start.
   virtual bool stopping() const = 0;
+  // A response with `status` was started for a request of `path` (the
+  // target without its query; "" when the request line never parsed): the
+  // request counter of /metrics.
+  virtual void on_response(std::string_view path, int status) {}
 };
 
 struct ConnectionLimits {
@@ -154,6 +158,7 @@ class HttpConnection : public ResponseWriter {
   int http_minor_ = 1;            // of the request being answered
   bool chunked_ = false;          // the streamed response uses chunked framing
   HttpHeaders exchange_headers_;  // the host's headers for every response of this exchange
+  std::string exchange_path_;     // the path of the request being answered ("" before its head parsed)
   std::unique_ptr<ResponseJob> job_;
   int pending_writes_ = 0;
   bool in_process_ = false;

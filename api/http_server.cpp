@@ -19,6 +19,7 @@
 #include "api/http_connection.h"
 #include "api/router.h"
 #include "api/openai_response.h"
+#include "api/pool_job.h"
 #include "api/uv_handle.h"
 
 namespace larder {
@@ -116,6 +117,7 @@ struct HttpServer::Impl : public ConnectionHost {
     maybe_finish();
   }
   bool stopping() const override { return stopping_; }
+  void on_response(std::string_view path, int status) override { metrics->count_response(path, status); }
 
   ServerOptions options;
   Generator& generator;
@@ -129,6 +131,7 @@ struct HttpServer::Impl : public ConnectionHost {
   UvHandle<uv_signal_t> sigterm;
   UvHandle<uv_signal_t> sighup;
   std::shared_ptr<LoopWaker> waker;
+  std::shared_ptr<ApiMetrics> metrics = std::make_shared<ApiMetrics>();
   std::unique_ptr<ApiRouter> router;
   std::optional<AccessPolicy> access;
   std::vector<char> read_buf = std::vector<char>(kReadBufferBytes);  // shared by every connection's reads
@@ -224,7 +227,7 @@ Status HttpServer::Impl::init() {
       }, signum);
     }
   }
-  router = std::make_unique<ApiRouter>(&loop, generator, options, waker);
+  router = std::make_unique<ApiRouter>(&loop, generator, options, waker, metrics);
   return Status::ok();
 }
 
@@ -329,9 +332,19 @@ void HttpServer::Impl::on_wake() {
 void HttpServer::Impl::on_signal(int signum) {
   if (signum == SIGHUP) {
     // A closed terminal must not kill the daemon (the default action would,
-    // without flushing page writes).
-    spdlog::warn("api: SIGHUP ignored: reloading the configuration is not supported yet; restart larderd to "
-                 "apply a changed config");
+    // without flushing page writes): SIGHUP reloads the config, or is ignored.
+    if (!options.reload) {
+      spdlog::warn("api: SIGHUP ignored: this server has no config reload; restart larderd to apply a changed "
+                   "config");
+      return;
+    }
+    if (stopping_) return;
+    spdlog::info("api: SIGHUP: reloading the configuration");
+    // Reading and applying the file blocks (disk, the engine thread's
+    // turn): on the pool, never on the loop. The outcome is logged there.
+    AdminRoutes* admin = &router->admin();
+    const int rc = run_detached_on_pool(&loop, [admin] { (void)admin->reload(); });
+    if (rc != 0) spdlog::error("api: SIGHUP: cannot queue the reload: {}", uv_strerror(rc));
     return;
   }
   if (!stopping_) {

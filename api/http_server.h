@@ -6,6 +6,8 @@
 //   GET  /v1/models             {"object":"list","data":[...]}
 //   GET  /v1/models/{id}
 //   GET  /health                {"status":"ok"}
+//   GET  /admin/cache, POST/DELETE /admin/cache/pin, POST /admin/cache/evict,
+//   POST /admin/reload, GET /metrics   (api/admin_routes.h; not under /v1)
 //   (HEAD wherever GET: the same head, no body)
 //   OPTIONS *                   204 (a CORS preflight only for allowed origins)
 // Before routing, every request passes the Host allow-list, the CORS origin
@@ -32,6 +34,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +44,15 @@
 
 namespace larder {
 
+// What a config reload did (ServerOptions::reload).
+struct ReloadReport {
+  std::string config_path;                  // the file read; "" when the daemon runs without one
+  std::vector<std::string> changed;         // applied now, e.g. "cache.device.budget: \"1GiB\" -> \"512MiB\""
+  std::vector<std::string> restart_needed;  // changed in the file, in force only after a restart
+  SamplingParams default_sampling;          // the [sampling] defaults in force now
+  int default_max_tokens = -1;
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: an ephemeral port (tests)
@@ -48,7 +60,8 @@ struct ServerOptions {
   SamplingParams default_sampling;          // used for every knob a request leaves unset
   int default_max_tokens = -1;              // when the request gives none (-1: until the context is full)
   // SIGINT/SIGTERM -> request_stop(), a second one cancels in-flight
-  // responses at once; SIGHUP is logged and ignored (uv_signal on the loop).
+  // responses at once; SIGHUP -> `reload` on the pool (logged), or logged
+  // and ignored without one (uv_signal on the loop).
   bool handle_signals = false;
   double shutdown_grace_s = 10;             // in-flight responses get this long to finish after stop, then are cancelled
 
@@ -56,6 +69,16 @@ struct ServerOptions {
   std::vector<std::string> allowed_hosts;   // Host names answered besides localhost and the listen address ("*": any)
   std::vector<std::string> cors_origins;    // web origins allowed to call the API ("*": any); empty: none
   std::vector<std::string> api_keys;        // Bearer keys; empty: no key needed
+
+  // Admin endpoints (api/admin_routes.h): /admin/* and /metrics.
+  bool admin_enabled = true;                // false: they answer 404, as unknown paths do
+  std::string admin_token;                  // the Bearer token they need; empty: the api_keys rule
+  // Re-reads the config file and applies what can change live: POST
+  // /admin/reload and SIGHUP (with handle_signals). Runs on a libuv pool
+  // thread; errors (kInvalidArgument naming the key, kNotFound for a
+  // vanished file) leave the configuration in force. Null: no reloading
+  // (SIGHUP is logged and ignored, /admin/reload answers 501).
+  std::function<Result<ReloadReport>()> reload;
 
   // Connections.
   int max_connections = 1024;               // more at once: 503 and close (lowered to fit the descriptor limit)

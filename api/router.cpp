@@ -28,8 +28,15 @@ HttpResponse method_not_allowed(const char* allowed) {
 }  // namespace
 
 ApiRouter::ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions& options,
-                     std::shared_ptr<LoopWaker> waker)
-    : loop_(loop), generator_(generator), options_(options), waker_(std::move(waker)), rng_(std::random_device{}()) {}
+                     std::shared_ptr<LoopWaker> waker, std::shared_ptr<ApiMetrics> metrics)
+    : loop_(loop),
+      generator_(generator),
+      options_(options),
+      waker_(waker),
+      metrics_(metrics ? std::move(metrics) : std::make_shared<ApiMetrics>()),
+      defaults_(options.default_sampling, options.default_max_tokens),
+      admin_(loop, generator, options, std::move(waker), metrics_, defaults_),
+      rng_(std::random_device{}()) {}
 
 HandlerResult ApiRouter::handle(HttpRequest& request) {
   try {
@@ -49,6 +56,12 @@ HandlerResult ApiRouter::dispatch(HttpRequest& request) {
     r.status = 204;
     r.content_type.clear();
     return r;
+  }
+  if (AdminRoutes::is_admin_path(request.path())) {
+    // Only at their own paths (no /v1 prefix), and only when admin is on.
+    if (options_.admin_enabled) return admin_.handle(request);
+    return error_response(ApiError::not_found("unknown endpoint " + clip_for_message(request.path()), std::nullopt,
+                                              "unknown_url"));
   }
   std::string_view path = strip_v1(request.path());
   if (path == "/chat/completions") {
@@ -106,7 +119,7 @@ HandlerResult ApiRouter::completions(HttpRequest& request) {
 
 PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   ChatCompletionRequest parsed;
-  if (auto e = parse_chat_completion_request(body, options_.default_sampling, &parsed)) return *e;
+  if (auto e = parse_chat_completion_request(body, defaults_.sampling(), &parsed)) return *e;
   if (auto e = check_model(parsed.options)) return *e;
   PreparedGeneration out;
   out.kind = CompletionKind::kChat;
@@ -139,7 +152,7 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
 
 PreparedRequest ApiRouter::prepare_completion(const std::string& body) const {
   CompletionRequest parsed;
-  if (auto e = parse_completion_request(body, options_.default_sampling, generator_.model_info().n_vocab,
+  if (auto e = parse_completion_request(body, defaults_.sampling(), generator_.model_info().n_vocab,
                                         &parsed)) {
     return *e;
   }
@@ -179,7 +192,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   const ModelInfo& info = generator_.model_info();
   const GenerationOptions& options = p.options;
   const int room = info.n_ctx - static_cast<int>(p.prompt_tokens.size());
-  int max_tokens = options.max_tokens.value_or(options_.default_max_tokens);
+  int max_tokens = options.max_tokens.value_or(defaults_.max_tokens());
   if (max_tokens <= 0 || max_tokens > room) max_tokens = room;
 
   GenerationRequest req;
@@ -201,7 +214,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   auto sink = std::make_shared<QueueSink>(waker_);
   const uint64_t tool_call_id_seed = rng_();
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
-                                             std::move(p.tools), tool_call_id_seed);
+                                             std::move(p.tools), tool_call_id_seed, metrics_);
   generator_.submit(std::move(req), sink);
   return job;
 }

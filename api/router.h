@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 
+#include "api/admin_routes.h"
 #include "api/generation_job.h"
 #include "api/http_message.h"
 #include "api/http_server.h"
@@ -23,12 +24,17 @@ namespace larder {
 
 class ApiRouter {
  public:
-  // `loop` runs the prompt jobs' pool work (api/prompt_job.h).
-  ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions& options, std::shared_ptr<LoopWaker> waker);
+  // `loop` runs the prompt jobs' pool work (api/prompt_job.h); `metrics`
+  // counts generations (null: none are counted).
+  ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions& options, std::shared_ptr<LoopWaker> waker,
+            std::shared_ptr<ApiMetrics> metrics = nullptr);
 
   // Never throws: an unexpected exception becomes a 500 server_error. May
   // take the request's body (generation endpoints move it to a pool thread).
   HandlerResult handle(HttpRequest& request);
+
+  // The admin endpoints (SIGHUP runs their reload).
+  AdminRoutes& admin() { return admin_; }
 
  private:
   HandlerResult dispatch(HttpRequest& request);
@@ -50,6 +56,9 @@ class ApiRouter {
   Generator& generator_;
   const ServerOptions& options_;
   std::shared_ptr<LoopWaker> waker_;
+  std::shared_ptr<ApiMetrics> metrics_;
+  GenerationDefaults defaults_;  // [sampling]: a reload changes them
+  AdminRoutes admin_;
   std::mt19937_64 rng_;  // completion ids (loop thread)
 };
 

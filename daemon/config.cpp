@@ -215,7 +215,9 @@ Status apply_key(Load& load, const KeySpec& spec, const std::string& written, co
                                     " are the same setting (" + old + " is the old name of " + canonical +
                                     "): keep only " + canonical);
   }
-  const std::string shown = spec.secret ? "[" + std::string(kRedacted) + "]" : show_node(node);
+  const std::string shown = !spec.secret                     ? show_node(node)
+                           : spec.kind == config_schema::Kind::kString ? "\"" + std::string(kRedacted) + "\""
+                                                                     : "[" + std::string(kRedacted) + "]";
   Result<Value> v = config_schema::value_from_node(spec, node);
   Status st = v.is_ok() ? spec.apply(*v, load.config) : v.status();
   if (st.is_ok()) return st;

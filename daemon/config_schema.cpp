@@ -154,6 +154,18 @@ const KeySpec kSpecs[] = {
      if (!(v.f > 0 && v.f <= 86400)) return bad();
      c.server.idle_timeout_s = v.f; return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.idle_timeout_s); }},
+  {"server", "admin", Kind::kString, "\"on\" or \"off\"",
+   [](const Value& v, DaemonConfig& c) {
+     if (v.s != "on" && v.s != "off") return bad();
+     c.server.admin_enabled = v.s == "on"; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.server.admin_enabled ? "on" : "off"); }},
+  {"server", "admin_token", Kind::kString,
+   "a token of printable ASCII characters without spaces (empty: the api_keys rule)",
+   [](const Value& v, DaemonConfig& c) {
+     if (v.s == kRedacted) return bad(std::string(kRedacted) + ": --print-config hides the token; put the real one back");
+     if (!v.s.empty() && !valid_api_key(v.s)) return bad("it is not 1 to 4096 printable ASCII characters without spaces");
+     c.server.admin_token = v.s; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.server.admin_token); }, /*secret=*/true},
   // [cache]
   {"cache", "page_size", Kind::kInt, "a power of two between 1 and 1024",
    [](const Value& v, DaemonConfig& c) {

@@ -130,7 +130,7 @@ std::string format_value(const KeySpec& spec, const Value& v, bool redact) {
   switch (spec.kind) {
     case Kind::kInt: return std::to_string(v.i);
     case Kind::kFloat: return format_float(v.f);
-    case Kind::kString: return toml_quote(v.s);
+    case Kind::kString: return toml_quote(redact && spec.secret && !v.s.empty() ? kRedacted : std::string_view(v.s));
     case Kind::kBool: return v.b ? "true" : "false";
     case Kind::kSize: return toml_quote(format_byte_size(v.i));
     case Kind::kDuration: return toml_quote(format_duration(v.i));

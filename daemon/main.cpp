@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -14,6 +15,7 @@
 #include "daemon/api_keys.h"
 #include "daemon/command_line.h"
 #include "daemon/config.h"
+#include "daemon/reload.h"
 #include "daemon/version.h"
 #include "engine/engine.h"
 #include "storage/open_tiers.h"
@@ -75,6 +77,12 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // SIGHUP and POST /admin/reload read the config again as this command
+  // line did, and apply what can change live (daemon/reload.h).
+  larder::Engine& running = **engine;
+  larder::ConfigReloader reloader(std::vector<std::string>(argv, argv + argc), config,
+                                  [&running](const larder::CacheOptions& c) { return running.reconfigure(c); });
+  config.server.reload = [&reloader] { return reloader.reload(); };
   config.server.handle_signals = true;  // SIGINT/SIGTERM -> request_stop(); run() returns
   auto server = larder::HttpServer::create(config.server, **engine);
   if (!server.is_ok()) {

@@ -521,6 +521,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
     m.kv->set_trace(m.trace.get());
     spdlog::info("KV cache: page-access trace to {}", options.cache.trace_file);
   }
+  m.live_cache = options.cache;
+  m.load_pins();  // engine/engine_admin.cpp
 
   m.info.id = options.model_id.empty() ? std::filesystem::path(options.model_path).stem().string()
                                        : options.model_id;

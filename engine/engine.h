@@ -60,6 +60,28 @@ class Engine : public Generator {
   // Blocks until every queued page write has reached the store (tests, SIGTERM).
   void flush_storage();
 
+  // ---- cache admin (engine/engine_admin.cpp; see Generator) ---------------
+  // Pins are kept in the persistent tiers under a reserved key
+  // (engine/kv/pin_record.h) and applied again by create().
+  Result<CacheReport> cache_report() const override;
+  Result<PinResult> pin(const std::vector<int32_t>& prompt, const std::string& cache_salt) override;
+  Result<PinResult> unpin(const std::vector<int32_t>& prompt, const std::string& cache_salt) override;
+  Result<EvictResult> evict(const std::vector<int32_t>* prompt, const std::string& cache_salt) override;
+
+  // Applies `options` where they differ from those in force, without a
+  // restart (engine/engine_reconfigure.cpp): each tier's budget (the
+  // device's within the page pool allocated at start: a smaller one evicts
+  // cached pages at once), each tier's policy (entries and pins move over,
+  // recency kept) and the disk ttl. Blocks until done (the device part runs
+  // on the engine thread between steps). Errors, with nothing applied:
+  // kInvalidArgument naming the key (dotted, as in config/larder.toml) when
+  // a key that needs a restart changed (page_size, kv_dtype, salt,
+  // storage_threads, write_policy, disk.dir, disk.sync, disk.on_error, the
+  // host tier turned on), when the device budget grows past the pool or
+  // shrinks below one full context plus the pinned pages, or for an unknown
+  // policy; kCancelled when the engine stopped or did not answer within 30 s.
+  Status reconfigure(const CacheOptions& options);
+
   struct Stats {
     int64_t pages_resident = 0, pages_free = 0;
     int64_t pages_written = 0, pages_restored_disk = 0, pages_reused_memory = 0;

@@ -4,11 +4,15 @@
 //   engine_output.cpp  a sampled token's way to the client (stop strings,
 //                      detokenizer, finish events, remembered answers);
 //   engine_chat.cpp    the Generator calls that run on other threads
-//                      (tokenize, chat rendering, chat prompts).
+//                      (tokenize, chat rendering, chat prompts);
+//   engine_admin.cpp   the cache admin calls of other threads (report,
+//                      pins, admin eviction), engine_reconfigure.cpp the
+//                      live cache options.
 // Private to engine/.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -23,6 +27,7 @@
 #include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/kv/kv_cache_manager.h"
+#include "engine/kv/pin_record.h"
 #include "engine/model/model.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -144,6 +149,36 @@ struct Engine::Impl {
   // that a prompt which shares the start of an earlier one but misses the
   // cache part-way can say where it differs (bounded: cleared past 1024).
   std::unordered_map<PageKey, std::vector<int32_t>, PageKeyHash> recent_by_first_page;
+
+  // engine_admin.cpp / engine_reconfigure.cpp (called on other threads).
+  // Runs fn on the engine thread (post) and waits for it at most `timeout`;
+  // false when the engine stopped or the time ran out (fn may still run
+  // later: it must own what it touches, e.g. through shared_ptrs).
+  bool run_sync(std::function<void()> fn, std::chrono::milliseconds timeout);
+  // Applies the pins kept in the persistent tiers (create(), before the
+  // engine thread starts).
+  void load_pins();
+  // Writes the pin list to the persistent tiers (or erases it when empty).
+  void save_pins();
+  // The prefix of `prompt`'s full pages under `cache_salt`; errors for an
+  // empty prompt, bad ids, no full page, or (need_fit) one that cannot fit
+  // the context.
+  Result<PinnedPrefix> prefix_of(const std::vector<int32_t>& prompt, const std::string& cache_salt,
+                                 bool need_fit) const;
+  // Pages one full context needs on the device: what pins must leave free.
+  int min_device_pages() const { return (n_ctx + layout.page_size - 1) / layout.page_size + 1; }
+  std::mutex admin_mu;              // one pin / unpin / evict / reconfigure at a time
+  std::vector<PinnedPrefix> pins;   // guarded by admin_mu: the prefixes pinned
+  std::unordered_map<PageKey, int, PageKeyHash> pin_counts;  // guarded by admin_mu: prefixes per key
+  // pins.size() and pin_counts.size(), for the report (which takes no admin_mu:
+  // a pin holds it while its prompt is computed).
+  std::atomic<int64_t> n_pinned_prefixes{0}, n_pinned_keys{0};
+  void publish_pin_counts() {
+    n_pinned_prefixes = int64_t(pins.size());
+    n_pinned_keys = int64_t(pin_counts.size());
+  }
+  mutable std::mutex live_mu;
+  CacheOptions live_cache;          // guarded by live_mu: the cache options in force
 
   // engine_chat.cpp (called on other threads).
   // Ids of finished answers by their text, for chat prompts (answer_memo.h).

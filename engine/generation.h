@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cache_admin.h"
 #include "storage/status.h"
 
 namespace larder {
@@ -182,6 +183,39 @@ class Generator {
   }
   // Queues a request; events arrive on `sink`. Never blocks on the engine.
   virtual void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+
+  // ---- cache admin (api/admin_routes.h) -----------------------------------
+  // These BLOCK until the engine thread did the work (between two steps;
+  // pin also runs a generation): call them off the loop thread. Errors
+  // common to all: kUnsupported (the default: a generator without a KV
+  // cache), kCancelled (the engine stopped, or did not answer in time).
+  //
+  // Every tier's counters, the queue and the running sequences.
+  virtual Result<CacheReport> cache_report() const { return Status::unsupported("no KV cache to report on"); }
+  // Computes the full pages of `prompt` (token ids, as submit takes them)
+  // under `cache_salt` where they are not cached, then pins them in every
+  // tier and writes them to the persistent ones; the pin survives a
+  // restart. Errors: kInvalidArgument (empty, no full page, bad ids),
+  // kOutOfRange (longer than the context), kResourceExhausted (the pins
+  // would leave the device less than one full context).
+  virtual Result<PinResult> pin(const std::vector<int32_t>& prompt, const std::string& cache_salt) {
+    (void)prompt, (void)cache_salt;
+    return Status::unsupported("no KV cache to pin in");
+  }
+  // Reverses pin() for the same prompt and salt. Errors: kNotFound when that
+  // prefix is not pinned.
+  virtual Result<PinResult> unpin(const std::vector<int32_t>& prompt, const std::string& cache_salt) {
+    (void)prompt, (void)cache_salt;
+    return Status::unsupported("no KV cache to unpin in");
+  }
+  // Removes cached pages from every tier (counted as admin evictions):
+  // every page when `prompt` is null, else the full pages of `prompt` under
+  // `cache_salt`. Pages a running request holds stay on the device. Pins
+  // stay in force (a pinned page that comes back is pinned again).
+  virtual Result<EvictResult> evict(const std::vector<int32_t>* prompt, const std::string& cache_salt) {
+    (void)prompt, (void)cache_salt;
+    return Status::unsupported("no KV cache to evict from");
+  }
 };
 
 }  // namespace larder

@@ -13,7 +13,7 @@ packages=(
   # libraries
   librocksdb-dev libuv1-dev node-llhttp nlohmann-json3-dev catch2
   libxxhash-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
-  libcli11-dev
+  libcli11-dev prometheus-cpp-dev
   # fuzzing (bench/fuzz.sh; a short run is part of scripts/test.sh)
   clang libclang-rt-14-dev
   # tests, tools and end-to-end clients (chromium: the CORS tests in a real browser)

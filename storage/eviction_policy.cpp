@@ -143,6 +143,15 @@ class RankedPolicy final : public EvictionPolicy {
   int64_t bytes() const override { return bytes_; }
   size_t n_pinned() const override { return n_pinned_; }
 
+  std::vector<EntryState> entries() const override {
+    std::vector<EntryState> out;
+    out.reserve(nodes_.size());
+    for (const auto& [key, n] : nodes_) out.push_back(EntryState{key, n.entry, n.tick, n.holds});
+    return out;
+  }
+
+  std::vector<PageKey> pinned_keys() const override { return {pins_.begin(), pins_.end()}; }
+
  private:
   Rank rank(const PageKey& key, const Node& n) const {
     Rank r;
@@ -187,6 +196,15 @@ class RankedPolicy final : public EvictionPolicy {
 };
 
 }  // namespace
+
+void move_entries(const EvictionPolicy& from, EvictionPolicy& to) {
+  // Pins first: an inserted pinned key is then never queued as a victim.
+  for (const PageKey& key : from.pinned_keys()) to.pin(key);
+  for (const EvictionPolicy::EntryState& e : from.entries()) {
+    to.insert(e.key, e.entry, e.tick);
+    for (int32_t i = 0; i < e.holds; ++i) to.hold(e.key);
+  }
+}
 
 Result<std::unique_ptr<EvictionPolicy>> make_eviction_policy(std::string_view name) {
   for (const PolicyKind& kind : kKinds) {

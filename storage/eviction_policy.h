@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "storage/page_store.h"
 #include "storage/status.h"
@@ -87,7 +88,26 @@ class EvictionPolicy {
   virtual int64_t bytes() const = 0;
   // Entries that are pinned (pins of keys not inserted do not count).
   virtual size_t n_pinned() const = 0;
+
+  // What the policy holds, for moving a live tier to another policy
+  // (move_entries below): every entry with its last-use tick and holds, in
+  // no particular order, and every pinned key (inserted or not).
+  struct EntryState {
+    PageKey key;
+    EvictionEntry entry;
+    uint64_t tick = 0;
+    int32_t holds = 0;
+  };
+  virtual std::vector<EntryState> entries() const = 0;
+  virtual std::vector<PageKey> pinned_keys() const = 0;
 };
+
+// Moves what `from` holds into `to` (an empty policy), for a tier whose
+// policy changes while it runs (POST /admin/reload): each entry is inserted
+// with its last-use tick, bytes, depth and users, its holds are taken again,
+// and every pin is applied. So the recency order carries over; use counts
+// (lfu) start again at one, as after a restart. `from` is left unchanged.
+void move_entries(const EvictionPolicy& from, EvictionPolicy& to);
 
 // Memory one entry costs the policy's own bookkeeping, for the tiers'
 // byte accounting (x86-64 / arm64 with libstdc++ and glibc malloc): a hash

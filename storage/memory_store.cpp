@@ -167,6 +167,15 @@ Status MemoryPageStore::set_budget(int64_t bytes) {
   return Status::ok();
 }
 
+Status MemoryPageStore::set_policy(std::string_view policy) {
+  Result<std::unique_ptr<EvictionPolicy>> next = make_eviction_policy(policy);
+  if (!next.is_ok()) return Status::invalid_argument("host tier: " + next.status().message());
+  std::lock_guard<std::mutex> lock(mu_);
+  move_entries(*policy_, **next);
+  policy_ = std::move(*next);
+  return Status::ok();
+}
+
 void MemoryPageStore::pin(const PageKey& key) {
   std::lock_guard<std::mutex> lock(mu_);
   policy_->pin(key);

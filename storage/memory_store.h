@@ -84,6 +84,7 @@ class MemoryPageStore final : public PageTier {
                                                     int64_t timeout_ms) override;
   std::vector<bool> contains_batch(std::span<const PageKey> keys) const override;
   Status set_budget(int64_t bytes) override;
+  Status set_policy(std::string_view policy) override;
   void pin(const PageKey& key) override;
   void unpin(const PageKey& key) override;
   int64_t evict(std::span<const PageKey> keys) override;

@@ -75,6 +75,22 @@ class PageTier : public PageStore {
   // Errors: kInvalidArgument for a negative budget.
   virtual Status set_budget(int64_t bytes) = 0;
 
+  // Replaces the eviction policy (a make_eviction_policy() name) while the
+  // tier runs, keeping its entries, their recency and its pins
+  // (move_entries); nothing is evicted. Errors: kInvalidArgument for an
+  // unknown name; kUnsupported where the tier cannot (the default).
+  virtual Status set_policy(std::string_view policy) {
+    return Status::unsupported(std::string(name()) + " tier: the eviction policy cannot change while it runs (" +
+                               std::string(policy) + ")");
+  }
+  // Entries unused for longer than `seconds` are evicted (kTtl); 0: never.
+  // Errors: kInvalidArgument for a negative value; kUnsupported for a tier
+  // without a ttl (the default).
+  virtual Status set_ttl(int64_t seconds) {
+    return Status::unsupported(std::string(name()) + " tier has no ttl (asked for " + std::to_string(seconds) +
+                               " s)");
+  }
+
   // Pinned keys are never evicted for budget or ttl (EvictionPolicy::pin);
   // a pin may name a key not yet held. Admin eviction removes pinned
   // entries too.

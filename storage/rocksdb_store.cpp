@@ -157,11 +157,7 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   }
   impl->last_check_ms = now_ms();
   auto store = std::make_unique<RocksDbPageStore>(PrivateTag(), std::move(impl));
-  if (options.ttl_seconds > 0) {
-    Impl* m = store->impl_.get();
-    RocksDbPageStore* self = store.get();
-    m->sweeper = std::thread([m, self] { m->sweep_loop(*self); });
-  }
+  if (options.ttl_seconds > 0) store->impl_->start_sweeper(*store);
   return store;
 }
 

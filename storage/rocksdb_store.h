@@ -191,6 +191,11 @@ class RocksDbPageStore : public PageTier {
   std::vector<bool> contains_batch(std::span<const PageKey> keys) const override;
   // Errors: kInvalidArgument for a negative budget. 0 holds nothing.
   Status set_budget(int64_t bytes) override;
+  // The policy and its entries move over (PageTier::set_policy).
+  Status set_policy(std::string_view policy) override;
+  // Changes ttl_seconds (see "TTL"); a sweep thread starts when the first
+  // ttl > 0 is set. Errors: kInvalidArgument for a negative value.
+  Status set_ttl(int64_t seconds) override;
   // In memory only: pins are not persisted (after a restart, pin again).
   void pin(const PageKey& key) override;
   void unpin(const PageKey& key) override;

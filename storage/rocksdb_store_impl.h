@@ -94,7 +94,8 @@ inline int64_t elapsed_ns(std::chrono::steady_clock::time_point t0) {
 
 struct RocksDbPageStore::Impl {
   Impl(const RocksDbStoreOptions& o, std::unique_ptr<EvictionPolicy> p)
-      : options(o), log(o.log_interval_ms), policy(std::move(p)), budget(o.capacity_bytes) {
+      : options(o), log(o.log_interval_ms), policy(std::move(p)), budget(o.capacity_bytes),
+        ttl_seconds(o.ttl_seconds) {
     if (!options.now_unix_ms) options.now_unix_ms = system_unix_ms;
     if (options.hooks && options.hooks->file_system) {
       env_owner = rocksdb::NewCompositeEnv(options.hooks->file_system);
@@ -132,11 +133,13 @@ struct RocksDbPageStore::Impl {
   std::atomic<int64_t> read_ns{0}, write_ns{0}, n_puts_skipped{0};
   std::array<std::atomic<int64_t>, size_t(EvictReason::kCount)> n_evictions{};
 
-  // The ttl sweep thread (rocksdb_store_tier.cpp); runs when ttl_seconds > 0.
+  // The ttl (options.ttl_seconds at open; set_ttl() changes it) and the
+  // sweep thread (rocksdb_store_tier.cpp), started once a ttl > 0 is set.
+  std::atomic<int64_t> ttl_seconds{0};
   std::mutex sweep_mu;
   std::condition_variable sweep_cv;
   bool sweep_stop = false;  // guarded by sweep_mu
-  std::thread sweeper;
+  std::thread sweeper;      // guarded by sweep_mu (started at most once)
 
   std::atomic<int64_t> last_check_ms{INT64_MIN / 2};
   std::atomic<uint64_t> generation{0};  // bumped by every reopen
@@ -253,6 +256,8 @@ struct RocksDbPageStore::Impl {
 
   // The ttl sweep thread's loop (rocksdb_store_tier.cpp).
   void sweep_loop(RocksDbPageStore& store);
+  // Starts the sweep thread unless it runs or the store is closing.
+  void start_sweeper(RocksDbPageStore& store);
   void stop_sweeper();
 };
 

@@ -114,18 +114,19 @@ TierStats RocksDbPageStore::stats() const {
 
 int64_t RocksDbPageStore::sweep_ttl() {
   Impl& m = *impl_;
-  if (m.options.ttl_seconds <= 0) return 0;
+  const int64_t ttl_seconds = m.ttl_seconds.load();
+  if (ttl_seconds <= 0) return 0;
   std::lock_guard<std::mutex> lock(m.mu);
   std::shared_lock<std::shared_mutex> db_lock(m.db_mu);
   if (!m.db || m.bg_errors->any()) return 0;
-  const int64_t cutoff = m.options.now_unix_ms() - m.options.ttl_seconds * 1000;
+  const int64_t cutoff = m.options.now_unix_ms() - ttl_seconds * 1000;
   std::vector<PageKey> expired;
   for (const auto& [key, entry] : m.index) {
     if (entry.last_use_ms < cutoff && !m.policy->is_pinned(key)) expired.push_back(key);
   }
   if (expired.empty() || !m.erase_records_locked(expired, EvictReason::kTtl)) return 0;
   spdlog::info("page store {}: erased {} records unused for over {} s", m.options.dir, expired.size(),
-               m.options.ttl_seconds);
+               ttl_seconds);
   return int64_t(expired.size());
 }
 
@@ -137,6 +138,33 @@ void RocksDbPageStore::Impl::sweep_loop(RocksDbPageStore& store) {
     (void)store.sweep_ttl();
     lock.lock();
   }
+}
+
+Status RocksDbPageStore::set_policy(std::string_view policy) {
+  Result<std::unique_ptr<EvictionPolicy>> next = make_eviction_policy(policy);
+  if (!next.is_ok()) return Status::invalid_argument("page store: " + next.status().message());
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  move_entries(*impl_->policy, **next);
+  impl_->policy = std::move(*next);
+  return Status::ok();
+}
+
+Status RocksDbPageStore::set_ttl(int64_t seconds) {
+  if (seconds < 0) {
+    return Status::invalid_argument("page store: ttl must be >= 0 (0: no ttl), got " + std::to_string(seconds));
+  }
+  if (seconds > 0 && impl_->options.ttl_sweep_interval_ms <= 0) {
+    return Status::invalid_argument("page store: ttl_sweep_interval_ms must be > 0");
+  }
+  impl_->ttl_seconds = seconds;
+  if (seconds > 0) impl_->start_sweeper(*this);
+  return Status::ok();
+}
+
+void RocksDbPageStore::Impl::start_sweeper(RocksDbPageStore& store) {
+  std::lock_guard<std::mutex> lock(sweep_mu);
+  if (sweeper.joinable() || sweep_stop) return;
+  sweeper = std::thread([this, &store] { sweep_loop(store); });
 }
 
 void RocksDbPageStore::Impl::stop_sweeper() {

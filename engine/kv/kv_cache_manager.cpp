@@ -1,12 +1,21 @@
 #include "engine/kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
 #include "engine/kv/prefix_hash.h"
 
 namespace larder {
+
+namespace {
+
+int64_t elapsed_ns(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
 
 KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, TierChain* chain, bool write_through,
                                std::unique_ptr<EvictionPolicy> device_policy)
@@ -19,7 +28,7 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       cache_(backend.pages(), std::move(device_policy)),
       page_tokens_(size_t(backend.n_pages())),
       page_buf_(layout_.page_bytes()) {
-  cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted) {
+  cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted, bool hand_down) {
     // A page sealed this step and not yet copied out: copy the batch now,
     // before the page's memory is reused.
     for (const auto& queued : spill_queue_) {
@@ -29,7 +38,7 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       }
     }
     forget_child(page);
-    if (chain_ != nullptr) demote(page, key, persisted);
+    if (chain_ != nullptr && hand_down) demote(page, key, persisted);
   });
 }
 
@@ -107,6 +116,7 @@ void KvCacheManager::acquire_prefix(SeqPages& seq, std::span<const PageKey> keys
     seq.keys.push_back(keys[size_t(i)]);
     ++stats_.pages_reused_device;
   }
+  stats_.pages_missed_device += int64_t(keys.size()) - std::min<int64_t>(n, int64_t(keys.size()));
 }
 
 int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std::span<const PageKey> keys,
@@ -156,7 +166,9 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
     page_tokens_[size_t(*page)].assign(page_tokens.begin(), page_tokens.end());
   }
   if (!pages.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
     Status st = backend_.write_pages(pages, std::span<const uint8_t>(batch_buf_.data(), pages.size() * page_bytes));
+    stats_.restore_ns += elapsed_ns(t0);
     if (!st.is_ok()) {
       log_limited_.log(spdlog::level::warn, "copy in", "restored pages could not be copied to the device: " + st.to_string());
       for (int p : pages) cache_.release(p);
@@ -173,6 +185,7 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
     }
     restored += int(pages.size());
     stats_.pages_restored += int64_t(pages.size());
+    stats_.bytes_restored += int64_t(pages.size() * page_bytes);
   }
   return restored;
 }
@@ -243,13 +256,29 @@ int KvCacheManager::n_exclusive(const SeqPages& seq) const {
 }
 
 std::string KvCacheManager::record_of(int page, const PageKey& key) {
+  const auto t0 = std::chrono::steady_clock::now();
   Status st = backend_.read_page(page, page_buf_);
+  stats_.copy_out_ns += elapsed_ns(t0);
   if (!st.is_ok()) {
     log_limited_.log(spdlog::level::warn, "copy out",
                      "page " + key.to_hex() + " could not be copied out for writing: " + st.to_string());
     return {};
   }
-  return encode_page_record(key, meta_, page_tokens_[size_t(page)], page_buf_);
+  std::string record = encode_page_record(key, meta_, page_tokens_[size_t(page)], page_buf_);
+  stats_.bytes_copied_out += int64_t(record.size());
+  return record;
+}
+
+bool KvCacheManager::persist(const PageKey& key, bool rewrite) {
+  std::optional<int> page = cache_.find(key);
+  if (!page) return false;
+  if ((cache_.is_persisted(*page) && !rewrite) || chain_ == nullptr || !chain_->has_persistent()) return true;
+  std::string record = record_of(*page, key);
+  if (record.empty()) return false;
+  chain_->put_persistent(key, std::move(record));
+  cache_.mark_persisted(*page);
+  ++stats_.pages_spilled;
+  return true;
 }
 
 void KvCacheManager::demote(int page, const PageKey& key, bool persisted) {

@@ -51,6 +51,11 @@ struct KvCacheStats {
   std::atomic<int64_t> pages_demoted{0};        // records handed down to the host tier on device eviction
   std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
   std::atomic<int64_t> tokens_reused_partial{0};  // prompt tokens taken from part of a page (reuse_partial)
+  // The device tier's row of GET /admin/cache and /metrics:
+  std::atomic<int64_t> pages_missed_device{0};  // prefix pages looked up, not resident
+  std::atomic<int64_t> bytes_restored{0};       // page bytes copied onto the device by restores
+  std::atomic<int64_t> bytes_copied_out{0};     // record bytes copied off the device (spill, demote)
+  std::atomic<int64_t> restore_ns{0}, copy_out_ns{0};  // time in those copies
 };
 
 class KvCacheManager {
@@ -114,7 +119,10 @@ class KvCacheManager {
   // Pages a sequence holding these would free if released (ref count 1).
   int n_exclusive(const SeqPages& seq) const;
   int n_available() const { return cache_.n_available(); }
-  int n_pages() const { return pool_.n_pages(); }
+  // Pages the device tier may use: its budget (PrefixCache::page_limit),
+  // at most the pool allocated at start (n_pool_pages).
+  int n_pages() const { return cache_.page_limit(); }
+  int n_pool_pages() const { return pool_.n_pages(); }
   int n_free() const { return pool_.n_free(); }
   int n_resident() const { return cache_.n_sealed(); }
 
@@ -125,6 +133,17 @@ class KvCacheManager {
   const KvCacheStats& stats() const { return stats_; }
   // Pages commit() seals are logged here (S lines); null: no trace.
   void set_trace(AccessTrace* trace) { trace_ = trace; }
+
+  // ---- admin (engine/engine_admin.cpp) ---------------------------------
+  // The device tier's index, for pins, admin eviction, its budget and its
+  // policy.
+  PrefixCache& device() { return cache_; }
+  const PrefixCache& device() const { return cache_; }
+  // Writes the page sealed under `key` to the persistent tiers (a pinned
+  // prefix must survive a restart): when none has it yet, or always with
+  // `rewrite` (a persistent tier evicted it since). Returns false when the
+  // key is not resident or its record could not be read.
+  bool persist(const PageKey& key, bool rewrite = false);
 
  private:
   // The device evicts `page` (sealed under key): hand its record down.

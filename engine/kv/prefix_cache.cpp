@@ -5,31 +5,33 @@
 namespace larder {
 
 PrefixCache::PrefixCache(PagePool& pool, std::unique_ptr<EvictionPolicy> policy)
-    : pool_(pool), policy_(std::move(policy)), pages_(size_t(pool.n_pages())) {
+    : pool_(pool), policy_(std::move(policy)), pages_(size_t(pool.n_pages())), page_limit_(pool.n_pages()) {
   if (!policy_) policy_ = std::move(make_eviction_policy("lru")).value();
 }
 
 std::optional<int> PrefixCache::allocate() {
-  std::optional<int> page = pool_.allocate();
-  if (!page) {
+  // Within the page limit, a victim makes room first (the pool has free
+  // pages beyond a lowered limit).
+  while (n_in_use() >= page_limit_ || pool_.n_free() == 0) {
     std::optional<PageKey> victim = policy_->victim();
     if (!victim) return std::nullopt;
     auto it = index_.find(*victim);
     assert(it != index_.end());
     evict(it->second);
-    page = pool_.allocate();
-    assert(page);
   }
+  std::optional<int> page = pool_.allocate();
+  assert(page);
   PageState& s = pages_[size_t(*page)];
   s = PageState{};
   s.ref = 1;
   return page;
 }
 
-void PrefixCache::evict(int page) {
+void PrefixCache::evict(int page, EvictReason reason, bool hook) {
   PageState& s = pages_[size_t(page)];
   assert(s.ref == 0 && s.sealed);
-  if (evict_hook_) evict_hook_(page, s.key, s.persisted);
+  ++evicted_[size_t(reason)];
+  if (evict_hook_) evict_hook_(page, s.key, s.persisted, /*hand_down=*/hook);
   policy_->erase(s.key);
   index_.erase(s.key);
   s.sealed = false;
@@ -110,6 +112,37 @@ int PrefixCache::n_cached_pinned() const {
 
 void PrefixCache::clear_cached() {
   while (std::optional<PageKey> victim = policy_->victim()) evict(index_.at(*victim));
+}
+
+void PrefixCache::set_page_limit(int n) {
+  assert(n >= 1 && n <= pool_.n_pages());
+  page_limit_ = n;
+  while (n_in_use() > page_limit_) {
+    std::optional<PageKey> victim = policy_->victim();
+    if (!victim) break;  // only active and pinned pages left: they go as they are released
+    evict(index_.at(*victim));
+  }
+}
+
+void PrefixCache::set_policy(std::unique_ptr<EvictionPolicy> policy) {
+  move_entries(*policy_, *policy);
+  policy_ = std::move(policy);
+}
+
+bool PrefixCache::evict_admin(const PageKey& key) {
+  auto it = index_.find(key);
+  if (it == index_.end() || pages_[size_t(it->second)].ref != 0) return false;
+  evict(it->second, EvictReason::kAdmin, /*hook=*/false);
+  return true;
+}
+
+int PrefixCache::evict_all_admin() {
+  std::vector<PageKey> cached;
+  for (const auto& [key, page] : index_) {
+    if (pages_[size_t(page)].ref == 0) cached.push_back(key);
+  }
+  for (const PageKey& key : cached) evict_admin(key);
+  return int(cached.size());
 }
 
 }  // namespace larder

@@ -15,6 +15,8 @@
 // into its own unsealed pages. Not thread-safe: owned by the engine thread.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +28,7 @@
 #include "engine/kv/page_pool.h"
 #include "storage/eviction_policy.h"
 #include "storage/page_store.h"
+#include "storage/page_tier.h"
 
 namespace larder {
 
@@ -34,7 +37,9 @@ class PrefixCache {
   // Called just before a cached page is evicted and its memory reused, e.g. to
   // hand it down the tier chain. `persisted` tells whether a persistent tier
   // has it already (write_through).
-  using EvictHook = std::function<void(int page, const PageKey& key, bool persisted)>;
+  // hand_down: false for an admin eviction (the page is dropped, not moved
+  // down the tiers); the hook runs for every eviction either way.
+  using EvictHook = std::function<void(int page, const PageKey& key, bool persisted, bool hand_down)>;
 
   // policy: null means lru.
   explicit PrefixCache(PagePool& pool, std::unique_ptr<EvictionPolicy> policy = nullptr);
@@ -67,14 +72,44 @@ class PrefixCache {
   const PageKey& key_of(int page) const { return pages_[size_t(page)].key; }
   int ref_count(int page) const { return pages_[size_t(page)].ref; }
 
-  // Pages a new allocation can get: free + cached (not pinned).
-  int n_available() const { return pool_.n_free() + n_cached_ - n_cached_pinned(); }
+  // Pages a new allocation can get: free + cached (not pinned), within the
+  // page limit.
+  int n_available() const {
+    return std::max(0, page_limit_ - n_in_use() + n_cached_ - n_cached_pinned());
+  }
   int n_cached() const { return n_cached_; }
   int n_sealed() const { return int(index_.size()); }
+  // Pages taken from the pool: active and cached ones.
+  int n_in_use() const { return pool_.n_pages() - pool_.n_free(); }
   const EvictionPolicy& policy() const { return *policy_; }
 
   // Drops every cached page that is not pinned (tests, memory pressure).
   void clear_cached();
+
+  // ---- admin (POST /admin/cache/*, /admin/reload) -------------------------
+  // The most pages in use at once (the device tier's budget, within the
+  // pool; initially the whole pool). A smaller limit evicts cached pages
+  // (kBudget, through the evict hook) at once until n_in_use() fits or only
+  // active and pinned ones are left; allocate() keeps to it from then on.
+  // n must lie in [1, pool pages].
+  void set_page_limit(int n);
+  int page_limit() const { return page_limit_; }
+  // Pins `key` (resident or not) in the policy: a pinned page is never
+  // evicted for budget (EvictionPolicy::pin).
+  void pin(const PageKey& key) { policy_->pin(key); }
+  void unpin(const PageKey& key) { policy_->unpin(key); }
+  // Replaces the policy, moving every entry, hold and pin over
+  // (move_entries): the recency order is kept.
+  void set_policy(std::unique_ptr<EvictionPolicy> policy);
+  // Admin eviction: drops the cached page sealed under `key`, pinned or not
+  // (false when it is absent or active), without calling the evict hook:
+  // the caller removes it from the tiers below too. Counted kAdmin.
+  bool evict_admin(const PageKey& key);
+  // Admin eviction of every cached page; returns how many.
+  int evict_all_admin();
+  // Pages evicted since start, by storage/page_tier.h EvictReason
+  // (kBudget: for a new page or a smaller limit; kAdmin).
+  int64_t n_evicted(EvictReason reason) const { return evicted_[size_t(reason)]; }
 
  private:
   struct PageState {
@@ -83,7 +118,7 @@ class PrefixCache {
     bool persisted = false;
     PageKey key;
   };
-  void evict(int page);
+  void evict(int page, EvictReason reason = EvictReason::kBudget, bool hook = true);
   void release_at(int page, uint64_t tick);
   int n_cached_pinned() const;
 
@@ -94,6 +129,8 @@ class PrefixCache {
   int n_cached_ = 0;   // sealed pages with ref 0
   uint64_t tick_ = 0;  // the policy's clock: one per release (batch) and seal
   EvictHook evict_hook_;
+  int page_limit_ = 0;  // most pages in use (set_page_limit)
+  std::array<int64_t, size_t(EvictReason::kCount)> evicted_{};
 };
 
 }  // namespace larder

@@ -7,6 +7,13 @@
 //   tool_call_syntax: kHermes unless set_tool_call_syntax() says otherwise
 //   submit:       answers on its own thread with the scripted text pieces, then
 //                 a final event with usage numbers; honours cancel().
+//   cache admin:  cache_report returns the report set with set_cache_report();
+//                 pin / unpin / evict record their calls and answer
+//                 n_pages = tokens / 16 (or the status set with
+//                 set_admin_status()); pin refuses a prompt of n_ctx tokens
+//                 or more with kOutOfRange, as the engine does. After
+//                 set_admin_supported(false) they all answer kUnsupported
+//                 (Generator's defaults).
 // It records every request it got.
 #pragma once
 
@@ -121,6 +128,50 @@ class FakeGenerator : public Generator {
                            sink = std::move(sink)] { answer(script, n_prompt, sink); });
   }
 
+  // ---- cache admin ----
+  struct AdminCall {
+    std::string op;               // "pin", "unpin", "evict"
+    std::vector<int32_t> tokens;  // empty for an evict of everything
+    bool all = false;             // evict of everything
+    std::string cache_salt;
+  };
+  void set_admin_supported(bool on) { admin_supported_ = on; }
+  void set_cache_report(CacheReport r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    report_ = std::move(r);
+  }
+  void set_admin_status(Status st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    admin_status_ = std::move(st);
+  }
+  std::vector<AdminCall> admin_calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return admin_calls_;
+  }
+  Result<CacheReport> cache_report() const override {
+    if (!admin_supported_) return Generator::cache_report();
+    std::lock_guard<std::mutex> lock(mu_);
+    return report_;
+  }
+  Result<PinResult> pin(const std::vector<int32_t>& prompt, const std::string& salt) override {
+    if (!admin_supported_) return Generator::pin(prompt, salt);
+    return admin_pin("pin", prompt, salt);
+  }
+  Result<PinResult> unpin(const std::vector<int32_t>& prompt, const std::string& salt) override {
+    if (!admin_supported_) return Generator::unpin(prompt, salt);
+    return admin_pin("unpin", prompt, salt);
+  }
+  Result<EvictResult> evict(const std::vector<int32_t>* prompt, const std::string& salt) override {
+    if (!admin_supported_) return Generator::evict(prompt, salt);
+    std::lock_guard<std::mutex> lock(mu_);
+    admin_calls_.push_back(AdminCall{"evict", prompt ? *prompt : std::vector<int32_t>{}, prompt == nullptr, salt});
+    if (!admin_status_.is_ok()) return admin_status_;
+    EvictResult r;
+    r.evicted = {{"device", prompt ? int64_t(prompt->size() / 16) : 7}, {"disk", 5}};
+    r.active_skipped = 1;
+    return r;
+  }
+
   std::vector<GenerationRequest> requests() const {
     std::lock_guard<std::mutex> lock(mu_);
     return requests_;
@@ -186,7 +237,27 @@ class FakeGenerator : public Generator {
     cv_.notify_all();
   }
 
+  Result<PinResult> admin_pin(const char* op, const std::vector<int32_t>& prompt, const std::string& salt) {
+    std::lock_guard<std::mutex> lock(mu_);
+    admin_calls_.push_back(AdminCall{op, prompt, false, salt});
+    if (!admin_status_.is_ok()) return admin_status_;
+    if (std::string(op) == "pin" && static_cast<int>(prompt.size()) >= info_.n_ctx) {
+      return Status::out_of_range("the prompt has " + std::to_string(prompt.size()) + " tokens");
+    }
+    PinResult r;
+    r.n_prompt_tokens = static_cast<int>(prompt.size());
+    r.n_pages = r.n_prompt_tokens / 16;
+    r.n_tokens = r.n_pages * 16;
+    r.n_cached_tokens = 16;
+    r.changed = true;
+    return r;
+  }
+
   ModelInfo info_;
+  std::atomic<bool> admin_supported_{true};
+  CacheReport report_;
+  Status admin_status_;
+  std::vector<AdminCall> admin_calls_;
   std::atomic<ToolCallSyntax> syntax_{ToolCallSyntax::kHermes};
   mutable ChatRequest last_chat_;
   mutable std::mutex mu_;

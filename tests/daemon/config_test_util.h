@@ -51,6 +51,8 @@ inline void check_same_config(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.server.max_connections == b.server.max_connections);
   CHECK(a.server.request_timeout_s == b.server.request_timeout_s);
   CHECK(a.server.idle_timeout_s == b.server.idle_timeout_s);
+  CHECK(a.server.admin_enabled == b.server.admin_enabled);
+  CHECK(a.server.admin_token == b.server.admin_token);
   const SamplingParams& sa = a.server.default_sampling;
   const SamplingParams& sb = b.server.default_sampling;
   CHECK(sa.temperature == sb.temperature);

@@ -54,6 +54,8 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.server.max_connections == 1024);
   CHECK(c.server.request_timeout_s == 30.0);
   CHECK(c.server.idle_timeout_s == 60.0);
+  CHECK(c.server.admin_enabled);         // /admin/* and /metrics answer
+  CHECK(c.server.admin_token.empty());   // under the API keys rule
   CHECK(c.engine.cache.disk.dir == "/home/alice/.cache/larder");
   CHECK(c.engine.cache.page_size == 16);
   CHECK(c.engine.cache.device.budget_bytes == 1073741824);   // 1 GiB
@@ -122,6 +124,8 @@ api_key_file = "~/.config/larder/keys"
 max_connections = 50
 request_timeout_s = 5
 idle_timeout_s = 0.5
+admin = "off"
+admin_token = "adm-token-1"
 
 [cache]
 page_size = 32
@@ -183,6 +187,8 @@ level = "debug"
   CHECK(c.server.max_connections == 50);
   CHECK(c.server.request_timeout_s == 5.0);
   CHECK(c.server.idle_timeout_s == 0.5);
+  CHECK_FALSE(c.server.admin_enabled);
+  CHECK(c.server.admin_token == "adm-token-1");
   CHECK(c.engine.cache.disk.dir == "/home/carol/larder-cache");  // "~/" expanded
   CHECK(c.engine.cache.page_size == 32);
   CHECK(c.engine.cache.device.budget_bytes == 536870912);  // 512 * 2^20
@@ -247,6 +253,17 @@ TEST_CASE("API keys never show in --print-config's dump or in error messages", "
   CHECK_THAT(bad.status().message(), Catch::Contains("key 2 is not"));
   CHECK(bad.status().message().find("secret") == std::string::npos);
   CHECK(bad.status().message().find("two words") == std::string::npos);
+  // The admin token is a secret too; an empty one prints as "".
+  c.server.admin_token = "adm-secret-3";
+  CHECK(dump_config(c).find("adm-secret") == std::string::npos);
+  CHECK_THAT(dump_config(c), Catch::Contains("admin_token = \"<redacted>\"\n"));
+  CHECK_THAT(dump_config(default_config()), Catch::Contains("admin_token = \"\"\n"));
+  auto bad_token = load_config_string("[server]\nadmin_token = \"adm secret\"\n", DaemonConfig{});
+  REQUIRE_FALSE(bad_token.is_ok());
+  CHECK_THAT(bad_token.status().message(), Catch::Contains("server.admin_token = \"<redacted>\": must be a token"));
+  CHECK(bad_token.status().message().find("adm secret") == std::string::npos);
+  auto redacted_token = load_config_string("[server]\nadmin_token = \"<redacted>\"\n", DaemonConfig{});
+  CHECK_THAT(redacted_token.status().message(), Catch::Contains("--print-config hides the token"));
   // Flags give lists comma-separated.
   DaemonConfig f;
   REQUIRE(set_config_value("server.cors_origins", "http://a.example, http://b.example:81", f, "--cors").is_ok());
@@ -309,6 +326,8 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[server]\nallowed_hosts = [\"box.lan:8080\"]",
        "server.allowed_hosts = [\"box.lan:8080\"]: must be a list of host names or IP addresses without a port"},
       {"[server]\nmax_connections = 0", "server.max_connections = 0: must be an integer between 1 and 1000000"},
+      {"[server]\nadmin = \"yes\"", "server.admin = \"yes\": must be \"on\" or \"off\""},
+      {"[server]\nadmin = true", "server.admin = true: must be \"on\" or \"off\" (got a boolean)"},
       {"[server]\nrequest_timeout_s = 0", "server.request_timeout_s = 0: must be a number of seconds above 0"},
       {"[server]\nidle_timeout_s = -1", "server.idle_timeout_s = -1: must be a number of seconds above 0"},
       // Wrong types.

@@ -27,7 +27,7 @@ TEST_CASE("prefix cache reuses sealed pages and evicts least recently released f
   auto pool = PagePool::create(KvLayout{1, 4, 4, KvDtype::kF32}, 3).value();
   PrefixCache cache(*pool);
   std::vector<std::pair<int, PageKey>> evicted;
-  cache.set_evict_hook([&](int page, const PageKey& k, bool) { evicted.push_back({page, k}); });
+  cache.set_evict_hook([&](int page, const PageKey& k, bool, bool) { evicted.push_back({page, k}); });
 
   int p0 = *cache.allocate(), p1 = *cache.allocate(), p2 = *cache.allocate();
   CHECK(!cache.allocate());  // all three active
@@ -68,7 +68,7 @@ struct DeviceTier {
   DeviceTier(int n, const char* policy) {
     pool = PagePool::create(KvLayout{1, 4, 4, KvDtype::kF32}, n).value();
     cache = std::make_unique<PrefixCache>(*pool, make_eviction_policy(policy).value());
-    cache->set_evict_hook([this](int, const PageKey& k, bool) { evicted.push_back(k); });
+    cache->set_evict_hook([this](int, const PageKey& k, bool, bool) { evicted.push_back(k); });
   }
   // A sealed page holding `k` at chain position `depth`, still active.
   int sealed(uint64_t k, int depth = 0) {

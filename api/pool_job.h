@@ -1,0 +1,49 @@
+// PoolJob: a response computed on libuv's thread pool (uv_queue_work), for
+// handlers that call something that blocks — the engine's admin calls
+// (Generator::cache_report, pin, evict), tokenizing and rendering an admin
+// request's prompt, re-reading the config file — so that the loop thread
+// never waits. `work` runs on a pool thread and returns the whole response;
+// the next pump() on the loop thread sends it.
+//
+// Lifetime as PromptJob (api/prompt_job.h): destroying the job cancels work
+// not started yet and drops the result of a running one; the loop stays
+// alive while work is in flight, so `work` may use objects that live as
+// long as the server. An exception in `work` becomes a 500.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <memory>
+
+#include "api/generation_job.h"
+#include "api/http_message.h"
+
+namespace larder {
+
+class PoolJob : public ResponseJob {
+ public:
+  using Work = std::function<HttpResponse()>;  // pool thread
+
+  // Queues `work`; `waker` is woken when it is done. A failure to queue
+  // answers 500 at the first pump().
+  PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work);
+  ~PoolJob() override;
+  PoolJob(const PoolJob&) = delete;
+  PoolJob& operator=(const PoolJob&) = delete;
+
+  void pump(ResponseWriter& writer) override;
+  bool done() const override { return done_; }
+
+  struct State;  // shared with the work item (api/pool_job.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+  bool done_ = false;
+};
+
+// Runs `work` on `loop`'s pool with nobody waiting for it (SIGHUP's reload):
+// its result is its own business (logging). Returns a libuv error code.
+int run_detached_on_pool(uv_loop_t* loop, std::function<void()> work);
+
+}  // namespace larder

@@ -1,0 +1,77 @@
+#include "daemon/reload.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/api_keys.h"
+#include "daemon/command_line.h"
+#include "daemon/config_schema.h"
+
+namespace larder {
+
+namespace {
+
+enum class Apply { kCache, kLive, kRestart };
+
+Apply how_to_apply(std::string_view section, std::string_view name) {
+  if (section.starts_with("cache")) return Apply::kCache;
+  if (section == "sampling" || (section == "log" && name == "level")) return Apply::kLive;
+  return Apply::kRestart;
+}
+
+}  // namespace
+
+ConfigReloader::ConfigReloader(std::vector<std::string> args, DaemonConfig in_force,
+                               std::function<Status(const CacheOptions&)> reconfigure_cache)
+    : args_(std::move(args)), reconfigure_cache_(std::move(reconfigure_cache)), in_force_(std::move(in_force)) {}
+
+DaemonConfig ConfigReloader::in_force() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_force_;
+}
+
+Result<ReloadReport> ConfigReloader::reload() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<const char*> argv;
+  for (const std::string& a : args_) argv.push_back(a.c_str());
+  Result<CommandLine> parsed = parse_command_line(int(argv.size()), argv.data(), default_config());
+  if (!parsed.is_ok()) return parsed.status();
+  DaemonConfig next = std::move(parsed->config);
+  LARDER_RETURN_IF_ERROR(add_api_keys_from_file_and_env(next));
+
+  ReloadReport report;
+  report.config_path = parsed->config_path;
+  bool cache_changed = false;
+  std::vector<std::string> live;
+  for (const config_schema::KeySpec& spec : config_schema::specs()) {
+    const config_schema::Value was = spec.get(in_force_), now = spec.get(next);
+    const std::string a = config_schema::format_value(spec, was, /*redact=*/false);
+    const std::string b = config_schema::format_value(spec, now, /*redact=*/false);
+    if (a == b) continue;
+    const std::string key = std::string(spec.section) + "." + std::string(spec.name);
+    const std::string what = spec.secret ? key + " changed"
+                                         : key + ": " + config_schema::format_value(spec, was, true) + " -> " +
+                                               config_schema::format_value(spec, now, true);
+    switch (how_to_apply(spec.section, spec.name)) {
+      case Apply::kCache:
+        cache_changed = true;
+        live.push_back(what);
+        break;
+      case Apply::kLive: live.push_back(what); break;
+      case Apply::kRestart: report.restart_needed.push_back(what); break;
+    }
+  }
+  // The engine checks the cache part and refuses what needs a restart;
+  // nothing else is applied before it said yes.
+  if (cache_changed) LARDER_RETURN_IF_ERROR(reconfigure_cache_(next.engine.cache));
+  if (next.log_level != in_force_.log_level) spdlog::set_level(spdlog::level::from_str(next.log_level));
+  in_force_.engine.cache = next.engine.cache;
+  in_force_.server.default_sampling = next.server.default_sampling;
+  in_force_.server.default_max_tokens = next.server.default_max_tokens;
+  in_force_.log_level = next.log_level;
+  report.changed = std::move(live);
+  report.default_sampling = in_force_.server.default_sampling;
+  report.default_max_tokens = in_force_.server.default_max_tokens;
+  return report;
+}
+
+}  // namespace larder

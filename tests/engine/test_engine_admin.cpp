@@ -1,0 +1,325 @@
+// The engine's cache admin calls on the real test model (stories260K:
+// 20480-byte pages of 16 tokens, a 512-token context, so one full context
+// needs 512 / 16 + 1 = 33 device pages): the report's counters, pins that
+// survive pressure on the device and on disk and a restart, admin
+// eviction, and live budget and policy changes.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "engine/engine.h"
+#include "storage/page_record.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/support/skip.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+constexpr int64_t kPageBytes = 20480;  // 5 layers * (K, V) 2 * 16 tokens * kv_dim 32 * 4 bytes
+// The disk tier counts 16 key bytes + the record (header, 16 token ids, page).
+constexpr int64_t kDiskPageBytes = 16 + int64_t(page_record_size(16, kPageBytes));
+// The pin record of one prefix of 18 pages: magic 8 + count 4 + root 16 +
+// key count 4 + 18 keys * 16 + checksum 8 = 328 bytes, + 16 key bytes.
+constexpr int64_t kDiskPinRecordBytes = 16 + 328;
+
+std::vector<int32_t> reference_prompt(const std::string& name) {
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == name) return c["prompt_tokens"].get<std::vector<int32_t>>();
+  }
+  return {};
+}
+
+// a rotated left by n: every page differs from a's.
+std::vector<int32_t> rotated(std::vector<int32_t> a, int n) {
+  std::rotate(a.begin(), a.begin() + n, a.end());
+  return a;
+}
+
+CacheReport report_of(Engine& e) {
+  Result<CacheReport> r = e.cache_report();
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  return std::move(r).value();
+}
+
+const CacheTierReport& tier(const CacheReport& r, const std::string& name) {
+  for (const CacheTierReport& t : r.tiers) {
+    if (t.name == name) return t;
+  }
+  FAIL("no tier " << name);
+  return r.tiers.front();
+}
+
+}  // namespace
+
+TEST_CASE("cache report: device hits and misses, entries and bytes, tiers in order", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  REQUIRE(a.size() == 299);  // (299 - 1) / 16 = 18 cacheable pages
+  EngineOptions o = options_for(model, "");
+  o.cache.device.budget_bytes = 40 * kPageBytes;
+  o.cache.host.budget_bytes = 1 << 20;
+  auto engine = make_engine(o);
+
+  CacheReport r0 = report_of(*engine);
+  REQUIRE(r0.tiers.size() == 2);
+  CHECK(r0.tiers[0].name == "device");
+  CHECK(r0.tiers[1].name == "host");
+  CHECK(r0.tiers[0].budget_bytes == 40 * kPageBytes);
+  CHECK(r0.pool_pages == 40);
+  CHECK(r0.budget_pages == 40);
+  CHECK(r0.page_size == 16);
+  CHECK(r0.page_bytes == kPageBytes);
+
+  REQUIRE(generate(*engine, greedy_request(a, 4)).final.finish == FinishReason::kLength);
+  CacheReport r1 = report_of(*engine);
+  const CacheTierReport& d1 = tier(r1, "device");
+  CHECK(d1.hits == 0);
+  CHECK(d1.misses == 18);
+  // 299 + 3 fed tokens = 302 positions: 18 sealed pages stay cached, the
+  // partial 19th went back to the pool.
+  CHECK(d1.entries == 18);
+  CHECK(d1.bytes_used == 18 * kPageBytes);
+  CHECK(d1.policy == "lru");
+  CHECK(r1.free_pages == 40);  // 22 free + 18 evictable
+  CHECK(r1.queue_length == 0);
+  CHECK(r1.running == 0);
+
+  REQUIRE(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 288);
+  const CacheTierReport d2 = tier(report_of(*engine), "device");
+  CHECK(d2.hits == 18);
+  CHECK(d2.misses == 18);
+}
+
+TEST_CASE("a pinned prefix stays through device and disk pressure and a restart", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  // 52 pages: 33 for one full context, so up to 19 may be pinned.
+  o.cache.device.budget_bytes = 52 * kPageBytes;
+  {
+    auto engine = make_engine(o);
+    Result<PinResult> pin = engine->pin(a, "");
+    INFO(pin.status().to_string());
+    REQUIRE(pin.is_ok());
+    CHECK(pin->n_pages == 18);  // 299 / 16 full pages
+    CHECK(pin->n_tokens == 288);
+    CHECK(pin->n_prompt_tokens == 299);
+    CHECK(pin->n_cached_tokens == 0);
+    CHECK(pin->changed);
+    // Pinning again changes nothing, and finds it cached.
+    Result<PinResult> again = engine->pin(a, "");
+    REQUIRE(again.is_ok());
+    CHECK_FALSE(again->changed);
+    CHECK(again->n_cached_tokens == 288);
+
+    // Four other prompts of 19 pages each need more than the 52 - 18 = 34
+    // unpinned pages: under lru a's pages, released first, would go first.
+    for (int n = 1; n <= 4; ++n) {
+      REQUIRE(generate(*engine, greedy_request(rotated(a, n), 4)).final.finish == FinishReason::kLength);
+    }
+    CacheReport r = report_of(*engine);
+    CHECK(tier(r, "device").pinned == 18);
+    CHECK(tier(r, "device").evictions[size_t(EvictReason::kBudget)] > 0);
+    CHECK(tier(r, "disk").pinned == 19);  // a's 18 pages and the pin record
+    CHECK(r.pinned_prefixes == 1);
+    CHECK(r.pinned_pages == 18);
+    const int64_t restored_before = engine->stats().pages_restored_disk;
+    Generated warm = generate(*engine, greedy_request(a, 4));
+    CHECK(warm.final.cached_tokens == 288);
+    CHECK(engine->stats().pages_restored_disk == restored_before);  // all 18 from the device
+  }
+  // A restart: the pins are read back; a's pages come from disk.
+  auto engine = make_engine(o);
+  CacheReport r = report_of(*engine);
+  CHECK(r.pinned_prefixes == 1);
+  CHECK(r.pinned_pages == 18);
+  CHECK(tier(r, "disk").pinned == 19);
+  // 5 prompts of 18 pages and the pin record on disk; shrink it to just
+  // the pinned records: every unpinned page goes.
+  CHECK(tier(r, "disk").entries == 5 * 18 + 1);
+  CacheOptions smaller = o.cache;
+  smaller.disk.budget_bytes = 18 * kDiskPageBytes + kDiskPinRecordBytes;
+  REQUIRE(engine->reconfigure(smaller).is_ok());
+  r = report_of(*engine);
+  CHECK(tier(r, "disk").entries == 19);
+  CHECK(tier(r, "disk").bytes_used == 18 * kDiskPageBytes + kDiskPinRecordBytes);
+  CHECK(tier(r, "disk").evictions[size_t(EvictReason::kBudget)] == 4 * 18);
+  Generated warm = generate(*engine, greedy_request(a, 4));
+  CHECK(warm.final.cached_tokens == 288);
+  CHECK(engine->stats().pages_restored_disk == 18);
+  CHECK(tier(report_of(*engine), "device").pinned == 18);  // pinned again once restored
+
+  // Unpinned, they go like any other page.
+  Result<PinResult> un = engine->unpin(a, "");
+  REQUIRE(un.is_ok());
+  CHECK(un->n_pages == 18);
+  r = report_of(*engine);
+  CHECK(r.pinned_prefixes == 0);
+  CHECK(tier(r, "device").pinned == 0);
+  CHECK(tier(r, "disk").pinned == 0);
+  CHECK(engine->unpin(a, "").status().code() == StatusCode::kNotFound);
+}
+
+TEST_CASE("pin under write_back writes the pages to disk at once", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.write_through = false;
+  o.cache.device.budget_bytes = 52 * kPageBytes;
+  auto engine = make_engine(o);
+  REQUIRE(generate(*engine, greedy_request(rotated(a, 1), 4)).final.finish == FinishReason::kLength);
+  engine->flush_storage();
+  CHECK(tier(report_of(*engine), "disk").entries == 0);  // write_back: on the device only
+  REQUIRE(engine->pin(a, "").is_ok());
+  CacheReport r = report_of(*engine);
+  CHECK(tier(r, "disk").entries == 19);  // a's 18 pages and the pin record
+  CHECK(tier(r, "disk").pinned == 19);
+}
+
+TEST_CASE("pins that cannot fit, and prompts that cannot be pinned, are refused", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  EngineOptions o = options_for(model, "");
+  o.cache.device.budget_bytes = 40 * kPageBytes;  // room for 40 - 33 = 7 pinned pages
+  auto engine = make_engine(o);
+  Result<PinResult> big = engine->pin(a, "");
+  CHECK(big.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(big.status().message(), Catch::Contains("at most 7 may be pinned"));
+  CHECK(report_of(*engine).pinned_prefixes == 0);
+
+  const std::vector<int32_t> seven(a.begin(), a.begin() + 7 * 16 + 5);  // 7 full pages
+  Result<PinResult> fits = engine->pin(seven, "");
+  REQUIRE(fits.is_ok());
+  CHECK(fits->n_pages == 7);
+  // The same prompt under a salt is another prefix: no room left.
+  CHECK(engine->pin(seven, "tenant-b").status().code() == StatusCode::kResourceExhausted);
+
+  CHECK(engine->pin({}, "").status().code() == StatusCode::kInvalidArgument);
+  const std::vector<int32_t> short_prompt(a.begin(), a.begin() + 15);  // no full page
+  CHECK(engine->pin(short_prompt, "").status().code() == StatusCode::kInvalidArgument);
+  std::vector<int32_t> too_long;
+  while (too_long.size() < 600) too_long.insert(too_long.end(), a.begin(), a.end());
+  too_long.resize(512);  // the context holds 512: no room for a generated token
+  CHECK(engine->pin(too_long, "").status().code() == StatusCode::kOutOfRange);
+  CHECK(engine->pin({1, 2, 100000}, "").status().code() == StatusCode::kInvalidArgument);
+  CHECK(report_of(*engine).pinned_prefixes == 1);
+}
+
+TEST_CASE("admin eviction removes a prompt's pages, or everything, from every tier", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  const std::vector<int32_t> b = rotated(a, 1);
+  TempDir dir;
+  auto engine = make_engine(options_for(model, dir.str()));
+  REQUIRE(generate(*engine, greedy_request(a, 4)).final.finish == FinishReason::kLength);
+  REQUIRE(generate(*engine, greedy_request(b, 4)).final.finish == FinishReason::kLength);
+
+  Result<EvictResult> one = engine->evict(&a, "");
+  REQUIRE(one.is_ok());
+  REQUIRE(one->evicted.size() == 2);
+  CHECK(one->evicted[0] == std::pair<std::string, int64_t>{"device", 18});
+  CHECK(one->evicted[1] == std::pair<std::string, int64_t>{"disk", 18});  // 299 / 16 keys, all on disk
+  CHECK(one->active_skipped == 0);
+  CHECK(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 0);  // gone everywhere
+  CHECK(generate(*engine, greedy_request(b, 4)).final.cached_tokens == 288);  // b untouched
+
+  Result<EvictResult> all = engine->evict(nullptr, "");
+  REQUIRE(all.is_ok());
+  CHECK(all->evicted[0] == std::pair<std::string, int64_t>{"device", 36});
+  CHECK(all->evicted[1] == std::pair<std::string, int64_t>{"disk", 36});
+  CacheReport r = report_of(*engine);
+  CHECK(tier(r, "device").entries == 0);
+  CHECK(tier(r, "disk").entries == 0);
+  CHECK(tier(r, "device").evictions[size_t(EvictReason::kAdmin)] == 18 + 36);
+  CHECK(tier(r, "disk").evictions[size_t(EvictReason::kAdmin)] == 18 + 36);
+  CHECK(tier(r, "device").evictions[size_t(EvictReason::kBudget)] == 0);
+  CHECK(generate(*engine, greedy_request(b, 4)).final.cached_tokens == 0);
+}
+
+TEST_CASE("evicting everything keeps the pins and their record", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.device.budget_bytes = 52 * kPageBytes;
+  {
+    auto engine = make_engine(o);
+    REQUIRE(engine->pin(a, "").is_ok());
+    REQUIRE(engine->evict(nullptr, "").is_ok());
+    CacheReport r = report_of(*engine);
+    CHECK(tier(r, "disk").entries == 1);  // the pin record, written again
+    CHECK(r.pinned_prefixes == 1);
+  }
+  auto engine = make_engine(o);
+  CHECK(report_of(*engine).pinned_prefixes == 1);
+}
+
+TEST_CASE("reconfigure: the device budget shrinks at once, within limits; restart keys are refused",
+          "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  const std::vector<int32_t> b = rotated(a, 1);
+  EngineOptions o = options_for(model, "");  // memory only: what the device evicts is gone
+  o.cache.device.budget_bytes = 64 * kPageBytes;
+  auto engine = make_engine(o);
+  REQUIRE(generate(*engine, greedy_request(a, 4)).final.finish == FinishReason::kLength);
+  REQUIRE(generate(*engine, greedy_request(b, 4)).final.finish == FinishReason::kLength);
+  CHECK(tier(report_of(*engine), "device").entries == 36);
+
+  // 34 pages: 36 cached - 34 = 2 go at once, a's (released first), deepest
+  // first (its 18th and 17th pages).
+  CacheOptions c = o.cache;
+  c.device.budget_bytes = 34 * kPageBytes;
+  REQUIRE(engine->reconfigure(c).is_ok());
+  CacheReport r = report_of(*engine);
+  const CacheTierReport& d = tier(r, "device");
+  CHECK(d.budget_bytes == 34 * kPageBytes);
+  CHECK(d.bytes_used == 34 * kPageBytes);
+  CHECK(d.evictions[size_t(EvictReason::kBudget)] == 2);
+  CHECK(r.budget_pages == 34);
+  CHECK(r.pool_pages == 64);
+  CHECK(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 16 * 16);
+  // a took 3 more pages at the limit: b's deepest three went. Sealed now:
+  // a's 18 and b's 15.
+  r = report_of(*engine);
+  CHECK(tier(r, "device").entries == 33);
+  CHECK(tier(r, "device").evictions[size_t(EvictReason::kBudget)] == 5);
+
+  // Refused, with nothing applied: past the pool, below one full context,
+  // and keys that need a restart.
+  CacheOptions grow = c;
+  grow.device.budget_bytes = 65 * kPageBytes;
+  Status st = engine->reconfigure(grow);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(st.message(), Catch::Contains("cache.device.budget") && Catch::Contains("needs a restart"));
+  CacheOptions tiny = c;
+  tiny.device.budget_bytes = 32 * kPageBytes;
+  st = engine->reconfigure(tiny);
+  CHECK_THAT(st.message(), Catch::Contains("one full context") && Catch::Contains("need 33"));
+  CacheOptions restart = c;
+  restart.page_size = 32;
+  restart.device.budget_bytes = 40 * kPageBytes;
+  st = engine->reconfigure(restart);
+  CHECK(st.code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(st.message(), Catch::Contains("cache.page_size changed (16 -> 32)"));
+  CacheOptions host_on = c;
+  host_on.host.budget_bytes = 1 << 20;
+  CHECK_THAT(engine->reconfigure(host_on).message(), Catch::Contains("cache.host.budget"));
+  CHECK(report_of(*engine).budget_pages == 34);
+
+  // Growing back within the pool, and another policy.
+  CacheOptions back = c;
+  back.device.budget_bytes = 64 * kPageBytes;
+  back.device.policy = "lfu";
+  REQUIRE(engine->reconfigure(back).is_ok());
+  r = report_of(*engine);
+  CHECK(r.budget_pages == 64);
+  CHECK(tier(r, "device").policy == "lfu");
+  CHECK(tier(r, "device").entries == 33);  // nothing evicted by the swap or the growth
+}

@@ -77,8 +77,10 @@
 // victims other than the record just written are erased (kBudget) until it
 // is at most the budget. Pinned records are never erased for budget or
 // ttl; when only pinned ones are left to erase, the record just written is
-// erased itself unless it is pinned too (the put still returns OK). The
-// disk tier is the last one: evicted records are dropped, an evict sink is
+// erased itself unless it is pinned too (the put still returns OK). A
+// store found over the budget at open (a lower capacity_bytes than it was
+// filled with, or a crash between a put and its eviction) is evicted down
+// to it there. The disk tier is the last one: evicted records are dropped, an evict sink is
 // never called.
 //
 // TTL: with ttl_seconds > 0, a background thread erases (kTtl), at most

@@ -247,7 +247,8 @@ struct RocksDbPageStore::Impl {
   // Reads the "meta" CF (and the legacy bookkeeping "s".."t" of the default
   // CF, moved into "meta") and rebuilds the index and the policy's order (by
   // stored tick); never reads a record (rocksdb_store_layout.cpp).
-  // Malformed entries are erased with their records.
+  // Malformed entries are erased with their records; a store over the
+  // budget is evicted down to it.
   Status rebuild_index();
   // Part of rebuild_index(): moves the legacy bookkeeping into "meta" (in
   // atomic batches of kMigrateBatch), adding the entries to `loaded`.

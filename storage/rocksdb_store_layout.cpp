@@ -136,6 +136,14 @@ Status RocksDbPageStore::Impl::rebuild_index() {
   }
   n_records = int64_t(index.size());
   n_legacy = n_legacy_loaded;
+  // More than the budget (lowered in the config, or a crash between a put
+  // and its eviction): evict down to it now, in policy order.
+  if (size_bytes.load() > budget.load()) {
+    const int64_t before = n_records.load();
+    evict_locked(nullptr);
+    spdlog::info("page store {}: over its budget of {} bytes at open, evicted {} records", options.dir,
+                 budget.load(), before - n_records.load());
+  }
   spdlog::info("page store {}: opened, {} records, {} bytes{}", options.dir, n_records.load(), size_bytes.load(),
                n_legacy_loaded > 0 ? " (" + std::to_string(n_legacy_loaded) + " in the pre-column-family layout)"
                                    : std::string());

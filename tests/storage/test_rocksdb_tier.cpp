@@ -318,3 +318,26 @@ TEST_CASE("disk tier: old 16-byte bookkeeping counts as last used at the open", 
   }
 }
 
+// Found by the kill -9 test (test_rocksdb_crash.cpp): a crash between a
+// put and its eviction, or a budget lowered in the config, left a store
+// over its budget after the restart until the next put.
+TEST_CASE("disk tier: a store over its budget at open evicts down to it, in lru order", "[storage][rocksdb][tier]") {
+  TempDir tmp("tier-open-budget");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  {
+    auto store = open_store(o);
+    for (uint64_t n = 1; n <= 4; ++n) REQUIRE(store->put(key_n(n), value_n(n)).is_ok());
+    CHECK(get_ok(*store, key_n(1)).has_value());  // order 2 3 4 1
+  }
+  o.capacity_bytes = 2 * kCounted + 100;
+  {
+    auto store = open_store(o);
+    CHECK(store->size_bytes() == 2 * kCounted);
+    CHECK(held(*store) == "14");
+    CHECK(store->stats().evictions[size_t(EvictReason::kBudget)] == 2);
+  }
+  o.capacity_bytes = int64_t(1) << 30;
+  auto store = open_store(o);  // erased on disk, not only forgotten
+  CHECK(held(*store) == "14");
+}

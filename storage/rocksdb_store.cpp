@@ -229,10 +229,14 @@ Result<std::optional<std::string>> RocksDbPageStore::get_uncounted(const PageKey
   {
     std::shared_lock<std::shared_mutex> db_lock(m.db_mu);
     if (!m.db) return m.unavailable();
-    s = m.db->Get(rocksdb::ReadOptions(), m.cf_pages, key.to_bytes(), &value);
+    // No RocksDB checksums on the record path (rocksdb_store.h, "Reads"):
+    // every record carries its own XXH3-64, checked by its reader.
+    rocksdb::ReadOptions ro;
+    ro.verify_checksums = false;
+    s = m.db->Get(ro, m.cf_pages, key.to_bytes(), &value);
     // Not in "pages": maybe a record of the legacy layout.
     if (s.IsNotFound() && m.n_legacy.load() > 0) {
-      s = m.db->Get(rocksdb::ReadOptions(), m.cf_default, legacy_key(kLegacyRecordPrefix, key), &value);
+      s = m.db->Get(ro, m.cf_default, legacy_key(kLegacyRecordPrefix, key), &value);
     }
   }
   if (s.IsNotFound()) return std::optional<std::string>();

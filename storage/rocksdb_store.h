@@ -52,6 +52,17 @@
 // memtable (and blob file size) is budget / 16, clamped to [1 MiB, 64 MiB];
 // the WALs are bounded to about two of them.
 //
+// Reads: a get asks RocksDB not to verify checksums (ReadOptions::
+// verify_checksums = false). Every record written here carries its own
+// XXH3-64 over all its bytes (page records: storage/page_record.h; answer
+// records: engine/tokenizer/answer_memo.h), which its reader checks and
+// drops a record that fails; RocksDB's CRC32c adds nothing to that and, in
+// Debian's librocksdb 7.8 (built portable: software CRC32c, ~1 GB/s), cost
+// three quarters of a restore (docs/disk-tier.md). So a damaged byte inside
+// a record comes back as bytes that fail their reader's check; a blob file
+// that is truncated, missing or has a damaged header still fails the get
+// (kCorruption / kIOError). The open's iteration of "meta" is verified.
+//
 // Sync: with sync_writes every put, erase and eviction batch is written
 // with WriteOptions::sync (the WAL is fsynced before the call returns: a
 // completed put survives a power loss). Without it a completed put
@@ -205,9 +216,11 @@ class RocksDbPageStore : public PageTier {
   // 16 + record.size() alone exceeds the budget; kIOError from RocksDB.
   Status put(const PageKey& key, std::string_view record) override;
   // The stored bytes exactly as put (no validation: decode_page_record does
-  // that), or nullopt when absent. Counts a use of the record. Errors:
-  // kCorruption / kIOError when RocksDB fails to read (e.g. a corrupted
-  // block); a vanished directory is a miss, not an error.
+  // that; a byte damaged on disk inside the record is returned as it is
+  // now, see "Reads"), or nullopt when absent. Counts a use of the record.
+  // Errors: kCorruption / kIOError when RocksDB fails to read (e.g. a
+  // truncated or missing blob file); a vanished directory is a miss, not an
+  // error.
   Result<std::optional<std::string>> get(const PageKey& key) override;
   // Removes the record; erasing an absent key is OK.
   Status erase(const PageKey& key) override;

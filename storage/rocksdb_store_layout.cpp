@@ -43,8 +43,9 @@ std::vector<rocksdb::ColumnFamilyDescriptor> make_column_families(int64_t budget
   // its blob file. 4 KiB is one table block: a smaller value shares a block
   // with its neighbours and costs the same one read inline, a larger one
   // needs its own read either way, so keeping it inline buys nothing and
-  // costs a rewrite per compaction level. No compression: measured on real
-  // K/V pages (docs/disk-tier.md).
+  // costs a rewrite per compaction level. No compression: on real K/V pages
+  // of the test model LZ4 saves 0.2 %, zstd 5-6 % at 220-700 MB/s, slower
+  // than a restore (docs/disk-tier.md).
   rocksdb::ColumnFamilyOptions pages;
   pages.enable_blob_files = true;
   pages.min_blob_size = kMinBlobBytes;

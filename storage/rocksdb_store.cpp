@@ -32,9 +32,22 @@ void RocksDbPageStore::Impl::forget_locked(const PageKey& key) {
   auto it = index.find(key);
   if (it == index.end()) return;
   size_bytes -= it->second.bytes;
+  note_erased(it->second.bytes, it->second.legacy);
+  if (it->second.legacy) --n_legacy;
   index.erase(it);
   policy->erase(key);
   n_records = int64_t(index.size());
+}
+
+void RocksDbPageStore::Impl::add_erase(rocksdb::WriteBatch& batch, const PageKey& key, bool legacy) {
+  const std::string k = key.to_bytes();
+  batch.Delete(cf_pages, k);
+  batch.Delete(cf_meta, k);
+  if (legacy) batch.Delete(cf_default, legacy_key(kLegacyRecordPrefix, key));
+}
+
+rocksdb::Status RocksDbPageStore::Impl::flush_all() {
+  return db->Flush(rocksdb::FlushOptions(), {cf_pages, cf_meta, cf_default});
 }
 
 Status RocksDbPageStore::Impl::put_once(const PageKey& key, std::string_view record) {
@@ -43,15 +56,22 @@ Status RocksDbPageStore::Impl::put_once(const PageKey& key, std::string_view rec
   if (!db) return unavailable();
   const uint64_t tick = next_tick++;
   const int64_t now = options.now_unix_ms();
+  auto it = index.find(key);
+  const bool replaces_legacy = it != index.end() && it->second.legacy;
   rocksdb::WriteBatch batch;
-  batch.Put(db_key(kRecordPrefix, key), rocksdb::Slice(record.data(), record.size()));
-  batch.Put(db_key(kBookPrefix, key), book_value(record.size(), tick, now));
+  const std::string k = key.to_bytes();
+  batch.Put(cf_pages, k, rocksdb::Slice(record.data(), record.size()));
+  batch.Put(cf_meta, k, meta_value(record.size(), tick, now, /*legacy=*/false));
+  if (replaces_legacy) batch.Delete(cf_default, legacy_key(kLegacyRecordPrefix, key));
   rocksdb::Status s = db->Write(write_options, &batch);
   if (!s.ok()) return translate_rocksdb_status(s, "page store: put " + key.to_hex() + " in " + options.dir);
   const int64_t bytes = kKeyBytes + int64_t(record.size());
-  auto it = index.find(key);
-  if (it != index.end()) size_bytes -= it->second.bytes;
-  index[key] = IndexEntry{bytes, tick, now};
+  if (it != index.end()) {
+    size_bytes -= it->second.bytes;
+    note_erased(it->second.bytes, replaces_legacy);  // the old value is garbage now
+    if (replaces_legacy) --n_legacy;
+  }
+  index[key] = IndexEntry{bytes, tick, now, false};
   policy->insert(key, EvictionEntry{bytes, 0, 1}, tick);  // a replaced record: one more use
   size_bytes += bytes;
   n_records = int64_t(index.size());
@@ -64,8 +84,8 @@ bool RocksDbPageStore::Impl::erase_records_locked(const std::vector<PageKey>& ke
   if (keys.empty()) return true;
   rocksdb::WriteBatch batch;
   for (const PageKey& k : keys) {
-    batch.Delete(db_key(kRecordPrefix, k));
-    batch.Delete(db_key(kBookPrefix, k));
+    auto it = index.find(k);
+    add_erase(batch, k, it != index.end() && it->second.legacy);
   }
   rocksdb::Status s = db->Write(write_options, &batch);
   if (!s.ok()) {
@@ -109,13 +129,10 @@ RocksDbPageStore::RocksDbPageStore(PrivateTag, std::unique_ptr<Impl> impl) : imp
 RocksDbPageStore::~RocksDbPageStore() {
   if (!impl_) return;
   impl_->stop_sweeper();
+  impl_->stop_compactor();
   std::lock_guard<std::mutex> lock(impl_->mu);
-  std::unique_lock<std::shared_mutex> db_lock(impl_->db_mu);
-  if (impl_->db) {
-    rocksdb::Status s = impl_->db->Close();
-    if (!s.ok()) spdlog::warn("page store {}: close: {}", impl_->options.dir, s.ToString());
-    impl_->db.reset();
-  }
+  std::unique_lock<std::shared_mutex> db_lock = impl_->lock_db_exclusive();
+  impl_->close_db();
 }
 
 Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbStoreOptions& options) {
@@ -157,6 +174,10 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   }
   impl->last_check_ms = now_ms();
   auto store = std::make_unique<RocksDbPageStore>(PrivateTag(), std::move(impl));
+  {
+    Impl* m = store->impl_.get();
+    m->compactor = std::thread([m] { m->compact_loop(); });
+  }
   if (options.ttl_seconds > 0) store->impl_->start_sweeper(*store);
   return store;
 }
@@ -204,7 +225,15 @@ Result<std::optional<std::string>> RocksDbPageStore::get_uncounted(const PageKey
   {
     std::shared_lock<std::shared_mutex> db_lock(m.db_mu);
     if (!m.db) return m.unavailable();
-    s = m.db->Get(rocksdb::ReadOptions(), db_key(kRecordPrefix, key), &value);
+    // No RocksDB checksums on the record path (rocksdb_store.h, "Reads"):
+    // every record carries its own XXH3-64, checked by its reader.
+    rocksdb::ReadOptions ro;
+    ro.verify_checksums = false;
+    s = m.db->Get(ro, m.cf_pages, key.to_bytes(), &value);
+    // Not in "pages": maybe a record of the legacy layout.
+    if (s.IsNotFound() && m.n_legacy.load() > 0) {
+      s = m.db->Get(ro, m.cf_default, legacy_key(kLegacyRecordPrefix, key), &value);
+    }
   }
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) {
@@ -223,9 +252,9 @@ Result<std::optional<std::string>> RocksDbPageStore::get_uncounted(const PageKey
     if (it != m.index.end() && m.db && m.generation.load() == gen) {
       m.touch_locked(it->second, key);
       if (!m.bg_errors->any()) {
-        rocksdb::Status ws = m.db->Put(rocksdb::WriteOptions(), db_key(kBookPrefix, key),
-                                       book_value(uint64_t(it->second.bytes - kKeyBytes),
-                                                  it->second.tick, it->second.last_use_ms));
+        rocksdb::Status ws = m.db->Put(rocksdb::WriteOptions(), m.cf_meta, key.to_bytes(),
+                                       meta_value(uint64_t(it->second.bytes - kKeyBytes), it->second.tick,
+                                                  it->second.last_use_ms, it->second.legacy));
         if (!ws.ok()) spdlog::debug("page store {}: touch: {}", m.options.dir, ws.ToString());
       }
     }
@@ -245,8 +274,10 @@ Status RocksDbPageStore::erase(const PageKey& key) {
       st = m.unavailable();
     } else {
       rocksdb::WriteBatch batch;
-      batch.Delete(db_key(kRecordPrefix, key));
-      batch.Delete(db_key(kBookPrefix, key));
+      auto it = m.index.find(key);
+      // A key the index does not know may still have a legacy record only
+      // while some are left.
+      m.add_erase(batch, key, it != m.index.end() ? it->second.legacy : m.n_legacy.load() > 0);
       rocksdb::Status s = m.db->Write(m.write_options, &batch);
       if (s.ok()) {
         m.forget_locked(key);
@@ -271,7 +302,7 @@ Status RocksDbPageStore::flush() {
   if (std::optional<BackgroundErrors::Pending> p = m.bg_errors->pending()) {
     return Status::io_error("page store: " + m.options.dir + " not flushed, writes are stopped: " + p->message);
   }
-  rocksdb::Status s = m.db->Flush(rocksdb::FlushOptions());
+  rocksdb::Status s = m.flush_all();
   if (!s.ok()) return translate_rocksdb_status(s, "page store: flush " + m.options.dir);
   return Status::ok();
 }

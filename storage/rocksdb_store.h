@@ -4,43 +4,95 @@
 // EvictionPolicy (storage/eviction_policy.h; options.policy, default "lru")
 // names, and optionally erases records unused for longer than a ttl.
 //
-// On-disk keys: "p" + PageKey::to_bytes() holds the record; "s" +
-// PageKey::to_bytes() holds its bookkeeping, written in the same atomic
-// batch as the record and rewritten on every get:
-//   bytes 0-7    record bytes, u64 LE
-//   bytes 8-15   access tick, u64 LE (the store's logical clock: the order
-//                of the last put or get of each record)
-//   bytes 16-23  last use, i64 LE, Unix time in milliseconds (for the ttl)
-// Stores written before the last-use field have 16-byte "s" values: they
-// are read as last used at the open, and rewritten in the 24-byte form
-// then, so their ttl counts from that open. (Going back to a build that
-// knows only 16-byte values loses the cache: it erases the 24-byte entries
-// as malformed, with their records.)
-// At open the store rebuilds its in-memory index (size, access tick and
-// last use of every record) by iterating only the "s" range: ~50 bytes per
-// record read, about 1 MB for 20 000 pages; the record values themselves
-// are not read. The entries enter the policy in the order of their stored
-// access ticks, so after a restart the lru order is that of the last put or
-// get of each record before shutdown. Use counts (lfu) and pins are not
-// persisted: after a restart every record counts one use and nothing is
-// pinned.
+// On-disk layout: three column families (CFs).
+//   "pages"  key PageKey::to_bytes() (16 bytes), value the record as put.
+//   "meta"   the same key, value the record's bookkeeping (25 bytes),
+//            written in the same atomic batch as the record and rewritten
+//            on every get:
+//              bytes 0-7    record bytes, u64 LE
+//              bytes 8-15   access tick, u64 LE (the store's logical clock:
+//                           the order of the last put or get of each record)
+//              bytes 16-23  last use, i64 LE, Unix time in milliseconds
+//              byte 24      flags: bit 0 set = the record is in the legacy
+//                           layout (below); other bits must be 0
+//   default  the legacy layout's records, nothing else once migrated.
+// At open the store rebuilds its in-memory index (size, access tick, last
+// use of every record) by iterating "meta" only: ~45 bytes per record in
+// table files of their own, ~4.5 MB for 100 000 records; no record value
+// is read, and compactions of "pages" never mix values into "meta". The
+// entries enter the policy in the order of their stored access ticks, so
+// after a restart the lru order is that of the last put or get of each
+// record before shutdown. Use counts (lfu) and pins are not persisted:
+// after a restart every record counts one use and nothing is pinned.
+// Malformed "meta" entries are erased with their records.
 //
-// RocksDB settings, for values of ~1-4 MB written once and read rarely:
-// values >= 4 KiB go to blob files (BlobDB, enable_blob_files) so compaction
-// never rewrites them and the LSM holds only small blob indexes; blob garbage
-// collection reclaims the space of erased/evicted records during compaction,
-// so the bytes on disk can lag size_bytes() until then. No compression:
-// measured on fp16/fp32 K/V-like data (Gaussian values), LZ4 made 2 MB
-// *larger* (ratio 1.004) and zstd level 1 saved only ~7% at a CPU cost on the
-// restore path.
+// Legacy layout (stores written before the CFs): everything in the default
+// CF, "p" + key -> record, "s" + key -> bookkeeping (the first 24 bytes of
+// the "meta" value, or 16 bytes, without the last use, in even older
+// stores: those count as last used at the open, so their ttl counts from
+// then). The first open moves the bookkeeping only: it reads the "s" range
+// (what every open read before) and writes each entry into "meta" with the
+// legacy flag, deleting the "s" key in the same batch (batches of 4096
+// entries, each atomic, so an open cut short resumes at the next one). The
+// records stay where they are and are read there (a get that misses in
+// "pages" looks in the default CF while legacy records are left); a put of
+// the same key writes it to "pages" and deletes the old one, and eviction,
+// ttl and erase delete it where it is. So the upgrade costs one pass over
+// the bookkeeping, never a copy of the pages. Going back to a build that
+// knows no CFs does not open the store (RocksDB: "column families not
+// opened"; the daemon then runs without a disk tier, cache.disk.on_error)
+// and leaves it untouched.
+//
+// RocksDB settings (rocksdb_store_layout.cpp), for records of 20 KiB to a
+// few MB written once and read rarely: values >= 4 KiB (one table block)
+// go to blob files (integrated BlobDB), so compaction never rewrites them
+// and the table files hold only small blob indexes; smaller values stay
+// inline, where they cost the same one block read. Compression: none,
+// chosen by measurement on real K/V pages (docs/disk-tier.md: LZ4 saves
+// 0.2 %, zstd 5-6 % at 220-700 MB/s, slower than a restore). The "pages"
+// memtable (and blob file size) is budget / 16, clamped to [1 MiB, 64 MiB];
+// the WALs are bounded to about two of them.
+//
+// Reads: a get asks RocksDB not to verify checksums (ReadOptions::
+// verify_checksums = false). Every record written here carries its own
+// XXH3-64 over all its bytes (page records: storage/page_record.h; answer
+// records: engine/tokenizer/answer_memo.h), which its reader checks and
+// drops a record that fails; RocksDB's CRC32c adds nothing to that and, in
+// Debian's librocksdb 7.8 (built portable: software CRC32c, ~1 GB/s), cost
+// three quarters of a restore (docs/disk-tier.md). So a damaged byte inside
+// a record comes back as bytes that fail their reader's check; a blob file
+// that is truncated, missing or has a damaged header still fails the get
+// (kCorruption / kIOError). The open's iteration of "meta" is verified.
+//
+// Sync: with sync_writes every put, erase and eviction batch is written
+// with WriteOptions::sync (the WAL is fsynced before the call returns: a
+// completed put survives a power loss). Without it a completed put
+// survives a crash of the process (the WAL is in the OS page cache) but
+// not of the machine. The bookkeeping rewrite of a get is never synced.
+//
+// Space: erasing a record (budget, ttl, admin, replace) writes tombstones;
+// its bytes on disk come back when a compaction drops its blob index and
+// RocksDB deletes blob files left all garbage, or relocates the live blobs
+// of the oldest quarter of blob files (blob GC, forced once half of theirs
+// is garbage). Once compaction_trigger_bytes (default budget / 4, clamped
+// to [1 MiB, 1 GiB]) have been erased, a background thread compacts the
+// whole key range of "pages" and "meta" (and the default CF while legacy
+// records are or were left there): at most once per compaction_interval_ms,
+// one thread, never exclusive (flushes and puts go on), never on a
+// caller's path; a close or reopen cancels it. Cheap by design: the tables
+// hold only blob indexes. The directory's size then stays under about
+// budget * 1.5 + 4 "pages" memtables + 2 MiB (MANIFEST, OPTIONS, tables);
+// tests/storage checks it with budgets of 4 MiB and 1 MiB.
 //
 // Capacity: size_bytes() counts 16 + record.size() per record. When a put
 // takes it over the budget (capacity_bytes, or set_budget()), the policy's
 // victims other than the record just written are erased (kBudget) until it
 // is at most the budget. Pinned records are never erased for budget or
 // ttl; when only pinned ones are left to erase, the record just written is
-// erased itself unless it is pinned too (the put still returns OK). The
-// disk tier is the last one: evicted records are dropped, an evict sink is
+// erased itself unless it is pinned too (the put still returns OK). A
+// store found over the budget at open (a lower capacity_bytes than it was
+// filled with, or a crash between a put and its eviction) is evicted down
+// to it there. The disk tier is the last one: evicted records are dropped, an evict sink is
 // never called.
 //
 // TTL: with ttl_seconds > 0, a background thread erases (kTtl), at most
@@ -116,7 +168,7 @@ int64_t system_unix_ms();
 struct RocksDbStoreOptions {
   std::string dir;                                // database directory
   int64_t capacity_bytes = int64_t(20) << 30;     // bound on size_bytes(): the initial budget
-  bool sync_writes = false;                       // fsync the WAL on every put
+  bool sync_writes = false;                       // fsync the WAL on every put (see "Sync")
   // How often, at most, the put/get path checks that dir/CURRENT still
   // exists (0: on every call).
   int64_t dir_check_interval_ms = 1000;
@@ -131,6 +183,11 @@ struct RocksDbStoreOptions {
   int64_t ttl_seconds = 0;
   // Least time between two ttl sweeps (> 0 when ttl_seconds > 0).
   int64_t ttl_sweep_interval_ms = 60000;
+  // Least time between two background compactions of erased records (see
+  // "Space"; 0: no wait).
+  int64_t compaction_interval_ms = 60000;
+  // Erased bytes that request one (0: budget / 4, clamped to [1 MiB, 1 GiB]).
+  int64_t compaction_trigger_bytes = 0;
   // The wall clock for last-use times and ttl ages, Unix milliseconds
   // (empty: system_unix_ms). Tests pass a fake one.
   std::function<int64_t()> now_unix_ms = system_unix_ms;
@@ -160,9 +217,11 @@ class RocksDbPageStore : public PageTier {
   // 16 + record.size() alone exceeds the budget; kIOError from RocksDB.
   Status put(const PageKey& key, std::string_view record) override;
   // The stored bytes exactly as put (no validation: decode_page_record does
-  // that), or nullopt when absent. Counts a use of the record. Errors:
-  // kCorruption / kIOError when RocksDB fails to read (e.g. a corrupted
-  // block); a vanished directory is a miss, not an error.
+  // that; a byte damaged on disk inside the record is returned as it is
+  // now, see "Reads"), or nullopt when absent. Counts a use of the record.
+  // Errors: kCorruption / kIOError when RocksDB fails to read (e.g. a
+  // truncated or missing blob file); a vanished directory is a miss, not an
+  // error.
   Result<std::optional<std::string>> get(const PageKey& key) override;
   // Removes the record; erasing an absent key is OK.
   Status erase(const PageKey& key) override;
@@ -207,6 +266,18 @@ class RocksDbPageStore : public PageTier {
   void set_evict_sink(EvictSink sink) override;
   // writes_failed is n_writes_failed().
   TierStats stats() const override;
+
+  // The keys of every record, from the in-memory index (no RocksDB read),
+  // in no particular order.
+  std::vector<PageKey> keys() const;
+
+  // Tests and benchmarks: blocks until no background compaction (see
+  // "Space") is requested or running and RocksDB runs or owes no flush or
+  // compaction. Returns false after timeout_ms (a requested compaction
+  // waits for compaction_interval_ms).
+  bool wait_for_compactions(int64_t timeout_ms);
+  // Background compactions of erased records completed since open().
+  int64_t n_compactions() const;
 
   // Runs a ttl sweep now (see "TTL"): returns the number of records erased
   // (0 without a ttl, while unavailable, or when the write failed).

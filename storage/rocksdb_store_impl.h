@@ -4,6 +4,7 @@
 // RocksDB: only storage/ includes this file.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 #include "storage/eviction_policy.h"
 #include "storage/log_limiter.h"
@@ -31,32 +33,47 @@
 namespace larder {
 namespace rocksdb_detail {
 
-inline constexpr char kRecordPrefix = 'p';
-inline constexpr char kBookPrefix = 's';
+// Column families (rocksdb_store.h, "On-disk layout"). Keys in "pages"
+// and "meta" are PageKey::to_bytes(), 16 bytes.
+inline const std::string kPagesCf = "pages";
+inline const std::string kMetaCf = "meta";
 inline constexpr int64_t kKeyBytes = 16;     // counted per record in size_bytes()
-// "s" values (rocksdb_store.h): record bytes u64 LE, tick u64 LE, last use
-// (Unix ms) i64 LE; stores written before the last use have 16 bytes.
-inline constexpr size_t kBookValueBytes = 24;
-inline constexpr size_t kOldBookValueBytes = 16;
+// "meta" values: record bytes u64 LE, tick u64 LE, last use (Unix ms) i64
+// LE, flags u8.
+inline constexpr size_t kMetaValueBytes = 25;
+inline constexpr uint8_t kMetaFlagLegacy = 1;  // the record is in the default CF as "p" + key
+// The layout before the column families, all in the default CF: "p" + key
+// holds the record, "s" + key its bookkeeping (24 bytes: the meta value
+// without flags; 16 bytes in stores written before the last-use field).
+inline constexpr char kLegacyRecordPrefix = 'p';
+inline constexpr char kLegacyBookPrefix = 's';
+inline constexpr size_t kLegacyBookValueBytes = 24;
+inline constexpr size_t kOldLegacyBookValueBytes = 16;
+// Values of at least this many bytes go to blob files (rocksdb_store.h).
+inline constexpr uint64_t kMinBlobBytes = 4096;
 inline constexpr int kKeepDamagedCopies = 1;   // "<dir>.corrupt-*" directories kept
 inline constexpr int64_t kMaxRetryDelayMs = 60000;
 inline constexpr uint64_t kResumeMarginBytes = uint64_t(1) << 20;  // free beyond the memtable
+inline constexpr size_t kMigrateBatch = 4096;  // legacy entries moved per atomic batch
 
-inline std::string db_key(char prefix, const PageKey& key) { return std::string(1, prefix) + key.to_bytes(); }
+inline std::string legacy_key(char prefix, const PageKey& key) { return std::string(1, prefix) + key.to_bytes(); }
 
-inline std::string book_value(uint64_t record_bytes, uint64_t tick, int64_t last_use_ms) {
-  std::string v(kBookValueBytes, '\0');
-  for (int i = 0; i < 8; ++i) {
-    v[size_t(i)] = char((record_bytes >> (8 * i)) & 0xFF);
-    v[size_t(8 + i)] = char((tick >> (8 * i)) & 0xFF);
-    v[size_t(16 + i)] = char((uint64_t(last_use_ms) >> (8 * i)) & 0xFF);
-  }
-  return v;
+inline void put_u64_le(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = char((v >> (8 * i)) & 0xFF);
 }
 
 inline uint64_t read_u64_le(const char* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(p[i])) << (8 * i);
+  return v;
+}
+
+inline std::string meta_value(uint64_t record_bytes, uint64_t tick, int64_t last_use_ms, bool legacy) {
+  std::string v(kMetaValueBytes, '\0');
+  put_u64_le(v.data(), record_bytes);
+  put_u64_le(v.data() + 8, tick);
+  put_u64_le(v.data() + 16, uint64_t(last_use_ms));
+  v[24] = char(legacy ? kMetaFlagLegacy : 0);
   return v;
 }
 
@@ -66,24 +83,38 @@ inline int64_t now_ms() {
       .count();
 }
 
-inline rocksdb::Options make_db_options() {
-  rocksdb::Options o;
-  o.create_if_missing = true;
-  // Values are 1-4 MB page records: keep them out of the LSM (rocksdb_store.h).
-  o.enable_blob_files = true;
-  o.min_blob_size = 4096;
-  o.blob_file_size = uint64_t(256) << 20;
-  o.blob_compression_type = rocksdb::kNoCompression;
-  o.enable_blob_garbage_collection = true;
-  o.compression = rocksdb::kNoCompression;
-  o.write_buffer_size = size_t(64) << 20;
-  return o;
+// The write buffer (memtable) of the "pages" CF, also its blob file size:
+// budget / 16, clamped to [1 MiB, 64 MiB], so a small budget is not
+// dwarfed by a 64 MiB memtable and its WAL.
+inline uint64_t pages_write_buffer_bytes(int64_t budget_bytes) {
+  return std::clamp<uint64_t>(uint64_t(std::max<int64_t>(budget_bytes, 0)) / 16, uint64_t(1) << 20,
+                              uint64_t(64) << 20);
 }
+// The write buffer of "meta" and of the default CF: 4 MiB, no more than
+// the "pages" one.
+inline uint64_t meta_write_buffer_bytes(int64_t budget_bytes) {
+  return std::min<uint64_t>(uint64_t(4) << 20, pages_write_buffer_bytes(budget_bytes));
+}
+
+// The erased bytes that start a background compaction when
+// options.compaction_trigger_bytes is 0: budget / 4, clamped to
+// [1 MiB, 1 GiB].
+inline int64_t default_compaction_trigger_bytes(int64_t budget_bytes) {
+  return std::clamp<int64_t>(budget_bytes / 4, int64_t(1) << 20, int64_t(1) << 30);
+}
+
+// DB-wide options (rocksdb_store_layout.cpp); the env, info log and
+// listeners are the store's.
+rocksdb::DBOptions make_db_options(int64_t budget_bytes);
+// The three column families, in this order: default (the legacy layout),
+// "pages", "meta".
+std::vector<rocksdb::ColumnFamilyDescriptor> make_column_families(int64_t budget_bytes);
 
 struct IndexEntry {
   int64_t bytes = 0;        // kKeyBytes + record size
   uint64_t tick = 0;        // the last use, on the store's logical clock
   int64_t last_use_ms = 0;  // the last use, Unix ms
+  bool legacy = false;      // the record is in the default CF (the layout before the CFs)
 };
 
 inline int64_t elapsed_ns(std::chrono::steady_clock::time_point t0) {
@@ -94,7 +125,12 @@ inline int64_t elapsed_ns(std::chrono::steady_clock::time_point t0) {
 
 struct RocksDbPageStore::Impl {
   Impl(const RocksDbStoreOptions& o, std::unique_ptr<EvictionPolicy> p)
-      : options(o), log(o.log_interval_ms), policy(std::move(p)), budget(o.capacity_bytes),
+      : options(o),
+        log(o.log_interval_ms),
+        db_options(rocksdb_detail::make_db_options(o.capacity_bytes)),
+        column_families(rocksdb_detail::make_column_families(o.capacity_bytes)),
+        policy(std::move(p)),
+        budget(o.capacity_bytes),
         ttl_seconds(o.ttl_seconds) {
     if (!options.now_unix_ms) options.now_unix_ms = system_unix_ms;
     if (options.hooks && options.hooks->file_system) {
@@ -112,11 +148,18 @@ struct RocksDbPageStore::Impl {
   std::unique_ptr<rocksdb::Env> env_owner;  // over hooks->file_system
   rocksdb::Env* env = rocksdb::Env::Default();
   std::shared_ptr<BackgroundErrors> bg_errors = std::make_shared<BackgroundErrors>();
-  rocksdb::Options db_options = rocksdb_detail::make_db_options();
+  rocksdb::DBOptions db_options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> column_families;  // default, pages, meta
   rocksdb::WriteOptions write_options;
 
   std::shared_mutex db_mu;           // exclusive only to close/reopen db
   std::unique_ptr<rocksdb::DB> db;   // null while unavailable
+  // The column families of db (null while db is): cf_default holds the
+  // records of the legacy layout (rocksdb_store.h, "On-disk layout").
+  // cf_pages and cf_meta are owned (destroyed by close_db).
+  rocksdb::ColumnFamilyHandle* cf_default = nullptr;
+  rocksdb::ColumnFamilyHandle* cf_pages = nullptr;
+  rocksdb::ColumnFamilyHandle* cf_meta = nullptr;
   std::atomic<bool> db_open{false};  // db != nullptr, readable without db_mu
   std::string unavailable_why;       // guarded by db_mu: why db is null
 
@@ -127,6 +170,9 @@ struct RocksDbPageStore::Impl {
   std::atomic<int64_t> budget;             // bound on size_bytes
   std::atomic<int64_t> size_bytes{0};
   std::atomic<int64_t> n_records{0};
+  // Index entries whose record is in the legacy layout; while > 0 a get
+  // that misses in "pages" also looks there.
+  std::atomic<int64_t> n_legacy{0};
 
   // TierStats counters (times in nanoseconds).
   std::atomic<int64_t> n_hits{0}, n_misses{0}, bytes_read{0}, bytes_written{0};
@@ -140,6 +186,19 @@ struct RocksDbPageStore::Impl {
   std::condition_variable sweep_cv;
   bool sweep_stop = false;  // guarded by sweep_mu
   std::thread sweeper;      // guarded by sweep_mu (started at most once)
+
+  // The background compaction of erased records (rocksdb_store_compaction.cpp).
+  std::mutex compact_mu;
+  std::condition_variable compact_cv;
+  bool compact_stop = false;          // guarded by compact_mu
+  bool compact_requested = false;     // guarded by compact_mu
+  bool compact_running = false;       // guarded by compact_mu
+  bool compact_legacy = false;        // guarded by compact_mu: the default CF too
+  int64_t next_compact_ms = 0;        // guarded by compact_mu: steady clock
+  std::atomic<int64_t> erased_bytes_since_compaction{0};
+  std::atomic<int64_t> n_compactions{0};
+  std::atomic<bool> compaction_cancel{false};  // set to abort a running one (close, reopen)
+  std::thread compactor;
 
   std::atomic<int64_t> last_check_ms{INT64_MIN / 2};
   std::atomic<uint64_t> generation{0};  // bumped by every reopen
@@ -170,6 +229,10 @@ struct RocksDbPageStore::Impl {
   // and never closes a descriptor of a file locked here).
   bool lock_taken(std::string* why);
 
+  // Takes db_mu exclusively, first cancelling a running background
+  // compaction (it holds db_mu shared).
+  std::unique_lock<std::shared_mutex> lock_db_exclusive();
+
   // Requires mu and db_mu exclusively held (or no other thread yet).
   void close_db();
 
@@ -184,11 +247,19 @@ struct RocksDbPageStore::Impl {
   // Forgets every entry (the policy keeps its pins).
   void clear_index();
 
-  // Reads the bookkeeping range "s".."t" and rebuilds the index and the
-  // policy's order (by stored tick). Malformed bookkeeping entries are
-  // erased with their records; 16-byte ones are rewritten as 24-byte ones
-  // last used now.
+  // Reads the "meta" CF (and the legacy bookkeeping "s".."t" of the default
+  // CF, moved into "meta") and rebuilds the index and the policy's order (by
+  // stored tick); never reads a record (rocksdb_store_layout.cpp).
+  // Malformed entries are erased with their records; a store over the
+  // budget is evicted down to it.
   Status rebuild_index();
+  // Part of rebuild_index(): moves the legacy bookkeeping into "meta" (in
+  // atomic batches of kMigrateBatch), adding the entries to `loaded`.
+  struct Loaded {
+    PageKey key;
+    rocksdb_detail::IndexEntry entry;
+  };
+  Status migrate_legacy(std::vector<Loaded>& loaded, size_t n_meta, int64_t open_ms);
 
   // ---- faults ---------------------------------------------------------------
 
@@ -238,8 +309,16 @@ struct RocksDbPageStore::Impl {
   // Requires mu held. Records a use of key now.
   void touch_locked(rocksdb_detail::IndexEntry& e, const PageKey& key);
 
-  // Requires mu held. Drops key from the index and the policy if present.
+  // Requires mu held. Drops key from the index and the policy if present,
+  // counting its bytes as erased (for the background compaction).
   void forget_locked(const PageKey& key);
+
+  // Requires db_mu (shared) held, db open. Adds the deletes of key's record
+  // and metadata to batch (the legacy record too when `legacy`).
+  void add_erase(rocksdb::WriteBatch& batch, const PageKey& key, bool legacy);
+
+  // Flushes the memtables of every column family (waits for them).
+  rocksdb::Status flush_all();
 
   Status put_once(const PageKey& key, std::string_view record);
 
@@ -253,6 +332,18 @@ struct RocksDbPageStore::Impl {
   // keys in one batch and forgets them, counted under `reason`. Returns
   // false (logged) when RocksDB failed the write; nothing is forgotten then.
   bool erase_records_locked(const std::vector<PageKey>& keys, EvictReason reason);
+
+  // ---- background compaction (rocksdb_store_compaction.cpp) ----------------
+
+  // Counts erased bytes; requests a compaction once they reach the trigger.
+  void note_erased(int64_t bytes, bool legacy);
+  void compact_loop();
+  // Requires db_mu (shared) held. Compacts "pages" and "meta" (and the
+  // default CF when asked): erased records and their blob files go.
+  void compact_now(bool legacy);
+  void stop_compactor();
+  // Waits until no compaction is requested or running here or in RocksDB.
+  bool wait_for_compactions(int64_t timeout_ms);
 
   // The ttl sweep thread's loop (rocksdb_store_tier.cpp).
   void sweep_loop(RocksDbPageStore& store);

@@ -38,8 +38,19 @@ bool RocksDbPageStore::Impl::lock_taken(std::string* why) {
   return true;
 }
 
+std::unique_lock<std::shared_mutex> RocksDbPageStore::Impl::lock_db_exclusive() {
+  compaction_cancel = true;
+  std::unique_lock<std::shared_mutex> lock(db_mu);
+  compaction_cancel = false;
+  return lock;
+}
+
 void RocksDbPageStore::Impl::close_db() {
   if (db) {
+    for (rocksdb::ColumnFamilyHandle* h : {cf_pages, cf_meta}) {
+      if (h != nullptr) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    }
+    cf_pages = cf_meta = cf_default = nullptr;
     rocksdb::Status s = db->Close();
     if (!s.ok()) spdlog::debug("page store {}: close: {}", options.dir, s.ToString());
     db.reset();
@@ -65,7 +76,8 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
                                                  std::strerror(err))};
   }
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, &raw);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, column_families, &handles, &raw);
   if (!s.ok()) {
     Status st = Status::io_error("page store: cannot open RocksDB in " + options.dir + ": " + s.ToString());
     std::string lock_why;
@@ -79,6 +91,12 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
     return {OpenKind::kOther, st};
   }
   db.reset(raw);
+  // In the order of column_families: default, pages, meta. RocksDB's
+  // default handle is its own; the one Open gave is destroyed.
+  db->DestroyColumnFamilyHandle(handles[0]).PermitUncheckedError();
+  cf_default = db->DefaultColumnFamily();
+  cf_pages = handles[1];
+  cf_meta = handles[2];
   db_open = true;
   Status st = rebuild_index();
   if (!st.is_ok()) {
@@ -112,72 +130,11 @@ void RocksDbPageStore::Impl::clear_index() {
   n_records = 0;
 }
 
-Status RocksDbPageStore::Impl::rebuild_index() {
-  clear_index();
-  struct Loaded { PageKey key; int64_t bytes; uint64_t tick; int64_t last_use_ms; bool old; };
-  std::vector<Loaded> loaded;
-  std::vector<std::string> bad;
-  size_t n_old = 0;  // 16-byte values: last used now
-  const int64_t open_ms = options.now_unix_ms();
-  const std::string lower(1, kBookPrefix), upper(1, char(kBookPrefix + 1));
-  rocksdb::Slice upper_slice(upper);
-  rocksdb::ReadOptions ro;
-  ro.iterate_upper_bound = &upper_slice;
-  ro.fill_cache = false;
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
-  for (it->Seek(lower); it->Valid(); it->Next()) {
-    const rocksdb::Slice k = it->key(), v = it->value();
-    if (k.size() != 1 + size_t(kKeyBytes) || (v.size() != kBookValueBytes && v.size() != kOldBookValueBytes)) {
-      bad.push_back(k.ToString());
-      continue;
-    }
-    const PageKey key = PageKey::from_bytes(std::string_view(k.data() + 1, size_t(kKeyBytes)));
-    const bool old = v.size() == kOldBookValueBytes;
-    n_old += old ? 1 : 0;
-    loaded.push_back({key, kKeyBytes + int64_t(read_u64_le(v.data())), read_u64_le(v.data() + 8),
-                      old ? open_ms : int64_t(read_u64_le(v.data() + 16)), old});
-  }
-  if (!it->status().ok()) {
-    return translate_rocksdb_status(it->status(), "page store: reading the index of " + options.dir);
-  }
-  it.reset();
-  if (!bad.empty()) {
-    spdlog::warn("page store {}: erasing {} malformed index entries", options.dir, bad.size());
-    rocksdb::WriteBatch batch;
-    for (const std::string& k : bad) {
-      batch.Delete(k);
-      if (k.size() == 1 + size_t(kKeyBytes)) batch.Delete(std::string(1, kRecordPrefix) + k.substr(1));
-    }
-    rocksdb::Status s = db->Write(write_options, &batch);
-    if (!s.ok()) spdlog::warn("page store {}: {}", options.dir, s.ToString());
-  }
-  std::sort(loaded.begin(), loaded.end(),
-            [](const Loaded& a, const Loaded& b) { return a.tick < b.tick; });
-  rocksdb::WriteBatch upgrade;  // 16-byte values rewritten with their last use
-  for (const Loaded& l : loaded) {
-    index[l.key] = IndexEntry{l.bytes, l.tick, l.last_use_ms};
-    policy->insert(l.key, EvictionEntry{l.bytes, 0, 1}, l.tick);
-    size_bytes += l.bytes;
-    next_tick = std::max(next_tick, l.tick + 1);
-    if (l.old) {
-      upgrade.Put(db_key(kBookPrefix, l.key), book_value(uint64_t(l.bytes - kKeyBytes), l.tick, open_ms));
-    }
-  }
-  n_records = int64_t(index.size());
-  if (n_old > 0) {
-    rocksdb::Status s = db->Write(write_options, &upgrade);
-    if (!s.ok()) spdlog::warn("page store {}: rewriting {} old index entries: {}", options.dir, n_old, s.ToString());
-  }
-  spdlog::info("page store {}: opened, {} records, {} bytes", options.dir, n_records.load(),
-               size_bytes.load());
-  return Status::ok();
-}
-
 void RocksDbPageStore::Impl::maybe_recover(bool force) {
   if (!faulted()) return;
   if (!force && now_ms() < next_retry_ms.load()) return;
   std::lock_guard<std::mutex> lock(mu);
-  std::unique_lock<std::shared_mutex> db_lock(db_mu);
+  std::unique_lock<std::shared_mutex> db_lock = lock_db_exclusive();
   if (!faulted() || (!force && now_ms() < next_retry_ms.load())) return;  // another thread did
   const bool costly_failure = !recover_faulted_locked();
   if (costly_failure) ++n_failed_tries;
@@ -249,7 +206,7 @@ bool RocksDbPageStore::Impl::room_to_resume() {
 
 void RocksDbPageStore::Impl::recover(uint64_t seen_generation) {
   std::lock_guard<std::mutex> lock(mu);
-  std::unique_lock<std::shared_mutex> db_lock(db_mu);
+  std::unique_lock<std::shared_mutex> db_lock = lock_db_exclusive();
   if (generation.load() != seen_generation) return;
   if (!db || dir_intact()) return;  // a closed DB is maybe_recover()'s
   spdlog::warn("page store: directory {} or its CURRENT file vanished; its records are "

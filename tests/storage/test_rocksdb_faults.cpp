@@ -1,11 +1,13 @@
 // RocksDbPageStore under disk faults: a full disk (fault-injecting file
 // system), a store opened on a full disk, corrupt files found at open and by
 // a compaction, a LOCK held by another process; the log stays bounded.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -160,8 +162,8 @@ TEST_CASE("a block checksum mismatch at open is damage, not a lock: moved aside,
   o.dir = tmp.sub("db");
   {
     auto store = open_store(o);
-    // Small values stay in the SST (no blob file): one data block holds
-    // records and index entries.
+    // Small values stay in the tables (no blob file): one table of records
+    // ("pages") and one of their bookkeeping ("meta"), which the open reads.
     for (uint64_t n = 0; n < 5; ++n) REQUIRE(store->put(key_n(n), value_n(n, 100)).is_ok());
     REQUIRE(store->flush().is_ok());
   }
@@ -173,7 +175,7 @@ TEST_CASE("a block checksum mismatch at open is damage, not a lock: moved aside,
     f.seekp(40);  // inside the first data block
     f.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
   }
-  REQUIRE(n_ssts == 1);
+  REQUIRE(n_ssts == 2);
   LogCapture cap;
   auto r = RocksDbPageStore::open(o);
   INFO(r.status().to_string());
@@ -251,21 +253,29 @@ TEST_CASE("a corrupt block reached by a compaction: the store is replaced and ke
   o.dir = tmp.sub("db");
   o.retry_interval_ms = 0;
   o.log_interval_ms = 600000;
-  // Three table files, each with 4 records of 3000 bytes (under the 4 KiB
-  // blob threshold: the values sit in the table's data blocks, about one
-  // per 4 KiB block, before the blocks of the small index entries).
+  // Three flushes, each a table file of 4 records of 3000 bytes in "pages"
+  // (under the 4 KiB blob threshold: the values sit in the table's data
+  // blocks, about one per 4 KiB block) and a small one of their
+  // bookkeeping in "meta".
   {
     auto store = open_store(o);
     for (uint64_t batch = 0; batch < 3; ++batch) {
-      for (uint64_t i = 0; i < 4; ++i) REQUIRE(store->put(key_n(batch * 4 + i), value_n(batch * 4 + i, 3000)).is_ok());
+      // Keys interleaved across the flushes (0 3 6 9, 1 4 7 10, ...): the
+      // tables overlap, so a compaction must read them (tables with
+      // disjoint key ranges would be moved down a level unread).
+      for (uint64_t i = 0; i < 4; ++i) REQUIRE(store->put(key_n(i * 3 + batch), value_n(i * 3 + batch, 3000)).is_ok());
       REQUIRE(store->flush().is_ok());
     }
   }
-  std::vector<fs::path> ssts;
+  std::vector<std::pair<uintmax_t, fs::path>> tables;
   for (const auto& e : fs::directory_iterator(o.dir)) {
-    if (e.path().extension() == ".sst") ssts.push_back(e.path());
+    if (e.path().extension() == ".sst") tables.emplace_back(e.file_size(), e.path());
   }
-  REQUIRE(ssts.size() == 3);
+  REQUIRE(tables.size() == 6);
+  // The three largest (~12 KB, the "meta" ones are ~1 KB) hold the records.
+  std::sort(tables.begin(), tables.end());
+  REQUIRE(tables[2].first * 4 < tables[3].first);
+  std::vector<fs::path> ssts{tables[3].second, tables[4].second, tables[5].second};
   std::sort(ssts.begin(), ssts.end());
   {
     std::fstream f(ssts[1], std::ios::in | std::ios::out | std::ios::binary);
@@ -273,7 +283,7 @@ TEST_CASE("a corrupt block reached by a compaction: the store is replaced and ke
     f.write("\xde\xad\xbe\xef\xde\xad\xbe\xef", 8);
   }
   LogCapture cap;
-  auto store = open_store(o);  // the index entries are intact: opens with 12 records
+  auto store = open_store(o);  // "meta" is intact: opens with 12 records
   REQUIRE(store->n_records() == 12);
   // RocksDB compacts the table files (at the latest once a fourth one makes
   // the level-0 trigger); the compaction reads the bad block and RocksDB

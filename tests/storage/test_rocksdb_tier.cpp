@@ -1,7 +1,7 @@
 // RocksDbPageStore as the disk tier (storage/page_tier.h): options, the ttl
 // sweep on a fake clock, lfu and pins on disk, budget changes, admin
 // eviction, batched reads, and what survives a restart (access order,
-// last-use times, the old 16-byte bookkeeping format).
+// last-use times, the oldest builds' 16-byte bookkeeping).
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -9,12 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include <rocksdb/db.h>
-#include <rocksdb/options.h>
-
 #include <catch2/catch.hpp>
 
 #include "storage/rocksdb_store.h"
+#include "tests/storage/legacy_store.h"
 #include "tests/storage/store_test_util.h"
 #include "tests/support/temp_dir.h"
 
@@ -298,28 +296,11 @@ TEST_CASE("disk tier: old 16-byte bookkeeping counts as last used at the open", 
   o.ttl_seconds = 60;
   o.ttl_sweep_interval_ms = 3'600'000;
   o.now_unix_ms = clock.fn();
-  {
-    auto store = open_store(o);
-    REQUIRE(store->put(key_n(1), value_n(1)).is_ok());
-    REQUIRE(store->put(key_n(2), value_n(2)).is_ok());
-    CHECK(get_ok(*store, key_n(1)).has_value());  // order 2 1
-  }
-  {
-    // Rewrite the bookkeeping as an older build wrote it: record bytes and
-    // tick only (the first 16 bytes of today's value).
-    rocksdb::DB* raw = nullptr;
-    REQUIRE(rocksdb::DB::Open(rocksdb::Options(), o.dir, &raw).ok());
-    std::unique_ptr<rocksdb::DB> db(raw);
-    for (uint64_t n : {1, 2}) {
-      const std::string k = "s" + key_n(n).to_bytes();
-      std::string v;
-      REQUIRE(db->Get(rocksdb::ReadOptions(), k, &v).ok());
-      REQUIRE(v.size() == 24);
-      REQUIRE(db->Put(rocksdb::WriteOptions(), k, v.substr(0, 16)).ok());
-    }
-    REQUIRE(db->Close().ok());
-  }
-  clock.advance_s(1000);  // t1 = t0 + 1000: the stored times would be long expired
+  // As the oldest builds wrote it (the legacy layout, tests/storage/
+  // legacy_store.h): record bytes and tick only, order 2 1.
+  larder::testing::write_legacy_store(o.dir, {{key_n(1), value_n(1), 4, std::nullopt},
+                                              {key_n(2), value_n(2), 2, std::nullopt}});
+  clock.advance_s(1000);  // t1: whatever time the records had would be long expired
   {
     auto store = open_store(o);
     CHECK(store->n_records() == 2);
@@ -335,4 +316,28 @@ TEST_CASE("disk tier: old 16-byte bookkeeping counts as last used at the open", 
     CHECK(store->sweep_ttl() == 1);
     CHECK(store->n_records() == 0);
   }
+}
+
+// Found by the kill -9 test (test_rocksdb_crash.cpp): a crash between a
+// put and its eviction, or a budget lowered in the config, left a store
+// over its budget after the restart until the next put.
+TEST_CASE("disk tier: a store over its budget at open evicts down to it, in lru order", "[storage][rocksdb][tier]") {
+  TempDir tmp("tier-open-budget");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  {
+    auto store = open_store(o);
+    for (uint64_t n = 1; n <= 4; ++n) REQUIRE(store->put(key_n(n), value_n(n)).is_ok());
+    CHECK(get_ok(*store, key_n(1)).has_value());  // order 2 3 4 1
+  }
+  o.capacity_bytes = 2 * kCounted + 100;
+  {
+    auto store = open_store(o);
+    CHECK(store->size_bytes() == 2 * kCounted);
+    CHECK(held(*store) == "14");
+    CHECK(store->stats().evictions[size_t(EvictReason::kBudget)] == 2);
+  }
+  o.capacity_bytes = int64_t(1) << 30;
+  auto store = open_store(o);  // erased on disk, not only forgotten
+  CHECK(held(*store) == "14");
 }

@@ -128,7 +128,10 @@ TEST_CASE("max_connections: when every connection is answering, one more gets 50
   TestServer ts(o);
   FakeScript script;
   script.pieces = {"a", "b", "c", "d"};
-  script.delay_ms = 150;  // each answer takes ~0.6 s
+  // Each answer takes ~2 s: long enough that the three refused clients
+  // below (16 MiB each) are done before a busy one ends, also on a loaded
+  // machine (at 150 ms a piece the third one could find a free slot).
+  script.delay_ms = 500;
   ts.fake().set_script(script);
   std::vector<std::unique_ptr<TestClient>> busy;
   const std::string body = R"({"prompt":"x","max_tokens":4})";

@@ -7,10 +7,14 @@
 //   larder ... cache unpin (--prompt TEXT | --messages FILE) [--salt SALT]
 //   larder ... cache evict (--all | --prompt TEXT | --messages FILE) [--salt SALT]
 //   larder ... reload
+//   larder cache simulate --trace FILE [--config candidate.toml ...]
 //
 // Exit status: 0 done; 1 the server refused (its message is printed);
 // 2 a usage error; 3 the server could not be reached.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 const USAGE = `usage: larder [--url URL] [--token TOKEN] [--json] COMMAND
 
@@ -22,7 +26,9 @@ commands:
   cache unpin --prompt TEXT | --messages FILE
   cache evict --all | --prompt TEXT | --messages FILE
                                   remove everything, or a prompt's pages, from every tier
-  cache simulate                  (not yet)
+  cache simulate --trace FILE [--config candidate.toml ...]
+                                  replay a page-access trace (cache.trace_file) under other
+                                  budgets and policies, offline (runs larder-sim; no server)
   reload                          re-read larderd's config file (POST /admin/reload)
 
 options:
@@ -164,7 +170,24 @@ function printStats(r, url) {
   console.log(table(rows));
 }
 
+// larder-sim (the what-if simulator, a C++ program built with larderd):
+// $LARDER_SIM, else beside this script's build tree, else on the PATH.
+function simulate(args) {
+  const here = dirname(realpathSync(fileURLToPath(import.meta.url)));
+  const candidates = [process.env.LARDER_SIM, join(here, '..', 'build', 'daemon', 'larder-sim')].filter(Boolean);
+  const sim = candidates.find((p) => existsSync(p)) ?? 'larder-sim';
+  const r = spawnSync(sim, args, { stdio: 'inherit' });
+  if (r.error) {
+    console.error(`larder: cannot run ${sim}: ${r.error.message} (build larderd, or set LARDER_SIM)`);
+    return 3;
+  }
+  return r.status ?? 1;
+}
+
 async function main(argv) {
+  // Offline: its flags go to larder-sim as they are.
+  const at = argv.indexOf('simulate');
+  if (at > 0 && argv[at - 1] === 'cache') return simulate(argv.slice(at + 1));
   const opts = parseArgs(argv);
   if (opts.help || opts.words.length === 0) {
     console.log(USAGE);
@@ -211,10 +234,6 @@ async function main(argv) {
                   (r.device_pages_in_use > 0 ? `; ${r.device_pages_in_use} device page(s) in use stay` : ''));
       return 0;
     }
-    case 'simulate':
-      console.error('larder: cache simulate is not there yet (the what-if simulator of other tier budgets and ' +
-                    'policies comes later); for now, watch `larder cache stats` or /metrics under real traffic');
-      return 2;
     default:
       throw new UsageError(`unknown cache command: ${cmd} (stats, pin, unpin, evict, simulate)`);
   }

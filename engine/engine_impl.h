@@ -1,8 +1,10 @@
-// Engine::Impl: the engine's state, shared by its three source files:
+// Engine::Impl: the engine's state, shared by its source files:
 //   engine.cpp         start-up, the engine thread's loop (carrying out the
 //                      scheduler's StepPlan) and the cross-thread queues;
 //   engine_output.cpp  a sampled token's way to the client (stop strings,
 //                      detokenizer, finish events, remembered answers);
+//   engine_restore.cpp lower-tier lookups (prefetch), restore or recompute,
+//                      and restoring what a lookup found;
 //   engine_chat.cpp    the Generator calls that run on other threads
 //                      (tokenize, chat rendering, chat prompts);
 //   engine_admin.cpp   the cache admin calls of other threads (report,

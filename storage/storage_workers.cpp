@@ -47,7 +47,7 @@ void StorageWorkers::get_prefix_async(std::vector<PageKey> keys,
                                       std::function<void(std::vector<std::string>)> done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    reads_.push_back(ReadTask{std::move(keys), std::move(done)});
+    reads_.push_back(ReadTask{std::move(keys), std::move(done), nullptr});
     ++n_pending_;
   }
   work_cv_.notify_one();

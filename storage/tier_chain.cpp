@@ -47,10 +47,7 @@ bool TierChain::has_persistent() const {
 
 bool TierChain::spill_sealed(const PageKey& key, std::string record) {
   if (!options_.write_through || !has_persistent()) return false;
-  auto shared = std::make_shared<const std::string>(std::move(record));
-  for (Slot& s : slots_) {
-    if (s.persistent) s.workers->put_async(key, *shared);
-  }
+  put_persistent(key, std::move(record));
   return true;
 }
 

@@ -231,11 +231,11 @@ void Engine::Impl::carry_out(const StepPlan& plan) {
 }
 
 void Engine::Impl::preempt(Sequence& s) {
-  // Its sealed pages stay in the cache (a hit when it resumes); the partial
-  // tail is recomputed. A decoding sequence resumes by recomputing every
+  // Its pages stay in the cache (a hit when it resumes), the partial tail
+  // among them. A decoding sequence resumes by recomputing every
   // token but its last, which the next decode step feeds.
   kv->commit(s.pages, s.tokens, s.n_computed);
-  kv->release(s.pages);
+  kv->release(s.pages, s.tokens, s.n_computed);
   if (s.state == SeqState::kDecode) {
     s.n_target = int(s.tokens.size()) - 1;
     s.resumed = true;

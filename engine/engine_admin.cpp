@@ -397,6 +397,7 @@ Result<EvictResult> Engine::evict(const std::vector<int32_t>* prompt, const std:
         for (const PageKey& key : keys) {
           if (cache.evict_admin(key)) ++dev->removed;
           else if (cache.find(key)) ++dev->active;
+          dev->removed += m.kv->evict_partials_after(key);  // partial tail pages kept after it
         }
       },
       kControlTimeout);

@@ -145,7 +145,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   }
   ev.cache_divergence_pos = s.cache_divergence_pos;
   if (trace && s.traced) trace->finished(s.id);
-  kv->release(s.pages);
+  kv->release(s.pages, s.tokens, s.n_computed);
   s.state = SeqState::kFinished;
   s.sink->on_event(std::move(ev));
 }

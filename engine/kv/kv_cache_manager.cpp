@@ -27,6 +27,7 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       write_through_(write_through),
       cache_(backend.pages(), std::move(device_policy)),
       page_tokens_(size_t(backend.n_pages())),
+      partial_(size_t(backend.n_pages()), 0),
       page_buf_(layout_.page_bytes()) {
   cache_.set_evict_hook([this](int page, const PageKey& key, bool persisted, bool hand_down) {
     // A page sealed this step and not yet copied out: copy the batch now,
@@ -38,6 +39,10 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       }
     }
     forget_child(page);
+    if (partial_[size_t(page)] != 0) {  // part of a page: nothing to hand down
+      partial_[size_t(page)] = 0;
+      return;
+    }
     if (chain_ != nullptr && hand_down) demote(page, key, persisted);
   });
 }
@@ -241,7 +246,24 @@ void KvCacheManager::flush_spills() {
   spill_queue_.clear();
 }
 
-void KvCacheManager::release(SeqPages& seq) {
+void KvCacheManager::release(SeqPages& seq, std::span<const int32_t> tokens, int n_computed) {
+  const int ps = layout_.page_size;
+  const size_t tail = seq.keys.size();
+  const int n_tail = n_computed - int(tail) * ps;
+  if (n_tail > 0 && n_tail < ps && tail < seq.block_table.size() && size_t(n_computed) <= tokens.size()) {
+    const int page = seq.block_table[tail];
+    const PageKey& parent = tail == 0 ? seq.root : seq.keys[tail - 1];
+    std::span<const int32_t> tail_tokens = tokens.subspan(tail * size_t(ps), size_t(n_tail));
+    // Sealed as already persisted, so that write_back never writes it;
+    // another sequence may have kept the same tail already (then it is freed).
+    if (cache_.ref_count(page) == 1 && !cache_.is_sealed(page) &&
+        cache_.seal(page, prefix_partial(parent, tail_tokens), /*persisted=*/true, int(tail))) {
+      page_tokens_[size_t(page)].assign(tail_tokens.begin(), tail_tokens.end());
+      partial_[size_t(page)] = 1;
+      add_child(page, parent);
+      ++stats_.partial_pages_kept;
+    }
+  }
   // One tick for the whole sequence: ties go to the deepest page first.
   std::vector<int> tail_first(seq.block_table.rbegin(), seq.block_table.rend());
   cache_.release_batch(tail_first);
@@ -279,6 +301,18 @@ bool KvCacheManager::persist(const PageKey& key, bool rewrite) {
   cache_.mark_persisted(*page);
   ++stats_.pages_spilled;
   return true;
+}
+
+int KvCacheManager::evict_partials_after(const PageKey& parent) {
+  auto c = children_.find(parent);
+  if (c == children_.end()) return 0;
+  std::vector<PageKey> keys;
+  for (int page : c->second) {
+    if (partial_[size_t(page)] != 0 && cache_.ref_count(page) == 0) keys.push_back(cache_.key_of(page));
+  }
+  int n = 0;
+  for (const PageKey& key : keys) n += cache_.evict_admin(key) ? 1 : 0;  // the hook forgets the child
+  return n;
 }
 
 void KvCacheManager::demote(int page, const PageKey& key, bool persisted) {

@@ -51,6 +51,7 @@ struct KvCacheStats {
   std::atomic<int64_t> pages_demoted{0};        // records handed down to the host tier on device eviction
   std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
   std::atomic<int64_t> tokens_reused_partial{0};  // prompt tokens taken from part of a page (reuse_partial)
+  std::atomic<int64_t> partial_pages_kept{0};     // partial tail pages kept at release
   // The device tier's row of GET /admin/cache and /metrics:
   std::atomic<int64_t> pages_missed_device{0};  // prefix pages looked up, not resident
   std::atomic<int64_t> bytes_restored{0};       // page bytes copied onto the device by restores
@@ -113,8 +114,15 @@ class KvCacheManager {
   // call it first.
   void flush_spills();
   // Releases every page of seq, tail first, so that the tail of a finished
-  // or preempted sequence is evicted before its head.
-  void release(SeqPages& seq);
+  // or preempted sequence is evicted before its head. With the sequence's
+  // tokens and n_computed (positions whose K/V are written), a partial tail
+  // page (n_computed % page_size tokens after the sealed ones) is kept on
+  // the device as a cached page under prefix_partial(), so that a returning
+  // chat reuses it through reuse_partial instead of recomputing up to
+  // page_size - 1 tokens. Such a page never leaves the device (it is not a
+  // whole page: never spilled or demoted) and is the first of the
+  // sequence's pages to be evicted.
+  void release(SeqPages& seq, std::span<const int32_t> tokens = {}, int n_computed = 0);
 
   // Pages a sequence holding these would free if released (ref count 1).
   int n_exclusive(const SeqPages& seq) const;
@@ -144,6 +152,9 @@ class KvCacheManager {
   // `rewrite` (a persistent tier evicted it since). Returns false when the
   // key is not resident or its record could not be read.
   bool persist(const PageKey& key, bool rewrite = false);
+  // Admin eviction of the partial tail pages kept after `parent` (release)
+  // that no sequence holds; returns how many went.
+  int evict_partials_after(const PageKey& parent);
 
  private:
   // The device evicts `page` (sealed under key): hand its record down.
@@ -163,6 +174,7 @@ class KvCacheManager {
   void forget_child(int page);
 
   std::vector<std::vector<int32_t>> page_tokens_;  // per page id: its tokens once sealed
+  std::vector<uint8_t> partial_;                    // per page id: 1 for a kept partial tail page
   // Sealed resident pages by the key of the page before them (or the root):
   // where reuse_partial looks for a page that matches part of a prompt's next page.
   std::unordered_map<PageKey, std::vector<int>, PageKeyHash> children_;

@@ -57,6 +57,16 @@ PageKey prefix_next(const PageKey& parent, std::span<const int32_t> page_tokens)
   return key_from(XXH3_128bits(buf.data(), buf.size()));
 }
 
+PageKey prefix_partial(const PageKey& parent, std::span<const int32_t> tail_tokens) {
+  static constexpr std::string_view kMarker = "larder-kv-partial-v1";
+  std::string buf(kMarker);
+  buf.reserve(kMarker.size() + 16 + tail_tokens.size() * 4);
+  put_u64(buf, parent.hi);
+  put_u64(buf, parent.lo);
+  for (int32_t t : tail_tokens) put_u32(buf, uint32_t(t));
+  return key_from(XXH3_128bits(buf.data(), buf.size()));
+}
+
 std::vector<PageKey> prefix_chain(const PageKey& root, std::span<const int32_t> tokens,
                                   int page_size, int n_pages) {
   assert(size_t(n_pages) * size_t(page_size) <= tokens.size());

@@ -36,6 +36,13 @@ PageKey salted_root(const PageKey& root, std::string_view request_salt);
 // Key of the page holding `page_tokens` (exactly page_size ids) after `parent`.
 PageKey prefix_next(const PageKey& parent, std::span<const int32_t> page_tokens);
 
+// Key under which a sequence's partial tail page (fewer than page_size
+// tokens, kept on the device when the sequence ends) is indexed: XXH3-128 of
+// "larder-kv-partial-v1" | parent (hi, lo as u64 LE) | the tail's token ids
+// (int32 LE). The marker keeps it apart from every full page's key, so no
+// prefix lookup ever finds it; only partial reuse (by parent) does.
+PageKey prefix_partial(const PageKey& parent, std::span<const int32_t> tail_tokens);
+
 // Keys of the first n_pages full pages of `tokens` (n_pages <= tokens.size() / page_size).
 std::vector<PageKey> prefix_chain(const PageKey& root, std::span<const int32_t> tokens,
                                   int page_size, int n_pages);

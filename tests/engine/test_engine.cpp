@@ -354,12 +354,13 @@ TEST_CASE("a cancelled request keeps the pages it made", "[engine]") {
   CHECK(sink->final_.finish == FinishReason::kCancelled);
   const auto& gen = sink->final_.output_tokens;
   REQUIRE(gen.size() >= 40);
-  // The prompt plus what was generated, resent: every full page computed is reused.
+  // The prompt plus what was generated, resent: every position computed is
+  // reused (whole pages, then the kept partial tail page).
   std::vector<int32_t> resend = prompt;
   resend.insert(resend.end(), gen.begin(), gen.end());
   Generated g = generate(*engine, greedy_request(resend, 2));
   const int n_computed = int(resend.size()) - 1;  // the last token was never fed
-  CHECK(g.final.cached_tokens == std::min(n_computed / 16, (int(resend.size()) - 1) / 16) * 16);
+  CHECK(g.final.cached_tokens == n_computed);
   CHECK(g.final.cached_tokens > 0);
 }
 
@@ -480,7 +481,7 @@ TEST_CASE("a cache miss part-way names the first token that differs from the ear
     CHECK(cap.count("differs from an earlier request") == 0);
   }
   Generated third = generate(*engine, greedy_request(edited, 2));
-  CHECK(third.final.cached_tokens == 288);        // a full hit: nothing to explain
+  CHECK(third.final.cached_tokens == 298);        // a full hit (18 pages + 10 of the kept tail): nothing to explain
   CHECK(third.final.cache_divergence_pos == -1);
   LogCapture cap;
   spdlog::default_logger()->set_level(spdlog::level::debug);
@@ -502,8 +503,11 @@ TEST_CASE("requests with different cache_salt never share pages, also after a re
   std::mt19937 rng(7);
   prompt.push_back(1);  // BOS
   for (int i = 0; i < 100; ++i) prompt.push_back(int32_t(3 + rng() % 500));
-  // Full pages a hit may cover: (101 - 1) / 16 = 6 pages = 96 tokens.
+  // Full pages a hit may cover: (101 - 1) / 16 = 6 pages = 96 tokens. In
+  // memory the first run's partial tail page (101 + 1 fed = 102 positions:
+  // 6 pages + 6) gives 4 more: all but the last prompt token.
   const int full = 96;
+  const int in_memory = 100;
   auto salted = [&](const std::string& salt) {
     GenerationRequest r = greedy_request(prompt, 2);
     r.cache_salt = salt;
@@ -518,13 +522,14 @@ TEST_CASE("requests with different cache_salt never share pages, also after a re
     CHECK(generate(*engine, salted("B")).final.cached_tokens == 0);
     CHECK(generate(*engine, salted("")).final.cached_tokens == 0);
     Generated again = generate(*engine, salted("A"));
-    CHECK(again.final.cached_tokens == full);
+    CHECK(again.final.cached_tokens == in_memory);
     CHECK(again.tokens == tokens_a);
-    CHECK(generate(*engine, salted("B")).final.cached_tokens == full);
-    CHECK(generate(*engine, salted("")).final.cached_tokens == full);
+    CHECK(generate(*engine, salted("B")).final.cached_tokens == in_memory);
+    CHECK(generate(*engine, salted("")).final.cached_tokens == in_memory);
     engine->flush_storage();
   }
-  // From disk: each salt finds its own pages; a new salt finds none.
+  // From disk: each salt finds its own pages (whole ones: partial tails are
+  // never written); a new salt finds none.
   auto engine = make_engine(options_for(model, dir.str()));
   CHECK(generate(*engine, salted("C")).final.cached_tokens == 0);
   Generated disk_a = generate(*engine, salted("A"));

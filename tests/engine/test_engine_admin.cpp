@@ -79,18 +79,19 @@ TEST_CASE("cache report: device hits and misses, entries and bytes, tiers in ord
   const CacheTierReport& d1 = tier(r1, "device");
   CHECK(d1.hits == 0);
   CHECK(d1.misses == 18);
-  // 299 + 3 fed tokens = 302 positions: 18 sealed pages stay cached, the
-  // partial 19th went back to the pool.
-  CHECK(d1.entries == 18);
-  CHECK(d1.bytes_used == 18 * kPageBytes);
+  // 299 + 3 fed tokens = 302 positions: 18 sealed pages and the partial
+  // 19th (14 positions) stay cached.
+  CHECK(d1.entries == 19);
+  CHECK(d1.bytes_used == 19 * kPageBytes);
   CHECK(d1.policy == "lru");
-  CHECK(r1.free_pages == 40);  // 22 free + 18 evictable
+  CHECK(r1.free_pages == 40);  // 21 free + 19 evictable
   CHECK(r1.queue_length == 0);
   CHECK(r1.running == 0);
 
-  REQUIRE(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 288);
+  // All but the last prompt token: 18 pages, then 10 of the partial page.
+  REQUIRE(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 298);
   const CacheTierReport d2 = tier(report_of(*engine), "device");
-  CHECK(d2.hits == 18);
+  CHECK(d2.hits == 18);  // whole pages only
   CHECK(d2.misses == 18);
 }
 
@@ -115,7 +116,7 @@ TEST_CASE("a pinned prefix stays through device and disk pressure and a restart"
     Result<PinResult> again = engine->pin(a, "");
     REQUIRE(again.is_ok());
     CHECK_FALSE(again->changed);
-    CHECK(again->n_cached_tokens == 288);
+    CHECK(again->n_cached_tokens == 298);  // 18 pages + 10 of the partial tail the pin left
 
     // Four other prompts of 19 pages each need more than the 52 - 18 = 34
     // unpinned pages: under lru a's pages, released first, would go first.
@@ -223,20 +224,22 @@ TEST_CASE("admin eviction removes a prompt's pages, or everything, from every ti
   Result<EvictResult> one = engine->evict(&a, "");
   REQUIRE(one.is_ok());
   REQUIRE(one->evicted.size() == 2);
-  CHECK(one->evicted[0] == std::pair<std::string, int64_t>{"device", 18});
+  CHECK(one->evicted[0] == std::pair<std::string, int64_t>{"device", 19});  // 18 pages + the partial tail
   CHECK(one->evicted[1] == std::pair<std::string, int64_t>{"disk", 18});  // 299 / 16 keys, all on disk
   CHECK(one->active_skipped == 0);
   CHECK(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 0);  // gone everywhere
-  CHECK(generate(*engine, greedy_request(b, 4)).final.cached_tokens == 288);  // b untouched
+  CHECK(generate(*engine, greedy_request(b, 4)).final.cached_tokens == 298);  // b untouched: 18 pages + 10
 
   Result<EvictResult> all = engine->evict(nullptr, "");
   REQUIRE(all.is_ok());
-  CHECK(all->evicted[0] == std::pair<std::string, int64_t>{"device", 36});
+  // a's and b's 18 pages and partial tails (b's second run left the same
+  // tail as its first: kept once).
+  CHECK(all->evicted[0] == std::pair<std::string, int64_t>{"device", 38});
   CHECK(all->evicted[1] == std::pair<std::string, int64_t>{"disk", 36});
   CacheReport r = report_of(*engine);
   CHECK(tier(r, "device").entries == 0);
   CHECK(tier(r, "disk").entries == 0);
-  CHECK(tier(r, "device").evictions[size_t(EvictReason::kAdmin)] == 18 + 36);
+  CHECK(tier(r, "device").evictions[size_t(EvictReason::kAdmin)] == 19 + 38);
   CHECK(tier(r, "disk").evictions[size_t(EvictReason::kAdmin)] == 18 + 36);
   CHECK(tier(r, "device").evictions[size_t(EvictReason::kBudget)] == 0);
   CHECK(generate(*engine, greedy_request(b, 4)).final.cached_tokens == 0);
@@ -270,10 +273,12 @@ TEST_CASE("reconfigure: the device budget shrinks at once, within limits; restar
   auto engine = make_engine(o);
   REQUIRE(generate(*engine, greedy_request(a, 4)).final.finish == FinishReason::kLength);
   REQUIRE(generate(*engine, greedy_request(b, 4)).final.finish == FinishReason::kLength);
-  CHECK(tier(report_of(*engine), "device").entries == 36);
+  // Each left 18 sealed pages and its partial tail page (299 + 4 - 1 = 302
+  // positions: 18 pages + 14).
+  CHECK(tier(report_of(*engine), "device").entries == 38);
 
-  // 34 pages: 36 cached - 34 = 2 go at once, a's (released first), deepest
-  // first (its 18th and 17th pages).
+  // 34 pages: 38 cached - 34 = 4 go at once, a's (released first), deepest
+  // first (its partial tail, then its 18th, 17th and 16th pages).
   CacheOptions c = o.cache;
   c.device.budget_bytes = 34 * kPageBytes;
   REQUIRE(engine->reconfigure(c).is_ok());
@@ -281,15 +286,16 @@ TEST_CASE("reconfigure: the device budget shrinks at once, within limits; restar
   const CacheTierReport& d = tier(r, "device");
   CHECK(d.budget_bytes == 34 * kPageBytes);
   CHECK(d.bytes_used == 34 * kPageBytes);
-  CHECK(d.evictions[size_t(EvictReason::kBudget)] == 2);
+  CHECK(d.evictions[size_t(EvictReason::kBudget)] == 4);
   CHECK(r.budget_pages == 34);
   CHECK(r.pool_pages == 64);
-  CHECK(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 16 * 16);
-  // a took 3 more pages at the limit: b's deepest three went. Sealed now:
-  // a's 18 and b's 15.
+  CHECK(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 15 * 16);
+  // a took 4 more pages at the limit (19 for 302 positions): b's partial
+  // tail and its deepest three pages went. Held now: a's 18 and its partial
+  // tail, b's 15.
   r = report_of(*engine);
-  CHECK(tier(r, "device").entries == 33);
-  CHECK(tier(r, "device").evictions[size_t(EvictReason::kBudget)] == 5);
+  CHECK(tier(r, "device").entries == 34);
+  CHECK(tier(r, "device").evictions[size_t(EvictReason::kBudget)] == 8);
 
   // Refused, with nothing applied: past the pool, below one full context,
   // and keys that need a restart.
@@ -321,5 +327,5 @@ TEST_CASE("reconfigure: the device budget shrinks at once, within limits; restar
   r = report_of(*engine);
   CHECK(r.budget_pages == 64);
   CHECK(tier(r, "device").policy == "lfu");
-  CHECK(tier(r, "device").entries == 33);  // nothing evicted by the swap or the growth
+  CHECK(tier(r, "device").entries == 34);  // nothing evicted by the swap or the growth
 }

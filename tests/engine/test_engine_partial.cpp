@@ -75,3 +75,32 @@ TEST_CASE("a prompt that diverges inside a page reuses the page's matching token
     CHECK(warm.tokens == cold.tokens);
   }
 }
+
+TEST_CASE("a returning chat reuses the partial tail page its last turn left, bit-exact", "[engine][partial]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> prompt = long_prompt();
+  REQUIRE(prompt.size() == 299);
+  auto engine = make_engine(options_for(model, ""));
+  // Turn 1: 299 prompt tokens + 12 generated. The last generated token is
+  // never fed, so 299 + 11 = 310 positions hold K/V: 19 sealed pages (304
+  // tokens) and a partial tail of 6 (positions 304..309).
+  Generated first = generate(*engine, greedy_request(prompt, 12));
+  REQUIRE(first.tokens.size() == 12);
+  // Turn 2: the whole first turn, its answer and 20 more tokens.
+  std::vector<int32_t> turn2 = prompt;
+  turn2.insert(turn2.end(), first.tokens.begin(), first.tokens.end());
+  for (int i = 0; i < 20; ++i) turn2.push_back(prompt[size_t(40 + i)]);
+  REQUIRE(turn2.size() == 331);
+  const Generated cold = cold_run(model, turn2, 5);
+  Generated warm = generate(*engine, greedy_request(turn2, 5));
+  // 304 from whole pages + the 6 positions of the kept tail page.
+  CHECK(warm.final.cached_tokens == 310);
+  CHECK(same_bits(cold.final.prompt_logits, warm.final.prompt_logits));
+  CHECK(warm.tokens == cold.tokens);
+
+  // The same prompt again: its tail (331 - 1 = 330 positions: 20 pages + 10)
+  // is the kept page of turn 2, so all but the last token are cached.
+  Generated third = generate(*engine, greedy_request(turn2, 5));
+  CHECK(third.final.cached_tokens == 330);
+  CHECK(same_bits(cold.final.prompt_logits, third.final.prompt_logits));
+}

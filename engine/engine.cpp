@@ -53,7 +53,8 @@ void Engine::Impl::run() {
     const size_t n_before = seqs.size();
     const StepPlan plan = schedule(sched_state());
     carry_out(plan);
-    kv->flush_spills();  // the pages sealed this step: one copy out of the device
+    kv->flush_spills();     // the pages sealed this step: one copy out of the device
+    kv->flush_demotions();  // and those evicted (most went in ensure_pages already)
 
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
     // Pages and running slots freed this step may admit the queue's head.
@@ -517,6 +518,7 @@ void Engine::flush_storage() {
   std::future<void> queued = done->get_future();
   if (m.post([&m, done] {
         m.kv->flush_spills();
+        m.kv->flush_demotions();
         done->set_value();
       })) {
     queued.wait();

@@ -43,7 +43,11 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       partial_[size_t(page)] = 0;
       return;
     }
-    if (chain_ != nullptr && hand_down) demote(page, key, persisted);
+    // Nothing to hand down: no tier would take it, or the only tiers are
+    // persistent ones that have it already.
+    if (chain_ == nullptr || !hand_down || (persisted && chain_->persistent(0))) return;
+    demote_queue_.push_back(Demotion{page, key, persisted, std::move(page_tokens_[size_t(page)])});
+    page_tokens_[size_t(page)].clear();
   });
 }
 
@@ -83,6 +87,7 @@ int KvCacheManager::reuse_partial(SeqPages& seq, std::span<const int32_t> tokens
   // sealed); held meanwhile so that the allocation cannot evict it.
   cache_.acquire(best);
   std::optional<int> mine = cache_.allocate();
+  flush_demotions();  // before `mine` is written
   Status st = mine ? backend_.read_page(best, page_buf_) : Status::resource_exhausted("no free page");
   if (st.is_ok()) st = backend_.write_page(*mine, page_buf_);
   cache_.release(best);
@@ -170,6 +175,7 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
     page_persisted.push_back(chain_ != nullptr && chain_->persistent(size_t(found[j].tier)));
     page_tokens_[size_t(*page)].assign(page_tokens.begin(), page_tokens.end());
   }
+  flush_demotions();  // pages the allocations above evicted, before they are overwritten
   if (!pages.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     Status st = backend_.write_pages(pages, std::span<const uint8_t>(batch_buf_.data(), pages.size() * page_bytes));
@@ -197,12 +203,14 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
 
 bool KvCacheManager::ensure_pages(SeqPages& seq, int n_positions) {
   const size_t need = size_t((n_positions + layout_.page_size - 1) / layout_.page_size);
-  while (seq.block_table.size() < need) {
+  bool ok = true;
+  while (ok && seq.block_table.size() < need) {
     std::optional<int> page = cache_.allocate();
-    if (!page) return false;
-    seq.block_table.push_back(*page);
+    if (page) seq.block_table.push_back(*page);
+    ok = page.has_value();
   }
-  return true;
+  flush_demotions();  // before the forward pass writes into the new pages
+  return ok;
 }
 
 void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int n_computed) {
@@ -315,20 +323,38 @@ int KvCacheManager::evict_partials_after(const PageKey& parent) {
   return n;
 }
 
-void KvCacheManager::demote(int page, const PageKey& key, bool persisted) {
-  // Nothing to hand down: no tier would take it, or the only tiers are
-  // persistent ones that have it already.
-  if (persisted && chain_->persistent(0)) return;
-  std::string record = record_of(page, key);
-  if (record.empty()) return;
-  chain_->demote(key, std::move(record), persisted);
-  // Straight onto a persistent tier (write_back without a host tier) is a
-  // spill; into the host tier a demotion.
-  ++(chain_->persistent(0) ? stats_.pages_spilled : stats_.pages_demoted);
+void KvCacheManager::flush_demotions() {
+  if (demote_queue_.empty()) return;
+  const size_t page_bytes = layout_.page_bytes();
+  std::vector<int32_t> pages;
+  pages.reserve(demote_queue_.size());
+  for (const Demotion& d : demote_queue_) pages.push_back(d.page);
+  demote_buf_.resize(pages.size() * page_bytes);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = backend_.read_pages(pages, std::span<uint8_t>(demote_buf_.data(), demote_buf_.size()));
+  stats_.copy_out_ns += elapsed_ns(t0);
+  if (!st.is_ok()) {
+    log_limited_.log(spdlog::level::warn, "copy out",
+                     std::to_string(pages.size()) + " evicted pages could not be copied out to go down the tiers: " +
+                         st.to_string());
+  } else {
+    for (size_t i = 0; i < demote_queue_.size(); ++i) {
+      const Demotion& d = demote_queue_[i];
+      std::span<const uint8_t> bytes(demote_buf_.data() + i * page_bytes, page_bytes);
+      std::string record = encode_page_record(d.key, meta_, d.tokens, bytes);
+      stats_.bytes_copied_out += int64_t(record.size());
+      chain_->demote(d.key, std::move(record), d.persisted);
+      // Straight onto a persistent tier (write_back without a host tier) is
+      // a spill; into the host tier a demotion.
+      ++(chain_->persistent(0) ? stats_.pages_spilled : stats_.pages_demoted);
+    }
+  }
+  demote_queue_.clear();
 }
 
 void KvCacheManager::write_back_all() {
   flush_spills();
+  flush_demotions();
   if (chain_ == nullptr || write_through_ || !chain_->has_persistent()) return;
   for (int page = 0; page < pool_.n_pages(); ++page) {
     if (!cache_.is_sealed(page) || cache_.is_persisted(page)) continue;

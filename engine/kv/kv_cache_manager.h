@@ -113,6 +113,13 @@ class KvCacheManager {
   // it once per step; an eviction of a queued page, and write_back_all(),
   // call it first.
   void flush_spills();
+  // Copies the pages the device evicted since the last call (a demotion
+  // queued by the evict hook) out of the device in one batch and hands their
+  // records down the tier chain. Every call that writes into a newly
+  // allocated page (ensure_pages, restore, reuse_partial) calls it first, so
+  // an evicted page's bytes are read before they are overwritten; the engine
+  // also calls it once per step.
+  void flush_demotions();
   // Releases every page of seq, tail first, so that the tail of a finished
   // or preempted sequence is evicted before its head. With the sequence's
   // tokens and n_computed (positions whose K/V are written), a partial tail
@@ -157,8 +164,17 @@ class KvCacheManager {
   int evict_partials_after(const PageKey& parent);
 
  private:
-  // The device evicts `page` (sealed under key): hand its record down.
-  void demote(int page, const PageKey& key, bool persisted);
+  // Pages the device evicted whose records go down the chain
+  // (flush_demotions); tokens moved out of page_tokens_, which a new owner
+  // of the page may overwrite before the copy.
+  struct Demotion {
+    int page;
+    PageKey key;
+    bool persisted;
+    std::vector<int32_t> tokens;
+  };
+  std::vector<Demotion> demote_queue_;
+  std::vector<uint8_t> demote_buf_;
   // The page's record (tokens + bytes read from the device); empty on a
   // failed copy (logged).
   std::string record_of(int page, const PageKey& key);

@@ -219,7 +219,9 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
         device->hold(k);
         device->add_user(k);
       } else {
-        (tier == 1 ? host : disk)->touch(k, tick, now);
+        SimTier& below = tier == 1 ? *host : *disk;
+        below.touch(k, tick, now);
+        below.add_user(k);  // as the tiers count a read
         if (!device->insert(k, depth, tick, now, evicted)) continue;
         device->hold(k);
         demote();

@@ -12,6 +12,7 @@
 // rank: insert/touch/hold/release/erase/pin are O(log n), victim() O(1).
 #include "storage/eviction_policy.h"
 
+#include <algorithm>
 #include <compare>
 #include <set>
 #include <string>
@@ -75,7 +76,9 @@ class RankedPolicy final : public EvictionPolicy {
     Node& n = it->second;
     dequeue(key, n);
     bytes_ += entry.bytes - (added ? 0 : n.entry.bytes);
+    const int32_t users = added ? entry.n_users : std::max(entry.n_users, n.entry.n_users);
     n.entry = entry;
+    n.entry.n_users = users;
     n.tick = tick;
     n.freq = added ? 1 : n.freq + 1;
     if (added && pins_.count(key) != 0) {

@@ -51,8 +51,9 @@ class EvictionPolicy {
   virtual std::string_view name() const = 0;
 
   // Adds `key` as an entry (one use at `tick`: lfu frequency 1). Inserting
-  // a key already present updates its bytes/depth/n_users and counts as a
-  // use at `tick`.
+  // a key already present (a record put again) updates its bytes and depth,
+  // keeps the larger n_users (users are never forgotten while the entry
+  // lives) and counts as a use at `tick`.
   virtual void insert(const PageKey& key, const EvictionEntry& entry, uint64_t tick) = 0;
   // Records a use at `tick` (a hit): most recent under lru, frequency + 1
   // under lfu. Unknown keys are ignored.

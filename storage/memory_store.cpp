@@ -107,6 +107,7 @@ std::optional<std::string> MemoryPageStore::read_locked(const PageKey& key) {
   ++stats_.hits;
   stats_.bytes_read += int64_t(it->second.size());
   policy_->touch(key, next_tick_++);
+  policy_->add_user(key);  // a read serves another request than the one that wrote it
   return it->second;
 }
 

@@ -64,7 +64,10 @@ class PageTier : public PageStore {
 
   // One slot per key, in order: the record exactly as put, or nullopt when
   // the key is absent, its read failed, or `timeout_ms` passed (0: no
-  // limit) before it arrived. Each key found is a use for the policy.
+  // limit) before it arrived. Each key found is a use for the policy and
+  // one more user of the page for the priority rule (a read serves another
+  // request than the one whose page it was: the first restore makes a page
+  // shared). Users are not kept across a restart, as lfu's use counts.
   virtual std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys,
                                                             int64_t timeout_ms) = 0;
   // Whether each key is held, from the tier's index (no record is read; a

@@ -26,6 +26,7 @@ void RocksDbPageStore::Impl::touch_locked(IndexEntry& e, const PageKey& key) {
   e.tick = next_tick++;
   e.last_use_ms = options.now_unix_ms();
   policy->touch(key, e.tick);
+  policy->add_user(key);  // a read serves another request than the one that wrote it
 }
 
 void RocksDbPageStore::Impl::forget_locked(const PageKey& key) {

@@ -394,7 +394,7 @@ void cross_check(std::string_view name, bool lfu, bool prio, uint32_t seed) {
         if (e) {
           e->bytes = in.bytes;
           e->depth = in.depth;
-          e->users = in.n_users;
+          e->users = std::max(e->users, in.n_users);  // users are kept
           e->tick = tick;
           ++e->uses;
         } else {

@@ -98,6 +98,28 @@ TEST_CASE("disk tier: lfu chooses the least used record", "[storage][rocksdb][ti
   CHECK(store->size_bytes() == 3 * kCounted);
 }
 
+TEST_CASE("disk tier: priority_lru keeps records read back (shared) over single-use ones",
+          "[storage][rocksdb][tier]") {
+  for (const char* policy : {"lru", "priority_lru"}) {
+    INFO(policy);
+    TempDir tmp("tier-prio");
+    RocksDbStoreOptions o;
+    o.dir = tmp.sub("db");
+    o.policy = policy;
+    o.capacity_bytes = 3400;  // three records of 1108
+    auto store = open_store(o);
+    REQUIRE(store->put(key_n(1), value_n(1)).is_ok());  // tick 1
+    CHECK(get_ok(*store, key_n(1)).has_value());        // tick 2: a second user of 1
+    REQUIRE(store->put(key_n(2), value_n(2)).is_ok());  // tick 3
+    REQUIRE(store->put(key_n(3), value_n(3)).is_ok());  // tick 4
+    CHECK(get_ok(*store, key_n(2)).has_value());        // tick 5: 2 shared
+    REQUIRE(store->put(key_n(4), value_n(4)).is_ok());  // tick 6: one goes
+    // lru: the oldest use, 1 (2). priority_lru: the only single-use one
+    // before 4, 3 (4).
+    CHECK(held(*store) == (std::string(policy) == "lru" ? "234" : "124"));
+  }
+}
+
 TEST_CASE("disk tier: pins survive budget pressure", "[storage][rocksdb][tier]") {
   TempDir tmp("tier-pin");
   RocksDbStoreOptions o;

@@ -53,7 +53,10 @@ test('streaming chat, a returning chat hits the cache, and so does one after a r
   const turn2 = [...turn1, { role: 'assistant', content: r1.text }, { role: 'user', content: 'What happened next?' }];
   const r2 = await chatStream(c, turn2);
   assert.ok(r2.usage.prompt_tokens_details.cached_tokens > 0, 'second turn reuses the first turn\'s pages');
-  assert.equal(r2.usage.prompt_tokens_details.cached_tokens % 16, 0);
+  // At least turn 1's whole pages (then part of a page up to where the
+  // prompts differ); never the whole new prompt.
+  assert.ok(r2.usage.prompt_tokens_details.cached_tokens >= Math.floor(r1.usage.prompt_tokens / 16) * 16);
+  assert.ok(r2.usage.prompt_tokens_details.cached_tokens < r2.usage.prompt_tokens);
 
   assert.equal(await d.stop(), 0, 'SIGTERM ends larderd cleanly');
 

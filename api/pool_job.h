@@ -5,10 +5,8 @@
 // never waits. `work` runs on a pool thread and returns the whole response;
 // the next pump() on the loop thread sends it.
 //
-// Lifetime as PromptJob (api/prompt_job.h): destroying the job cancels work
-// not started yet and drops the result of a running one; the loop stays
-// alive while work is in flight, so `work` may use objects that live as
-// long as the server. An exception in `work` becomes a 500.
+// Lifetime and threads: PoolTask (api/pool_task.h). An exception in `work`
+// becomes a 500.
 #pragma once
 
 #include <uv.h>
@@ -18,6 +16,7 @@
 
 #include "api/generation_job.h"
 #include "api/http_message.h"
+#include "api/pool_task.h"
 
 namespace larder {
 
@@ -28,17 +27,12 @@ class PoolJob : public ResponseJob {
   // Queues `work`; `waker` is woken when it is done. A failure to queue
   // answers 500 at the first pump().
   PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work);
-  ~PoolJob() override;
-  PoolJob(const PoolJob&) = delete;
-  PoolJob& operator=(const PoolJob&) = delete;
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }
 
-  struct State;  // shared with the work item (api/pool_job.cpp)
-
  private:
-  std::shared_ptr<State> state_;
+  PoolTask<HttpResponse> task_;
   bool done_ = false;
 };
 

@@ -5,14 +5,8 @@
 // thread gets the result (an error response, or a ready-to-submit request)
 // and the job continues as the response that follows from it.
 //
-// Lifetime: the work item holds the shared state; destroying the job (the
-// client went away, shutdown) cancels work that has not started yet and
-// makes a running one's result be dropped when it arrives. The loop does
-// not end while work is in flight (libuv keeps it alive), so `prepare` may
-// use objects that live as long as the server.
-//
-// Threads: constructed, pumped and destroyed on the loop thread; `prepare`
-// runs on a pool thread and must only touch thread-safe state.
+// Lifetime and threads: PoolTask (api/pool_task.h); `prepare` runs on a
+// pool thread and must only touch thread-safe state.
 #pragma once
 
 #include <uv.h>
@@ -25,6 +19,7 @@
 #include "api/api_error.h"
 #include "api/generation_job.h"
 #include "api/openai_request.h"
+#include "api/pool_task.h"
 #include "api/tool_calls.h"
 
 namespace larder {
@@ -50,17 +45,12 @@ class PromptJob : public ResponseJob {
   // answers the error or calls `submit` and continues as the job it returns.
   // A failure to queue answers 500 at the first pump().
   PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit);
-  ~PromptJob() override;
-  PromptJob(const PromptJob&) = delete;
-  PromptJob& operator=(const PromptJob&) = delete;
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }
 
-  struct State;  // shared with the work item (api/prompt_job.cpp)
-
  private:
-  std::shared_ptr<State> state_;
+  PoolTask<PreparedRequest> task_;
   Submit submit_;
   std::unique_ptr<ResponseJob> next_;  // what submit_ returned
   bool done_ = false;

@@ -1,0 +1,111 @@
+// PoolTask<T>: one call run on libuv's thread pool (uv_queue_work) whose
+// result the loop thread picks up: the machinery under PoolJob (an admin
+// response) and PromptJob (a parsed, rendered, tokenized request).
+//
+// Lifetime: the queued work item shares the task's state. Destroying the
+// task (the client went away, shutdown) cancels work that has not started
+// and makes a running one's result be dropped when it arrives. The loop
+// does not end while work is in flight (libuv keeps it alive), so `work`
+// may use objects that live as long as the server.
+//
+// Threads: constructed, polled and destroyed on the loop thread; `work`
+// runs on a pool thread and must only touch thread-safe state. When it is
+// done, `waker` is woken (the server then pumps its connections).
+#pragma once
+
+#include <uv.h>
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "api/generation_job.h"
+
+namespace larder {
+
+template <typename T>
+class PoolTask {
+ public:
+  using Work = std::function<T()>;
+  // The result for a failure: an exception out of `work` (its what()), or
+  // work that could not be queued ("cannot queue the request: ...").
+  using OnError = T (*)(const std::string& what);
+
+  PoolTask(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, OnError on_error)
+      : state_(std::make_shared<State>()) {
+    state_->work = std::move(work);
+    state_->waker = std::move(waker);
+    state_->on_error = on_error;
+    auto item = std::make_unique<Item>();
+    item->req.data = item.get();
+    item->state = state_;
+    const int rc = uv_queue_work(loop, &item->req, &PoolTask::run, &PoolTask::after);
+    if (rc != 0) {
+      state_->result = on_error(std::string("cannot queue the request: ") + uv_strerror(rc));
+      state_->finished = true;
+      return;
+    }
+    state_->item = &item.release()->req;  // freed by after()
+  }
+  ~PoolTask() {
+    state_->abandoned = true;
+    // Not started yet: never run it (after() still runs, with UV_ECANCELED).
+    if (state_->item) uv_cancel(reinterpret_cast<uv_req_t*>(state_->item));
+  }
+  PoolTask(const PoolTask&) = delete;
+  PoolTask& operator=(const PoolTask&) = delete;
+
+  // Whether the result is ready (after() ran on the loop thread).
+  bool finished() const { return state_->finished && state_->result.has_value(); }
+  // The result, once; requires finished().
+  T take() {
+    T out = std::move(*state_->result);
+    state_->result.reset();
+    return out;
+  }
+
+ private:
+  struct State {
+    Work work;                          // run once on the pool, then released
+    std::shared_ptr<LoopWaker> waker;
+    OnError on_error = nullptr;
+    std::optional<T> result;            // written by the pool thread before after()
+    bool finished = false;              // loop thread: after() ran
+    bool abandoned = false;             // loop thread: the task is gone
+    uv_work_t* item = nullptr;          // loop thread: the queued item, until after()
+  };
+  struct Item {
+    uv_work_t req{};
+    std::shared_ptr<State> state;
+  };
+
+  static void run(uv_work_t* req) {
+    State& st = *static_cast<Item*>(req->data)->state;
+    try {
+      st.result = st.work();
+    } catch (const std::exception& e) {
+      spdlog::error("api: work on the thread pool failed: {}", e.what());
+      st.result = st.on_error(std::string("internal error: ") + e.what());
+    } catch (...) {
+      st.result = st.on_error("internal error");
+    }
+    st.work = nullptr;  // release what it captured (a request body) on the pool
+  }
+  static void after(uv_work_t* req, int status) {
+    std::unique_ptr<Item> item(static_cast<Item*>(req->data));
+    State& st = *item->state;
+    st.item = nullptr;
+    st.finished = true;
+    if (status == UV_ECANCELED) return;  // destroyed before the work started
+    if (!st.abandoned && st.waker) st.waker->wake();
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace larder

@@ -18,6 +18,7 @@
 #include "storage/tier_chain.h"
 #include "storage/cache_sim.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/support/delegating_tier.h"
 #include "tests/support/skip.h"
 
 using namespace larder;
@@ -128,9 +129,9 @@ namespace {
 
 // A tier whose reads block until the test opens the gate: a deliberately
 // slow store, to show what the engine does while a restore is pending.
-class GatedTier : public PageTier {
+class GatedTier : public larder::testing::DelegatingTier {
  public:
-  explicit GatedTier(std::shared_ptr<MemoryPageStore> inner) : inner_(std::move(inner)) {}
+  explicit GatedTier(std::shared_ptr<MemoryPageStore> inner) : DelegatingTier(std::move(inner), "disk") {}
   void open_gate() {
     std::lock_guard<std::mutex> lock(mu_);
     open_ = true;
@@ -140,7 +141,6 @@ class GatedTier : public PageTier {
     std::lock_guard<std::mutex> lock(mu_);
     return waiting_ > 0;
   }
-  std::string_view name() const override { return "disk"; }
   std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys, int64_t timeout_ms) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -148,22 +148,10 @@ class GatedTier : public PageTier {
       cv_.wait(lock, [&] { return open_; });
       --waiting_;
     }
-    return inner_->get_batch(keys, timeout_ms);
+    return inner().get_batch(keys, timeout_ms);
   }
-  std::vector<bool> contains_batch(std::span<const PageKey> keys) const override { return inner_->contains_batch(keys); }
-  Status set_budget(int64_t b) override { return inner_->set_budget(b); }
-  void pin(const PageKey& k) override { inner_->pin(k); }
-  void unpin(const PageKey& k) override { inner_->unpin(k); }
-  int64_t evict(std::span<const PageKey> keys) override { return inner_->evict(keys); }
-  void set_evict_sink(EvictSink sink) override { inner_->set_evict_sink(std::move(sink)); }
-  TierStats stats() const override { return inner_->stats(); }
-  Status put(const PageKey& k, std::string_view r) override { return inner_->put(k, r); }
-  Result<std::optional<std::string>> get(const PageKey& k) override { return inner_->get(k); }
-  Status erase(const PageKey& k) override { return inner_->erase(k); }
-  Status flush() override { return Status::ok(); }
 
  private:
-  std::shared_ptr<MemoryPageStore> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;

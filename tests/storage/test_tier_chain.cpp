@@ -10,6 +10,7 @@
 
 #include "storage/memory_store.h"
 #include "storage/tier_chain.h"
+#include "tests/support/delegating_tier.h"
 
 using namespace larder;
 
@@ -47,31 +48,18 @@ std::vector<TierChain::Found> lookup(TierChain& chain, std::vector<PageKey> keys
 
 // A tier whose reads of one key fail (a lost node): it says it holds the
 // key but get_batch returns nothing for it.
-class FlakyTier : public PageTier {
+class FlakyTier : public larder::testing::DelegatingTier {
  public:
-  FlakyTier(std::shared_ptr<MemoryPageStore> inner, PageKey bad) : inner_(std::move(inner)), bad_(bad) {}
-  std::string_view name() const override { return "remote"; }
+  FlakyTier(std::shared_ptr<MemoryPageStore> inner, PageKey bad) : DelegatingTier(std::move(inner), "remote"), bad_(bad) {}
   std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys, int64_t timeout_ms) override {
-    auto out = inner_->get_batch(keys, timeout_ms);
+    auto out = inner().get_batch(keys, timeout_ms);
     for (size_t i = 0; i < keys.size(); ++i) {
       if (keys[i] == bad_) out[i].reset();
     }
     return out;
   }
-  std::vector<bool> contains_batch(std::span<const PageKey> keys) const override { return inner_->contains_batch(keys); }
-  Status set_budget(int64_t b) override { return inner_->set_budget(b); }
-  void pin(const PageKey& k) override { inner_->pin(k); }
-  void unpin(const PageKey& k) override { inner_->unpin(k); }
-  int64_t evict(std::span<const PageKey> keys) override { return inner_->evict(keys); }
-  void set_evict_sink(EvictSink sink) override { inner_->set_evict_sink(std::move(sink)); }
-  TierStats stats() const override { return inner_->stats(); }
-  Status put(const PageKey& k, std::string_view r) override { return inner_->put(k, r); }
-  Result<std::optional<std::string>> get(const PageKey& k) override { return inner_->get(k); }
-  Status erase(const PageKey& k) override { return inner_->erase(k); }
-  Status flush() override { return Status::ok(); }
 
  private:
-  std::shared_ptr<MemoryPageStore> inner_;
   PageKey bad_;
 };
 

@@ -5,9 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${LARDER_BUILD_DIR:-build}
-# Paths under the checkout become relative for ccache, so that two clones or
-# worktrees of the repository share cached objects.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then

@@ -171,6 +171,25 @@ HandlerResult AdminRoutes::on_pool(std::function<HttpResponse()> work) {
   return std::make_unique<PoolJob>(loop_, waker_, std::move(work));
 }
 
+HandlerResult AdminRoutes::on_worker(std::function<HttpResponse()> work) {
+  return std::make_unique<SerialJob>(worker_, waker_, std::move(work));
+}
+
+void AdminRoutes::reload_in_background() {
+  if (reload_queued_.exchange(true)) {
+    spdlog::info("api: SIGHUP: a reload is queued already; it reads the config as it is when it runs");
+    return;
+  }
+  worker_.post([this] {
+    reload_queued_.store(false);
+    try {
+      (void)reload();
+    } catch (const std::exception& e) {
+      spdlog::error("api: SIGHUP: the reload failed: {}", e.what());
+    }
+  });
+}
+
 HandlerResult AdminRoutes::handle(HttpRequest& request) {
   const std::string& method = request.method;
   const std::string_view path = request.path();
@@ -185,15 +204,15 @@ HandlerResult AdminRoutes::handle(HttpRequest& request) {
   }
   if (path == "/admin/cache/pin") {
     if (method != "POST" && method != "DELETE") return method_not_allowed("POST, DELETE");
-    return on_pool([this, body = std::move(request.body), unpin = method == "DELETE"] { return pin(body, unpin); });
+    return on_worker([this, body = std::move(request.body), unpin = method == "DELETE"] { return pin(body, unpin); });
   }
   if (path == "/admin/cache/evict") {
     if (method != "POST") return method_not_allowed("POST");
-    return on_pool([this, body = std::move(request.body)] { return evict(body); });
+    return on_worker([this, body = std::move(request.body)] { return evict(body); });
   }
   if (path == "/admin/reload") {
     if (method != "POST") return method_not_allowed("POST");
-    return on_pool([this] { return reload_response(); });
+    return on_worker([this] { return reload_response(); });
   }
   return error_response(ApiError::not_found("unknown endpoint " + clip_for_message(path) +
                                                 " (admin endpoints: /admin/cache, /admin/cache/pin, "

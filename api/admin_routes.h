@@ -32,12 +32,17 @@
 //                              "restart_needed": [...]}; a config error 400
 //                              (the message names the key; nothing changes)
 //   GET    /metrics            api/metrics.h, text/plain; version=0.0.4
-// Errors are OpenAI-shaped (api/api_error.h). Every engine call, tokenizing
-// and rendering runs on libuv's pool (api/pool_job.h), never on the loop.
+// Errors are OpenAI-shaped (api/api_error.h). No engine call, tokenizing or
+// rendering runs on the loop: GET /admin/cache and /metrics run on libuv's
+// pool (api/pool_job.h); pin, unpin, evict and reload, which may block for
+// long, run one at a time in arrival order on the routes' own thread
+// (api/serial_worker.h), so they never hold the pool threads that chat
+// requests build their prompts on.
 #pragma once
 
 #include <uv.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +52,7 @@
 #include "api/http_message.h"
 #include "api/http_server.h"
 #include "api/metrics.h"
+#include "api/serial_worker.h"
 
 namespace larder {
 
@@ -90,8 +96,15 @@ class AdminRoutes {
   // logs the outcome. Pool thread (POST /admin/reload, SIGHUP).
   Result<ReloadReport> reload() const;
 
+  // SIGHUP (loop thread): queues reload() on the admin thread. A SIGHUP
+  // while a reload is queued and not started yet adds nothing (that reload
+  // reads the file as it is then), so a storm of signals costs one or two
+  // reloads.
+  void reload_in_background();
+
  private:
   HandlerResult on_pool(std::function<HttpResponse()> work);
+  HandlerResult on_worker(std::function<HttpResponse()> work);
   HttpResponse cache_report() const;
   HttpResponse pin(const std::string& body, bool unpin) const;
   HttpResponse evict(const std::string& body) const;
@@ -104,6 +117,9 @@ class AdminRoutes {
   std::shared_ptr<LoopWaker> waker_;
   std::shared_ptr<ApiMetrics> metrics_;
   GenerationDefaults& defaults_;
+  std::atomic<bool> reload_queued_{false};
+  // Last: joined (the running admin call finished) before the rest goes.
+  SerialWorker worker_;
 };
 
 }  // namespace larder

@@ -341,10 +341,9 @@ void HttpServer::Impl::on_signal(int signum) {
     if (stopping_) return;
     spdlog::info("api: SIGHUP: reloading the configuration");
     // Reading and applying the file blocks (disk, the engine thread's
-    // turn): on the pool, never on the loop. The outcome is logged there.
-    AdminRoutes* admin = &router->admin();
-    const int rc = run_detached_on_pool(&loop, [admin] { (void)admin->reload(); });
-    if (rc != 0) spdlog::error("api: SIGHUP: cannot queue the reload: {}", uv_strerror(rc));
+    // turn): on the admin thread, never on the loop or libuv's pool. The
+    // outcome is logged there.
+    router->admin().reload_in_background();
     return;
   }
   if (!stopping_) {

@@ -60,7 +60,7 @@ struct ServerOptions {
   SamplingParams default_sampling;          // used for every knob a request leaves unset
   int default_max_tokens = -1;              // when the request gives none (-1: until the context is full)
   // SIGINT/SIGTERM -> request_stop(), a second one cancels in-flight
-  // responses at once; SIGHUP -> `reload` on the pool (logged), or logged
+  // responses at once; SIGHUP -> `reload` on the admin thread (logged), or logged
   // and ignored without one (uv_signal on the loop).
   bool handle_signals = false;
   double shutdown_grace_s = 10;             // in-flight responses get this long to finish after stop, then are cancelled
@@ -74,8 +74,8 @@ struct ServerOptions {
   bool admin_enabled = true;                // false: they answer 404, as unknown paths do
   std::string admin_token;                  // the Bearer token they need; empty: the api_keys rule
   // Re-reads the config file and applies what can change live: POST
-  // /admin/reload and SIGHUP (with handle_signals). Runs on a libuv pool
-  // thread; errors (kInvalidArgument naming the key, kNotFound for a
+  // /admin/reload and SIGHUP (with handle_signals). Runs on the admin
+  // routes' own thread (api/serial_worker.h), one call at a time; errors (kInvalidArgument naming the key, kNotFound for a
   // vanished file) leave the configuration in force. Null: no reloading
   // (SIGHUP is logged and ignored, /admin/reload answers 501).
   std::function<Result<ReloadReport>()> reload;

@@ -13,7 +13,9 @@
 //                 set_admin_status()); pin refuses a prompt of n_ctx tokens
 //                 or more with kOutOfRange, as the engine does. After
 //                 set_admin_supported(false) they all answer kUnsupported
-//                 (Generator's defaults).
+//                 (Generator's defaults). While the admin gate is closed
+//                 (close_admin_gate()), pin / unpin / evict wait, as a
+//                 pin whose prompt is computed behind other requests does.
 // It records every request it got.
 #pragma once
 
@@ -90,6 +92,25 @@ class FakeGenerator : public Generator {
     return cv_.wait_for(lock, timeout, [&] { return n_at_gate_ >= n; });
   }
 
+  void close_admin_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    admin_gate_closed_ = true;
+  }
+  void open_admin_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    admin_gate_closed_ = false;
+    cv_.notify_all();
+  }
+  // True when `n` admin calls wait at the closed admin gate within `timeout`.
+  bool wait_at_admin_gate(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return n_at_admin_gate_ >= n; });
+  }
+  size_t n_at_admin_gate() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return n_at_admin_gate_;
+  }
+
   Result<std::string> render_chat(const ChatRequest& request) const override {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -163,7 +184,8 @@ class FakeGenerator : public Generator {
   }
   Result<EvictResult> evict(const std::vector<int32_t>* prompt, const std::string& salt) override {
     if (!admin_supported_) return Generator::evict(prompt, salt);
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    pass_admin_gate(lock);
     admin_calls_.push_back(AdminCall{"evict", prompt ? *prompt : std::vector<int32_t>{}, prompt == nullptr, salt});
     if (!admin_status_.is_ok()) return admin_status_;
     EvictResult r;
@@ -198,6 +220,14 @@ class FakeGenerator : public Generator {
     cv_.notify_all();
     cv_.wait(lock, [&] { return !gate_closed_; });
     --n_at_gate_;
+  }
+
+  void pass_admin_gate(std::unique_lock<std::mutex>& lock) {
+    if (!admin_gate_closed_) return;
+    ++n_at_admin_gate_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !admin_gate_closed_; });
+    --n_at_admin_gate_;
   }
 
   void answer(FakeScript script, int n_prompt, std::shared_ptr<GenerationSink> sink) {
@@ -238,7 +268,8 @@ class FakeGenerator : public Generator {
   }
 
   Result<PinResult> admin_pin(const char* op, const std::vector<int32_t>& prompt, const std::string& salt) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    pass_admin_gate(lock);
     admin_calls_.push_back(AdminCall{op, prompt, false, salt});
     if (!admin_status_.is_ok()) return admin_status_;
     if (std::string(op) == "pin" && static_cast<int>(prompt.size()) >= info_.n_ctx) {
@@ -264,6 +295,8 @@ class FakeGenerator : public Generator {
   mutable std::condition_variable cv_;
   bool gate_closed_ = false;
   mutable size_t n_at_gate_ = 0;
+  bool admin_gate_closed_ = false;
+  size_t n_at_admin_gate_ = 0;
   FakeScript script_;
   std::vector<GenerationRequest> requests_;
   mutable std::vector<bool> parse_special_seen_;

@@ -6,14 +6,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 #include <toml++/toml.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon/config_schema.h"
 #include "daemon/toml_text.h"
@@ -320,21 +322,47 @@ Result<DaemonConfig> load_config_string(std::string_view toml, DaemonConfig base
 }
 
 Result<DaemonConfig> load_config_file(const std::string& path, DaemonConfig base) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::invalid_argument("config error: " + path + " is a directory, not a config file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Whatever is not a
+  // regular file (a FIFO, a socket, a device such as /dev/zero) is refused
+  // on the open descriptor: reading it could block or never end, and the
+  // reload reading it would hang.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
     const std::string what = "config error: cannot read config file " + path + ": " + std::strerror(err);
     if (err == ENOENT) return Status::not_found(what);
     return Status::io_error(what);
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::io_error("config error: cannot read config file " + path);
-  return load_config_string(text.str(), std::move(base), path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    return Status::io_error("config error: cannot read config file " + path + ": " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return Status::invalid_argument("config error: " + path + " is a directory, not a config file");
+  }
+  if (!S_ISREG(st.st_mode)) return Status::invalid_argument("config error: " + path + " is not a regular file");
+  // At most one byte past the limit is read: a file that keeps growing costs
+  // no more than that.
+  std::string text;
+  char buf[65536];
+  while (text.size() <= kMaxConfigFileBytes) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return Status::io_error("config error: cannot read config file " + path + ": " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    text.append(buf, size_t(n));
+  }
+  if (text.size() > kMaxConfigFileBytes) {
+    return Status::invalid_argument("config error: " + path + " is larger than " +
+                                    std::to_string(kMaxConfigFileBytes >> 20) + " MiB, too large for a config file");
+  }
+  return load_config_string(text, std::move(base), path);
 }
 
 Status set_config_value(std::string_view key, std::string_view text, DaemonConfig& config,

@@ -56,8 +56,14 @@ std::string default_cache_dir();
 Result<DaemonConfig> load_config_string(std::string_view toml, DaemonConfig base,
                                         const std::string& source_name = "");
 
+// The largest config file read (bytes).
+inline constexpr size_t kMaxConfigFileBytes = size_t(1) << 20;
+
 // Same, reading the file at `path`. Errors: kNotFound / kIOError naming the
-// path when it cannot be read; otherwise as load_config_string.
+// path when it cannot be read; kInvalidArgument for a directory, anything
+// else that is not a regular file (a FIFO, a device: reading it could block
+// or never end) and a file over kMaxConfigFileBytes; otherwise as
+// load_config_string.
 Result<DaemonConfig> load_config_file(const std::string& path, DaemonConfig base);
 
 // Sets one key from text, as a command-line flag gives it: `key` is dotted

@@ -13,6 +13,8 @@ namespace {
 enum class Apply { kCache, kLive, kRestart };
 
 Apply how_to_apply(std::string_view section, std::string_view name) {
+  // The trace is opened once, at start (engine/engine.cpp).
+  if (section == "cache" && name == "trace_file") return Apply::kRestart;
   if (section.starts_with("cache")) return Apply::kCache;
   if (section == "sampling" || (section == "log" && name == "level")) return Apply::kLive;
   return Apply::kRestart;
@@ -62,6 +64,8 @@ Result<ReloadReport> ConfigReloader::reload() {
   }
   // The engine checks the cache part and refuses what needs a restart;
   // nothing else is applied before it said yes.
+  // Keys of [cache] that need a restart keep the value in force.
+  next.engine.cache.trace_file = in_force_.engine.cache.trace_file;
   if (cache_changed) LARDER_RETURN_IF_ERROR(reconfigure_cache_(next.engine.cache));
   if (next.log_level != in_force_.log_level) spdlog::set_level(spdlog::level::from_str(next.log_level));
   in_force_.engine.cache = next.engine.cache;

@@ -10,6 +10,7 @@
 //                                           (returned in the report; the
 //                                           server applies them)
 //   [log] level                             spdlog's level
+// ([cache] trace_file is opened at start: a change needs a restart.)
 // Every other key that changed is reported (and logged by the server) as
 // needing a restart; it keeps its old value, so it is reported again by the
 // next reload until larderd restarts. A file that does not load, or a cache

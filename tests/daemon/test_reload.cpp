@@ -1,7 +1,13 @@
 // ConfigReloader (daemon/reload.h): the file read again with the same
 // flags on top, what is applied live, what is reported as needing a
 // restart, and that a bad file or a refused cache change applies nothing.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
+#include <future>
 
 #include <catch2/catch.hpp>
 #include <spdlog/spdlog.h>
@@ -132,4 +138,78 @@ TEST_CASE("reload: a bad file or a refused cache change applies nothing", "[daem
   Result<ReloadReport> gone = f.reloader->reload();
   CHECK(gone.status().code() == StatusCode::kNotFound);
   CHECK_THAT(gone.status().message(), Catch::Contains(f.file.path()));
+}
+
+// Seen in hostile testing: the config file swapped for a FIFO made every
+// reload block in open() or read() for ever (and, on libuv's pool, four of
+// them stopped every chat request). Files that are not regular files are
+// refused at once, and so is one too large to be a config file.
+TEST_CASE("reload: a config path that is a FIFO, a device or a huge file is refused without blocking",
+          "[daemon][reload]") {
+  ScopedEnv key("LARDER_API_KEY", nullptr);
+  Fixture f;
+  const std::string path = f.file.path();
+  REQUIRE(std::filesystem::remove(path));
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  auto pending = std::async(std::launch::async, [&] { return f.reloader->reload(); });
+  if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Unblock the reader (a writer that closes at once gives it EOF) so that
+    // the test fails instead of hanging.
+    const int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+    FAIL("reloading a FIFO config blocked");
+  }
+  Result<ReloadReport> r = pending.get();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(r.status().message(), Catch::Contains(path + " is not a regular file"));
+
+  // /dev/zero never ends.
+  REQUIRE(std::filesystem::remove(path));
+  std::filesystem::create_symlink("/dev/zero", path);
+  r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("is not a regular file"));
+
+  // 1 MiB + 1 byte of comments: too large; exactly 1 MiB is read.
+  REQUIRE(std::filesystem::remove(path));
+  std::string big = std::string(kV1) + "#";
+  big.resize(size_t(1) << 20, 'x');
+  write(path, big + "x");
+  r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains(path + " is larger than 1 MiB"));
+  write(path, big);
+  r = f.reloader->reload();
+  REQUIRE(r.is_ok());
+  CHECK(r->changed.empty());
+  // The configuration in force never changed.
+  CHECK(f.reloader->in_force().engine.cache.device.budget_bytes == int64_t(512) << 20);
+}
+
+// Seen in hostile testing: a changed cache.trace_file was reported as
+// applied ("changed") while the engine kept writing the trace it opened at
+// start.
+TEST_CASE("reload: cache.trace_file needs a restart and keeps its value", "[daemon][reload]") {
+  ScopedEnv key("LARDER_API_KEY", nullptr);
+  Fixture f;
+  write(f.file.path(), std::string(kV1) + "\n[cache]\ntrace_file = \"/tmp/larder-new-trace.txt\"\n");
+  Result<ReloadReport> r = f.reloader->reload();
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  CHECK(r->changed.empty());
+  CHECK(r->restart_needed == std::vector<std::string>{"cache.trace_file: \"\" -> \"/tmp/larder-new-trace.txt\""});
+  CHECK(f.applied.empty());  // nothing for the engine to apply
+  CHECK(f.reloader->in_force().engine.cache.trace_file.empty());
+
+  // With a live change beside it, the engine gets the trace file in force.
+  write(f.file.path(), std::string(kV1) + "\n[cache]\ntrace_file = \"/tmp/larder-new-trace.txt\"\n" +
+                           "[cache.disk]\nttl = \"1d\"\n");
+  r = f.reloader->reload();
+  REQUIRE(r.is_ok());
+  REQUIRE(f.applied.size() == 1);
+  CHECK(f.applied[0].trace_file.empty());
+  CHECK(f.applied[0].disk.ttl_seconds == 86400);
+  CHECK(r->restart_needed.size() == 1);  // reported again until a restart
+  CHECK(f.reloader->in_force().engine.cache.trace_file.empty());
 }

@@ -152,6 +152,16 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
     evicted.clear();
   };
 
+  // A bad last line with no newline after it is what a writer killed
+  // mid-line (kill -9, a full disk) leaves: it is skipped, not an error.
+#define LINE_ERROR(why)                  \
+  do {                                   \
+    if (in.eof()) {                      \
+      r.truncated_last_line = true;      \
+      goto replayed;                     \
+    }                                    \
+    return bad_line(n, why);             \
+  } while (0)
   while (std::getline(in, line)) {
     ++n;
     if (line.empty() || line[0] == '#') continue;
@@ -161,7 +171,7 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
     if (op == "P") {
       int page_size = 0;
       if (!(f >> page_bytes >> record_bytes >> page_size) || page_bytes <= 0 || record_bytes <= 0 || page_size <= 0) {
-        return bad_line(n, "P needs page_bytes record_bytes page_size > 0");
+        LINE_ERROR("P needs page_bytes record_bytes page_size > 0");
       }
       r.page_size = page_size;
       LARDER_ASSIGN_OR_RETURN(auto pd, policy("device", options.device.policy));
@@ -173,11 +183,11 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
       disk = std::make_unique<SimTier>(has_disk ? options.disk.budget_bytes : 0, 16 + record_bytes, std::move(pk));
       continue;
     }
-    if (!device) return bad_line(n, "events before the P line");
+    if (!device) LINE_ERROR("events before the P line");
     if (op == "R") {
       std::string req;
       int64_t t = 0, keys = 0;
-      if (!(f >> t >> req >> keys)) return bad_line(n, "R needs t_ms req n");
+      if (!(f >> t >> req >> keys)) LINE_ERROR("R needs t_ms req n");
       now = t;
       ++r.requests;
       missing.erase(req);
@@ -190,7 +200,7 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
       int depth = 0;
       PageKey k;
       if (!(f >> req >> hex >> depth >> where) || !parse_key(hex, k) || where.size() != 1) {
-        return bad_line(n, "K needs req key depth where");
+        LINE_ERROR("K needs req key depth where");
       }
       ++r.pages_looked_up;
       switch (where[0]) {
@@ -198,7 +208,7 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
         case 'h': ++r.live_hits[1]; break;
         case 'k': ++r.live_hits[2]; break;
         case 'm': ++r.live_missed; break;
-        default: return bad_line(n, "where must be d, h, k or m");
+        default: LINE_ERROR("where must be d, h, k or m");
       }
       if (missing.count(req)) {
         ++r.pages_missed;
@@ -231,7 +241,7 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
       std::string req, hex;
       int depth = 0;
       PageKey k;
-      if (!(f >> req >> hex >> depth) || !parse_key(hex, k)) return bad_line(n, "S needs req key depth");
+      if (!(f >> req >> hex >> depth) || !parse_key(hex, k)) LINE_ERROR("S needs req key depth");
       ++tick;
       if (device->has(k)) continue;  // sealed by another request first: this copy stays private
       if (device->insert(k, depth, tick, now, evicted)) {
@@ -243,7 +253,7 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
     } else if (op == "F") {
       std::string req;
       int64_t t = 0;
-      if (!(f >> t >> req)) return bad_line(n, "F needs t_ms req");
+      if (!(f >> t >> req)) LINE_ERROR("F needs t_ms req");
       now = t;
       const uint64_t at = ++tick;
       auto it = held.find(req);
@@ -253,9 +263,11 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
       }
       missing.erase(req);
     } else {
-      return bad_line(n, "unknown event '" + op + "'");
+      LINE_ERROR("unknown event '" + op + "'");
     }
   }
+#undef LINE_ERROR
+replayed:
   r.tiers[0].evictions = device ? device->evictions() : 0;
   r.tiers[1].evictions = host ? host->evictions() : 0;
   r.tiers[2].evictions = disk ? disk->evictions() : 0;
@@ -288,6 +300,7 @@ std::string format_sim_result(const SimResult& r, bool with_live) {
                 r.pages_looked_up == 0 ? 0.0 : 100.0 * double(r.pages_missed) / double(r.pages_looked_up),
                 static_cast<long long>(r.restored_tokens), static_cast<long long>(r.prefilled_tokens));
   out += buf;
+  if (r.truncated_last_line) out += "note: the trace's last line was cut off (its writer stopped mid-line) and was skipped\n";
   return out;
 }
 

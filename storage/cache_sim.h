@@ -57,6 +57,9 @@ struct SimResult {
   // The same counts as the daemon measured them (the trace's `where`).
   int64_t live_hits[3] = {0, 0, 0};
   int64_t live_missed = 0;
+  // The trace's last line was cut off (no newline, not a whole event: the
+  // writer was killed mid-line) and was skipped.
+  bool truncated_last_line = false;
 
   // hits / pages_looked_up, in percent (0 when nothing was looked up).
   double hit_rate(size_t tier) const;
@@ -66,7 +69,8 @@ struct SimResult {
 // Replays the trace read from `in` under `options` (tier budgets and
 // policies, write policy, disk ttl; a disk tier exists when disk.dir is set
 // or the budget is > 0). Errors: kInvalidArgument naming the line for a
-// malformed trace or an unknown policy.
+// malformed trace (except a cut-off last line: truncated_last_line) or an
+// unknown policy.
 Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options);
 
 // The result as a table for people (what larder-sim prints).

@@ -113,3 +113,26 @@ TEST_CASE("simulator: malformed traces are refused with the line", "[cache_sim]"
   REQUIRE_FALSE(r.is_ok());
   CHECK_THAT(r.status().message(), Catch::Contains("cache.device.policy"));
 }
+
+// Seen in hostile testing: a daemon killed while writing its trace leaves a
+// last line cut in two, and the whole trace was refused ("trace line 17:
+// S needs req key depth").
+TEST_CASE("simulator: a cut-off last line (no newline) is skipped; the same line whole is an error",
+          "[cache_sim]") {
+  const std::string cut = trace() + "S 4 " + k('a').substr(0, 9);
+  std::istringstream in(cut);
+  Result<SimResult> r = simulate_trace(in, options(200));
+  REQUIRE(r.is_ok());
+  CHECK(r->truncated_last_line);
+  CHECK(r->requests == 3);  // as without the cut line
+  CHECK(r->pages_looked_up == 5);
+  CHECK_THAT(format_sim_result(*r, false), Catch::Contains("last line was cut off"));
+
+  std::istringstream whole(cut + "\n");
+  Result<SimResult> bad = simulate_trace(whole, options(200));
+  CHECK(bad.status().code() == StatusCode::kInvalidArgument);
+  CHECK_THAT(bad.status().message(), Catch::Contains("trace line 17"));
+
+  std::istringstream clean(trace());
+  CHECK_FALSE(simulate_trace(clean, options(200)).value().truncated_last_line);
+}

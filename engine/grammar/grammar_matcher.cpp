@@ -1,0 +1,176 @@
+#include "engine/grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace larder {
+
+CompiledGrammar::CompiledGrammar(const Grammar& g) : root_(g.root) {
+  rule_alts_.resize(g.rules.size());
+  for (size_t r = 0; r < g.rules.size(); ++r) {
+    for (const GrammarAlternative& alt : g.rules[r].alternatives) {
+      rule_alts_[r].push_back(uint32_t(elems_.size()));
+      for (const GrammarElement& e : alt) {
+        if (e.kind == GrammarElement::Kind::kRule) {
+          elems_.push_back({Op::kRule, e.rule});
+          continue;
+        }
+        CharSet cs;
+        cs.element = e;
+        for (uint32_t cp = 0; cp < 128; ++cp) {
+          if (chars_match(e, cp)) cs.ascii[cp >> 6] |= uint64_t(1) << (cp & 63);
+        }
+        elems_.push_back({Op::kChars, uint32_t(sets_.size())});
+        sets_.push_back(std::move(cs));
+      }
+      elems_.push_back({Op::kEnd, 0});
+    }
+  }
+}
+
+namespace {
+
+// Expands s until its top is a kChars element (or it is empty), adding
+// every result to out. Left recursion was refused by the parser, so this
+// ends: every cycle through rules matches a code point first.
+void expand(const CompiledGrammar& g, GrammarStack& s, GrammarState& out) {
+  if (s.pos.empty()) {
+    out.push_back(s);
+    return;
+  }
+  const uint32_t at = s.pos.back();
+  const CompiledGrammar::Elem& e = g.elem(at);
+  if (e.op == CompiledGrammar::Op::kChars) {
+    out.push_back(s);
+    return;
+  }
+  // kRule (kEnd is never on a stack): continue after it, inside one of its
+  // alternatives first.
+  s.pos.pop_back();
+  if (g.elem(at + 1).op != CompiledGrammar::Op::kEnd) s.pos.push_back(at + 1);
+  const size_t depth = s.pos.size();
+  for (uint32_t start : g.alternatives(e.arg)) {
+    GrammarStack next = s;
+    if (g.elem(start).op != CompiledGrammar::Op::kEnd) next.pos.push_back(start);
+    expand(g, next, out);
+  }
+  s.pos.resize(depth);
+}
+
+void canonicalize(GrammarState& st) {
+  auto less = [](const GrammarStack& a, const GrammarStack& b) {
+    if (a.pending != b.pending) return a.pending < b.pending;
+    if (a.partial != b.partial) return a.partial < b.partial;
+    return a.pos < b.pos;
+  };
+  std::sort(st.begin(), st.end(), less);
+  st.erase(std::unique(st.begin(), st.end()), st.end());
+}
+
+// Code points a UTF-8 sequence can still become: its bits so far followed
+// by `pending` continuation bytes of anything.
+void partial_range(uint32_t bits, uint8_t pending, uint32_t& lo, uint32_t& hi) {
+  lo = bits << (6 * pending);
+  hi = lo | ((uint32_t(1) << (6 * pending)) - 1);
+}
+
+// Moves s past its top (which matched) and expands it into out.
+void step_past(const CompiledGrammar& g, GrammarStack s, GrammarState& out) {
+  const uint32_t at = s.pos.back();
+  s.pos.pop_back();
+  s.partial = 0;
+  s.pending = 0;
+  if (g.elem(at + 1).op != CompiledGrammar::Op::kEnd) s.pos.push_back(at + 1);
+  expand(g, s, out);
+}
+
+}  // namespace
+
+GrammarState grammar_start(const CompiledGrammar& g) {
+  GrammarState out;
+  for (uint32_t start : g.alternatives(g.root())) {
+    GrammarStack s;
+    if (g.elem(start).op != CompiledGrammar::Op::kEnd) s.pos.push_back(start);
+    expand(g, s, out);
+  }
+  canonicalize(out);
+  return out;
+}
+
+GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state, uint8_t byte) {
+  GrammarState out;
+  for (const GrammarStack& s : state) {
+    if (s.pos.empty()) continue;  // complete: nothing may follow on this reading
+    const CompiledGrammar::CharSet& cs = g.set(g.elem(s.pos.back()).arg);
+    if (s.pending == 0) {
+      if (byte < 0x80) {
+        if (cs.matches(byte)) step_past(g, s, out);
+        continue;
+      }
+      uint8_t pending = 0;
+      uint32_t bits = 0;
+      if ((byte >> 5) == 0x6) {
+        pending = 1;
+        bits = byte & 0x1F;
+      } else if ((byte >> 4) == 0xE) {
+        pending = 2;
+        bits = byte & 0x0F;
+      } else if ((byte >> 3) == 0x1E) {
+        pending = 3;
+        bits = byte & 0x07;
+      } else {
+        continue;  // not a lead byte
+      }
+      uint32_t lo = 0, hi = 0;
+      partial_range(bits, pending, lo, hi);
+      if (!chars_match_any(cs.element, lo, hi)) continue;
+      GrammarStack next = s;
+      next.partial = bits;
+      next.pending = pending;
+      out.push_back(std::move(next));
+      continue;
+    }
+    if ((byte >> 6) != 0x2) continue;  // a continuation byte was due
+    const uint32_t bits = (s.partial << 6) | (byte & 0x3F);
+    const uint8_t pending = uint8_t(s.pending - 1);
+    if (pending == 0) {
+      if (chars_match(cs.element, bits)) step_past(g, s, out);
+      continue;
+    }
+    uint32_t lo = 0, hi = 0;
+    partial_range(bits, pending, lo, hi);
+    if (!chars_match_any(cs.element, lo, hi)) continue;
+    GrammarStack next = s;
+    next.partial = bits;
+    next.pending = pending;
+    out.push_back(std::move(next));
+  }
+  canonicalize(out);
+  return out;
+}
+
+bool grammar_can_end(const GrammarState& state) {
+  for (const GrammarStack& s : state) {
+    if (s.pos.empty() && s.pending == 0) return true;
+  }
+  return false;
+}
+
+bool grammar_is_done(const GrammarState& state) {
+  for (const GrammarStack& s : state) {
+    if (!s.pos.empty()) return false;
+  }
+  return true;
+}
+
+std::string grammar_state_key(const GrammarState& state) {
+  std::string key;
+  for (const GrammarStack& s : state) {
+    const uint32_t head[3] = {uint32_t(s.pos.size()), s.partial, s.pending};
+    key.append(reinterpret_cast<const char*>(head), sizeof head);
+    key.append(reinterpret_cast<const char*>(s.pos.data()), s.pos.size() * sizeof(uint32_t));
+  }
+  return key;
+}
+
+}  // namespace larder

@@ -1,0 +1,84 @@
+// GrammarMatcher: runs a Grammar (grammar.h) over the bytes a model
+// generates, as a pushdown automaton in the manner of llama.cpp's
+// llama_grammar_accept (src/llama-grammar.cpp): the state is a set of
+// stacks of grammar positions, each stack one way the text so far can be
+// read; a stack's top is always a character element. Feeding a code point
+// keeps the stacks whose top matches it, moves them past it and expands
+// rule references until each top is a character element again (or the
+// stack is empty: that reading is complete).
+//
+// Bytes, not code points, are the unit here, since a token may end inside
+// a multi-byte UTF-8 sequence: a stack carries the partial code point, and
+// is kept while some completion of it could match its top element.
+//
+// Not thread-safe; a CompiledGrammar is immutable and may be shared.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/grammar/grammar.h"
+
+namespace larder {
+
+// A Grammar flattened for matching: every alternative is a run of elements
+// in one array, ended by an end marker.
+class CompiledGrammar {
+ public:
+  explicit CompiledGrammar(const Grammar& g);
+
+  enum class Op : uint8_t { kChars, kRule, kEnd };
+  struct Elem {
+    Op op;
+    uint32_t arg;  // kChars: index into sets_; kRule: rule id
+  };
+  struct CharSet {
+    std::array<uint64_t, 2> ascii{};  // code points 0..127: bit set = matches
+    GrammarElement element;           // the full set, for code points >= 128
+    bool matches(uint32_t cp) const {
+      return cp < 128 ? ((ascii[cp >> 6] >> (cp & 63)) & 1) != 0 : chars_match(element, cp);
+    }
+  };
+
+  const Elem& elem(uint32_t i) const { return elems_[i]; }
+  const CharSet& set(uint32_t i) const { return sets_[i]; }
+  const std::vector<uint32_t>& alternatives(uint32_t rule) const { return rule_alts_[rule]; }
+  uint32_t root() const { return root_; }
+
+ private:
+  std::vector<Elem> elems_;
+  std::vector<CharSet> sets_;
+  std::vector<std::vector<uint32_t>> rule_alts_;  // rule -> start index of each alternative
+  uint32_t root_ = 0;
+};
+
+// One reading of the text so far: positions still to match (the top is the
+// last), and the part of a UTF-8 code point fed but not complete.
+struct GrammarStack {
+  std::vector<uint32_t> pos;  // indices of kChars elements to match next; empty: complete
+  uint32_t partial = 0;       // the bits of the code point so far
+  uint8_t pending = 0;        // continuation bytes still to come (0: at a code point boundary)
+  bool operator==(const GrammarStack&) const = default;
+};
+
+// The matcher's state: distinct stacks, in a canonical (sorted) order, so
+// that equal states compare equal (the mask cache keys on them).
+using GrammarState = std::vector<GrammarStack>;
+
+// The state before any text: the root rule expanded.
+GrammarState grammar_start(const CompiledGrammar& g);
+// The state after one more byte; empty when no stack accepts it.
+GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state, uint8_t byte);
+// Whether the text so far is a complete sentence of the grammar (some stack
+// is empty, with no code point half-fed).
+bool grammar_can_end(const GrammarState& state);
+// Whether nothing may follow: every stack is complete.
+bool grammar_is_done(const GrammarState& state);
+// A byte string naming the state, for hashing (the mask cache).
+std::string grammar_state_key(const GrammarState& state);
+
+}  // namespace larder

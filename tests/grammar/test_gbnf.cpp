@@ -1,0 +1,125 @@
+// The GBNF parser: what it accepts (checked through the matcher on strings
+// worked out by hand) and what it refuses, with the line and column.
+#include <catch2/catch.hpp>
+
+#include "tests/grammar/grammar_test_util.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+std::string parse_error(std::string_view gbnf) {
+  Result<Grammar> g = parse_gbnf(gbnf);
+  REQUIRE_FALSE(g.is_ok());
+  CHECK(g.status().code() == StatusCode::kInvalidArgument);
+  return g.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("gbnf: sequences, alternatives, groups and repetition", "[grammar]") {
+  auto g = compile(R"(root ::= expr
+expr ::= term ("+" term)*   # a sum
+term ::= [0-9]+
+)");
+  CHECK(accepts(*g, "1"));
+  CHECK(accepts(*g, "12+3+456"));
+  CHECK_FALSE(accepts(*g, "12+"));  // a prefix, not a sentence
+  CHECK(viable(*g, "12+"));
+  CHECK_FALSE(viable(*g, "+1"));
+  CHECK_FALSE(viable(*g, "1++"));
+  CHECK_FALSE(accepts(*g, ""));
+
+  auto opt = compile(R"(root ::= "x"? "y" | "z")");
+  CHECK(accepts(*opt, "y"));
+  CHECK(accepts(*opt, "xy"));
+  CHECK(accepts(*opt, "z"));
+  CHECK_FALSE(viable(*opt, "xx"));
+  CHECK_FALSE(viable(*opt, "zy"));
+}
+
+TEST_CASE("gbnf: counted repetition {m}, {m,}, {m,n} of a literal and of a group", "[grammar]") {
+  auto g = compile(R"(root ::= "ab"{2,3} "." ("x" | "yz"){1,} "!" [0-9]{2})");
+  CHECK(accepts(*g, "abab.x!12"));
+  CHECK(accepts(*g, "ababab.yzxyz!00"));
+  CHECK_FALSE(viable(*g, "ab."));        // one "ab" is too few
+  CHECK_FALSE(viable(*g, "abababab"));   // four is too many
+  CHECK_FALSE(viable(*g, "abab.!"));     // the group at least once
+  CHECK_FALSE(accepts(*g, "abab.x!1"));  // exactly two digits
+  CHECK_FALSE(viable(*g, "abab.x!123"));
+}
+
+TEST_CASE("gbnf: character classes, negation, any, escapes and UTF-8", "[grammar]") {
+  auto q = compile(R"(root ::= "\"" [^"\\]* "\"")");
+  CHECK(accepts(*q, "\"abc\""));
+  CHECK(accepts(*q, "\"\""));
+  CHECK_FALSE(viable(*q, "\"a\\"));
+  CHECK_FALSE(viable(*q, "\"a\"b"));
+
+  auto greek = compile("root ::= [\\u03B1-\\u03C9]+ \"!\"");  // alpha..omega
+  CHECK(accepts(*greek, "\xCE\xB1\xCE\xB2!"));                 // "αβ!"
+  CHECK_FALSE(viable(*greek, "a"));
+  // The first byte of α alone (0xCE: code points 0x380..0x3BF) may still
+  // become a Greek letter; 0xCF 0x8A (U+03CA) is past omega.
+  GrammarState half = feed(*greek, "\xCE");
+  CHECK_FALSE(half.empty());
+  CHECK_FALSE(grammar_can_end(half));
+  CHECK_FALSE(viable(*greek, "\xCF\x8A"));
+  CHECK(viable(*greek, "\xCF\x89"));  // U+03C9 omega
+  CHECK_FALSE(viable(*greek, "\xCE\xCE"));  // a lead byte where a continuation was due
+
+  auto any = compile(R"(root ::= . . "\x41" [\t\n] "\u00e9")");
+  CHECK(accepts(*any, "?\xF0\x9F\xA6\x99" "A\n\xC3\xA9"));  // '?', U+1F999, 'A', newline, 'é'
+  CHECK_FALSE(viable(*any, "??B"));
+
+  auto dash = compile(R"(root ::= [a-] [\]\-]+)");
+  CHECK(accepts(*dash, "-]-"));
+  CHECK(accepts(*dash, "a-"));
+  CHECK_FALSE(viable(*dash, "b"));
+}
+
+TEST_CASE("gbnf: newlines end a rule except inside parentheses or before |", "[grammar]") {
+  auto g = compile("root ::= (\n  \"a\"\n  \"b\"\n) | \"c\"\n     | \"d\"\nother ::= \"e\"\n");
+  CHECK(accepts(*g, "ab"));
+  CHECK(accepts(*g, "c"));
+  CHECK(accepts(*g, "d"));
+  CHECK_FALSE(viable(*g, "e"));
+}
+
+TEST_CASE("gbnf: what is refused, with where", "[grammar]") {
+  CHECK_THAT(parse_error("root ::= thing\n"), Catch::Contains("undefined rule \"thing\"") && Catch::Contains("line 1"));
+  CHECK_THAT(parse_error("start ::= \"a\"\n"), Catch::Contains("no rule named \"root\""));
+  CHECK_THAT(parse_error("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n"),
+             Catch::Contains("\"expr\" is left-recursive"));
+  // Left recursion through a nullable rule: a ::= b a ... with b ::= "" | "x".
+  CHECK_THAT(parse_error("root ::= b root \"y\" | \"z\"\nb ::= \"x\"?\n"), Catch::Contains("left-recursive"));
+  CHECK_THAT(parse_error("root ::= \"abc"), Catch::Contains("unterminated string"));
+  CHECK_THAT(parse_error("root ::= [abc"), Catch::Contains("unterminated character class"));
+  CHECK_THAT(parse_error("root ::= \"\\q\""), Catch::Contains("unknown escape \\q"));
+  CHECK_THAT(parse_error("root ::= \"a\"\nroot ::= \"b\"\n"), Catch::Contains("defined twice") && Catch::Contains("line 2"));
+  CHECK_THAT(parse_error("root ::= * \"a\""), Catch::Contains("nothing before it"));
+  CHECK_THAT(parse_error("root ::= \"a\"{3,2}"), Catch::Contains("n < m"));
+  CHECK_THAT(parse_error("root ::= \"a\"{20000}"), Catch::Contains("above 10000"));
+  CHECK_THAT(parse_error("root ::= <[1000]>"), Catch::Contains("token references"));
+  CHECK_THAT(parse_error("root ::= (\"a\" \"b\""), Catch::Contains("expected )"));
+  CHECK_THAT(parse_error("root := \"a\""), Catch::Contains("expected ::="));
+  CHECK_THAT(parse_error("root ::= [z-a]"), Catch::Contains("end is below its start"));
+  CHECK_THAT(parse_error("root ::= \"a\"\n  ::= \"b\""), Catch::Contains("line 2, column 3") && Catch::Contains("rule name"));
+  // A literal of 120 code points 10000 times: 1.2 million elements. (A
+  // repeated group stays small: it is one rule reference.)
+  CHECK_THAT(parse_error("root ::= \"" + std::string(120, 'x') + "\"{10000}"), Catch::Contains("too large"));
+  CHECK(parse_gbnf("root ::= ((\"a\"{1000}){1000}){1000}").is_ok());
+}
+
+TEST_CASE("gbnf: to_gbnf writes a grammar that parses to the same language", "[grammar]") {
+  Result<Grammar> g = parse_gbnf(R"(root ::= "a" [^x-z\]] b* | "\u00e9"
+b ::= "-" | "\n")");
+  REQUIRE(g.is_ok());
+  const std::string text = to_gbnf(*g);
+  auto again = compile(text);
+  CHECK(accepts(*again, "aq--\n-"));
+  CHECK(accepts(*again, "\xC3\xA9"));
+  CHECK_FALSE(viable(*again, "ay"));
+  CHECK_FALSE(viable(*again, "a]"));
+}

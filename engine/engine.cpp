@@ -315,7 +315,7 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   s.t_first_token = Sequence::Clock::now();
   s.have_first_token = true;
   if (s.request.return_prompt_logits) s.prompt_logits = logits;
-  handle_token(s, s.sampler.sample(logits, s.tokens));
+  handle_token(s, sample_next(s, logits));
 }
 
 void Engine::Impl::run_decode(const std::vector<Sequence*>& active) {
@@ -344,7 +344,7 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active) {
     s.n_computed += 1;
     kv->commit(s.pages, s.tokens, s.n_computed);
     std::span<const float> row(logits.data() + i * size_t(n_vocab), size_t(n_vocab));
-    handle_token(s, s.sampler.sample(row, s.tokens));
+    handle_token(s, sample_next(s, row));
   }
 }
 

@@ -143,6 +143,16 @@ struct Engine::Impl {
 
   // engine_output.cpp
   void handle_token(Sequence& s, int32_t token);
+  // engine_grammar.cpp: the next token from one row of logits [n_vocab]:
+  // the sampler's choice, among the tokens s.request.grammar allows when it
+  // has one (then the grammar state moves past it). kGrammarDeadEnd when
+  // the grammar allows no token of the vocabulary.
+  int32_t sample_next(Sequence& s, std::span<const float> row);
+  static constexpr int32_t kGrammarDeadEnd = -2;
+  // The vocabulary's byte trie for token masks, built on first use.
+  std::shared_ptr<const TokenTrie> token_trie();
+  std::shared_ptr<const TokenTrie> trie_;
+  std::vector<float> masked_logits_;  // (n_vocab)
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
   void remember_answer(const Sequence& s);

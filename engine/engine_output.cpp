@@ -67,6 +67,11 @@ void Engine::Impl::explain_cache_miss(Sequence& s) {
 }
 
 void Engine::Impl::handle_token(Sequence& s, int32_t token) {
+  if (token == kGrammarDeadEnd) {
+    return finish(s, FinishReason::kError,
+                  "grammar: no token of the model's vocabulary can continue the output here (the grammar needs text "
+                  "this vocabulary cannot write)");
+  }
   if (token < 0 || token >= n_vocab) {
     // The sampler finds no candidate only when every logit is NaN/inf.
     return finish(s, FinishReason::kError,
@@ -83,6 +88,7 @@ void Engine::Impl::handle_token(Sequence& s, int32_t token) {
     s.stop = StopMatcher({});  // nothing after the stop string is sent
     return finish(s, FinishReason::kStop);
   }
+  if (s.grammar_done) return finish(s, FinishReason::kStop);  // nothing more may follow
   if (s.request.max_tokens > 0 && s.n_generated >= s.request.max_tokens) {
     return finish(s, FinishReason::kLength);
   }

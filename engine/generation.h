@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/cache_admin.h"
+#include "engine/grammar/grammar_matcher.h"
 #include "storage/status.h"
 
 namespace larder {
@@ -47,6 +48,11 @@ struct GenerationRequest {
   // different salts never share KV pages or remembered answers; "" shares
   // with every unsalted request (engine/kv/prefix_hash.h salted_root).
   std::string cache_salt{};
+  // Constrained decoding (engine/grammar/): every generated token keeps
+  // the output text inside this grammar; end of generation is possible only
+  // where the text is a whole sentence of it, and generation stops (stop)
+  // once nothing more may follow. Null: unconstrained.
+  std::shared_ptr<const CompiledGrammar> grammar{};
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/generation.h"
+#include "engine/grammar/token_mask.h"
 #include "engine/kv/kv_cache_manager.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
@@ -73,6 +74,11 @@ struct Sequence {
   std::vector<float> prompt_logits;  // (n_vocab) when request.return_prompt_logits
   std::string emitted_text;          // all text sent to the sink so far
   int cache_divergence_pos = -1;     // see GenerationEvent::cache_divergence_pos
+  // request.grammar: where the output is in it, and the masks of its states
+  // (created at the first sampled token).
+  GrammarState grammar_state;
+  std::unique_ptr<GrammarMasker> grammar_masker;
+  bool grammar_done = false;         // the last token completed the grammar: stop after it
 
   Clock::time_point t_admit = Clock::now();
   Clock::time_point t_first_token;

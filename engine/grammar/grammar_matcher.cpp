@@ -60,6 +60,7 @@ void expand(const CompiledGrammar& g, GrammarStack& s, GrammarState& out) {
 void canonicalize(GrammarState& st) {
   auto less = [](const GrammarStack& a, const GrammarStack& b) {
     if (a.pending != b.pending) return a.pending < b.pending;
+    if (a.width != b.width) return a.width < b.width;
     if (a.partial != b.partial) return a.partial < b.partial;
     return a.pos < b.pos;
   };
@@ -67,11 +68,20 @@ void canonicalize(GrammarState& st) {
   st.erase(std::unique(st.begin(), st.end()), st.end());
 }
 
-// Code points a UTF-8 sequence can still become: its bits so far followed
-// by `pending` continuation bytes of anything.
-void partial_range(uint32_t bits, uint8_t pending, uint32_t& lo, uint32_t& hi) {
-  lo = bits << (6 * pending);
-  hi = lo | ((uint32_t(1) << (6 * pending)) - 1);
+// Code points a UTF-8 sequence of `width` bytes can still become: its bits
+// so far followed by `pending` continuation bytes of anything, within the
+// well-formed range of that width. False when none is left (an overlong
+// form, or past U+10FFFF).
+bool partial_range(uint32_t bits, uint8_t pending, uint8_t width, uint32_t& lo, uint32_t& hi) {
+  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+  static constexpr uint32_t kMax[5] = {0, 0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+  lo = std::max(bits << (6 * pending), kMin[width]);
+  hi = std::min(bits << (6 * pending) | ((uint32_t(1) << (6 * pending)) - 1), kMax[width]);
+  if (lo > hi) return false;
+  // Surrogates (U+D800..U+DFFF) are not characters: trim them off the ends.
+  if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
+  if (hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
+  return lo <= hi;
 }
 
 // Moves s past its top (which matched) and expands it into out.
@@ -80,6 +90,7 @@ void step_past(const CompiledGrammar& g, GrammarStack s, GrammarState& out) {
   s.pos.pop_back();
   s.partial = 0;
   s.pending = 0;
+  s.width = 0;
   if (g.elem(at + 1).op != CompiledGrammar::Op::kEnd) s.pos.push_back(at + 1);
   expand(g, s, out);
 }
@@ -122,23 +133,24 @@ GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state
         continue;  // not a lead byte
       }
       uint32_t lo = 0, hi = 0;
-      partial_range(bits, pending, lo, hi);
-      if (!chars_match_any(cs.element, lo, hi)) continue;
+      const uint8_t width = uint8_t(pending + 1);
+      if (!partial_range(bits, pending, width, lo, hi) || !chars_match_any(cs.element, lo, hi)) continue;
       GrammarStack next = s;
       next.partial = bits;
       next.pending = pending;
+      next.width = width;
       out.push_back(std::move(next));
       continue;
     }
     if ((byte >> 6) != 0x2) continue;  // a continuation byte was due
     const uint32_t bits = (s.partial << 6) | (byte & 0x3F);
     const uint8_t pending = uint8_t(s.pending - 1);
+    uint32_t lo = 0, hi = 0;
+    if (!partial_range(bits, pending, s.width, lo, hi)) continue;  // overlong, surrogate or too large
     if (pending == 0) {
       if (chars_match(cs.element, bits)) step_past(g, s, out);
       continue;
     }
-    uint32_t lo = 0, hi = 0;
-    partial_range(bits, pending, lo, hi);
     if (!chars_match_any(cs.element, lo, hi)) continue;
     GrammarStack next = s;
     next.partial = bits;
@@ -166,7 +178,7 @@ bool grammar_is_done(const GrammarState& state) {
 std::string grammar_state_key(const GrammarState& state) {
   std::string key;
   for (const GrammarStack& s : state) {
-    const uint32_t head[3] = {uint32_t(s.pos.size()), s.partial, s.pending};
+    const uint32_t head[3] = {uint32_t(s.pos.size()), s.partial, uint32_t(s.pending) | uint32_t(s.width) << 8};
     key.append(reinterpret_cast<const char*>(head), sizeof head);
     key.append(reinterpret_cast<const char*>(s.pos.data()), s.pos.size() * sizeof(uint32_t));
   }

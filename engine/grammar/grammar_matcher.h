@@ -9,7 +9,11 @@
 //
 // Bytes, not code points, are the unit here, since a token may end inside
 // a multi-byte UTF-8 sequence: a stack carries the partial code point, and
-// is kept while some completion of it could match its top element.
+// is kept while some completion of it could match its top element. Only
+// well-formed UTF-8 is accepted (Unicode 15 table 3-7): no overlong forms
+// (E0 81 AD is not "m"), no surrogates, nothing above U+10FFFF, since the
+// detokenizer would turn those into U+FFFD and the client would see text
+// outside the grammar.
 //
 // Not thread-safe; a CompiledGrammar is immutable and may be shared.
 #pragma once
@@ -62,6 +66,7 @@ struct GrammarStack {
   std::vector<uint32_t> pos;  // indices of kChars elements to match next; empty: complete
   uint32_t partial = 0;       // the bits of the code point so far
   uint8_t pending = 0;        // continuation bytes still to come (0: at a code point boundary)
+  uint8_t width = 0;          // bytes of the code point being fed (2..4), while pending > 0
   bool operator==(const GrammarStack&) const = default;
 };
 

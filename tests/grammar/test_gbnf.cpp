@@ -123,3 +123,24 @@ b ::= "-" | "\n")");
   CHECK_FALSE(viable(*again, "ay"));
   CHECK_FALSE(viable(*again, "a]"));
 }
+
+// Seen on stories260K: byte tokens E0 81 AD (an overlong "m") were allowed
+// where "m" was, and the client got U+FFFD three times.
+TEST_CASE("utf-8: only well-formed sequences match (no overlong forms, surrogates, or past U+10FFFF)", "[grammar]") {
+  auto any = compile("root ::= .");
+  CHECK(accepts(*any, "m"));
+  CHECK_FALSE(viable(*any, "\xE0\x81"));          // E0 needs A0..BF next: overlong
+  CHECK_FALSE(viable(*any, "\xC0"));              // C0, C1: only overlong forms
+  CHECK_FALSE(viable(*any, "\xC1\xAD"));
+  CHECK(accepts(*any, "\xC2\x80"));               // U+0080, the first 2-byte one
+  CHECK_FALSE(viable(*any, "\xED\xA0"));          // ED A0..BF: surrogates
+  CHECK(accepts(*any, "\xED\x9F\xBF"));           // U+D7FF
+  CHECK(accepts(*any, "\xEE\x80\x80"));           // U+E000
+  CHECK_FALSE(viable(*any, "\xF0\x80"));          // F0 needs 90..BF: overlong
+  CHECK(accepts(*any, "\xF4\x8F\xBF\xBF"));       // U+10FFFF
+  CHECK_FALSE(viable(*any, "\xF4\x90"));          // past U+10FFFF
+  CHECK_FALSE(viable(*any, "\xF5"));
+  auto m = compile("root ::= \"m\"");
+  CHECK_FALSE(viable(*m, "\xE0\x81\xAD"));
+  CHECK_FALSE(viable(*m, "\xC1\xAD"));
+}

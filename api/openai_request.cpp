@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_depth.h"
+#include "engine/grammar/json_grammar.h"
 
 namespace larder {
 namespace {
@@ -108,7 +109,6 @@ const UnsupportedField kUnsupportedFields[] = {
   {"best_of", [](const json& v) { return is_number(v, 1); }, "only best_of = 1"},
   {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
   {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
-  {"grammar", is_empty_string, "no grammar-constrained decoding yet"},
   {"json_schema", is_empty_object, "no schema-constrained decoding yet"},
   {"n_probs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
   {"top_logprobs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
@@ -133,6 +133,45 @@ std::optional<ApiError> refuse_unsupported(const json& obj) {
       return ApiError::invalid(quoted(f.name) + " is not supported: " + f.what, f.name);
     }
   }
+  return std::nullopt;
+}
+
+// Constrained decoding: llama.cpp's "grammar" (GBNF text) or OpenAI's
+// response_format {"type": "json_object"} -> out->grammar, compiled here
+// (on the pool thread) so that a bad grammar is a 400 before anything is
+// queued.
+std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
+  std::string_view text;
+  const char* param = nullptr;
+  if (const json* v = field(obj, "grammar"); v && !is_empty_string(*v)) {
+    if (!v->is_string()) return ApiError::invalid("'grammar' must be a string in GBNF (llama.cpp's grammar format)", "grammar");
+    text = v->get_ref<const std::string&>();
+    param = "grammar";
+  }
+  if (const json* v = field(obj, "response_format")) {
+    const json* type = v->is_object() ? field(*v, "type") : nullptr;
+    if (type == nullptr || !type->is_string()) {
+      return ApiError::invalid("'response_format' must be an object with a string 'type' (\"text\" or \"json_object\")",
+                               "response_format");
+    }
+    const std::string& t = type->get_ref<const std::string&>();
+    if (t == "json_object") {
+      if (param != nullptr) return ApiError::invalid("give either 'grammar' or 'response_format', not both", "grammar");
+      text = kJsonObjectGbnf;
+      param = "response_format";
+    } else if (t == "json_schema") {
+      return ApiError::invalid("'response_format' of type \"json_schema\" is not supported yet; \"json_object\" is",
+                               "response_format");
+    } else if (t != "text") {
+      return ApiError::invalid("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got " +
+                                   show(*type),
+                               "response_format");
+    }
+  }
+  if (param == nullptr) return std::nullopt;
+  Result<Grammar> g = parse_gbnf(text);
+  if (!g.is_ok()) return ApiError::invalid("'" + std::string(param) + "': " + g.status().message(), param);
+  out->grammar = std::make_shared<const CompiledGrammar>(*g);
   return std::nullopt;
 }
 
@@ -223,11 +262,7 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
 
   if (auto e = refuse_unsupported(obj)) return e;
 
-  // Fields larder cannot honour yet are refused rather than silently ignored.
-  if (const json* v = field(obj, "response_format")) {
-    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
-    if (!text) return ApiError::invalid("'response_format' other than {\"type\": \"text\"} is not supported", "response_format");
-  }
+  if (auto e = read_grammar(obj, out)) return e;
   if (const json* v = field(obj, "logit_bias"); v && !(v->is_object() && v->empty())) {
     return ApiError::invalid("'logit_bias' is not supported yet", "logit_bias");
   }

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -76,6 +77,10 @@ struct GenerationOptions {
   // cached KV pages, so one client cannot tell from cached_tokens or timing
   // what another sent. "" when not given.
   std::string cache_salt{};
+  // "grammar" (llama.cpp: GBNF text) or "response_format" {"type":
+  // "json_object"}: the compiled grammar the output must follow (engine
+  // GenerationRequest::grammar); null when neither is given.
+  std::shared_ptr<const CompiledGrammar> grammar{};
 };
 
 struct ChatCompletionRequest {

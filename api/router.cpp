@@ -203,6 +203,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   req.ignore_eos = options.ignore_eos;
   req.remember_answer = p.kind == CompletionKind::kChat;
   req.cache_salt = options.cache_salt;
+  req.grammar = options.grammar;
 
   CompletionMeta meta;
   meta.kind = p.kind;

@@ -217,7 +217,8 @@ void KvCacheManager::commit(SeqPages& seq, std::span<const int32_t> tokens, int 
   const int ps = layout_.page_size;
   while (int(seq.keys.size()) < n_computed / ps) {
     const size_t i = seq.keys.size();
-    const PageKey& parent = i == 0 ? seq.root : seq.keys[i - 1];
+    // A copy: the push_back below may move seq.keys.
+    const PageKey parent = i == 0 ? seq.root : seq.keys[i - 1];
     std::span<const int32_t> page_tokens = tokens.subspan(i * size_t(ps), size_t(ps));
     const PageKey key = prefix_next(parent, page_tokens);
     seq.keys.push_back(key);

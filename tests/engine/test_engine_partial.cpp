@@ -104,3 +104,21 @@ TEST_CASE("a returning chat reuses the partial tail page its last turn left, bit
   CHECK(third.final.cached_tokens == 330);
   CHECK(same_bits(cold.final.prompt_logits, third.final.prompt_logits));
 }
+
+// Seen by a new user: a resent 20-token prompt had 16 tokens cached, not
+// 19, and 72 had 64: commit() took the parent key by reference into the key
+// vector it then grew, so pages 1, 2, 4, 8, ... were filed under a freed
+// key and partial reuse could not find them.
+TEST_CASE("a resent prompt of any length has all but its last token cached", "[engine][partial]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> base = long_prompt();
+  auto engine = make_engine(options_for(model, ""));
+  for (int n = 17; n <= 140; n += 3) {
+    INFO("prompt of " << n << " tokens");
+    // A distinct first token per length, so earlier lengths share nothing.
+    std::vector<int32_t> prompt(base.begin(), base.begin() + n);
+    prompt[0] = 3 + n;
+    REQUIRE(generate(*engine, greedy_request(prompt, 1)).final.cached_tokens == 0);
+    CHECK(generate(*engine, greedy_request(prompt, 1)).final.cached_tokens == n - 1);
+  }
+}

@@ -178,7 +178,7 @@ function simulate(args) {
   const sim = candidates.find((p) => existsSync(p)) ?? 'larder-sim';
   const r = spawnSync(sim, args, { stdio: 'inherit' });
   if (r.error) {
-    console.error(`larder: cannot run ${sim}: ${r.error.message} (build larderd, or set LARDER_SIM)`);
+    console.error(`larder: cannot run ${sim}: ${r.error.message} (build it with scripts/build.sh --target larder-sim, or set LARDER_SIM to its path)`);
     return 3;
   }
   return r.status ?? 1;

@@ -24,7 +24,7 @@ if [ ! -f "$model" ]; then
   exit 2
 fi
 "$root/scripts/install-deps.sh"
-(cd "$root" && scripts/build.sh --target larderd)
+(cd "$root" && scripts/build.sh --target larderd larder-sim)
 build_dir=${LARDER_BUILD_DIR:-build}
 case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
 exec "$build_dir/daemon/larderd" --model "$model" "$@"

@@ -66,8 +66,11 @@ class SimTier {
     e.depth = depth;
     policy_->insert(k, e, tick);
     last_use_[k] = t;
+    ever_.insert(k);
     return true;
   }
+  // Whether k was ever placed in this tier during the replay.
+  bool ever(const PageKey& k) const { return ever_.count(k) != 0; }
   void erase(const PageKey& k) {
     policy_->erase(k);
     last_use_.erase(k);
@@ -87,6 +90,7 @@ class SimTier {
   int64_t budget_, entry_bytes_;
   std::unique_ptr<EvictionPolicy> policy_;
   std::unordered_map<PageKey, int64_t, PageKeyHash> last_use_;
+  std::unordered_set<PageKey, PageKeyHash> ever_;
   int64_t evictions_ = 0;
 };
 
@@ -218,6 +222,15 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
       if (device->has(k)) tier = 0;
       else if (host->has(k)) tier = 1;
       else if (disk->has(k)) tier = 2;
+      // The daemon found a page the trace never sealed: it was in that tier
+      // before the trace started (a warm cache directory). Seed it there,
+      // as if it had been from the start.
+      if (tier < 0 && (where[0] == 'h' || where[0] == 'k') && !device->ever(k) && !host->ever(k) && !disk->ever(k)) {
+        SimTier& held_before = where[0] == 'h' ? *host : *disk;
+        std::vector<PageKey> dropped;
+        if (held_before.insert(k, depth, ++tick, now, dropped)) tier = where[0] == 'h' ? 1 : 2;
+        r.pages_seeded += tier > 0 ? 1 : 0;
+      }
       if (tier < 0) {
         missing.insert(req);
         ++r.pages_missed;
@@ -300,6 +313,10 @@ std::string format_sim_result(const SimResult& r, bool with_live) {
                 r.pages_looked_up == 0 ? 0.0 : 100.0 * double(r.pages_missed) / double(r.pages_looked_up),
                 static_cast<long long>(r.restored_tokens), static_cast<long long>(r.prefilled_tokens));
   out += buf;
+  if (r.pages_seeded > 0) {
+    out += "note: " + std::to_string(r.pages_seeded) +
+           " pages were in host or disk before the trace started; each was placed there at its first lookup\n";
+  }
   if (r.truncated_last_line) out += "note: the trace's last line was cut off (its writer stopped mid-line) and was skipped\n";
   return out;
 }

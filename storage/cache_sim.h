@@ -60,6 +60,9 @@ struct SimResult {
   // The trace's last line was cut off (no newline, not a whole event: the
   // writer was killed mid-line) and was skipped.
   bool truncated_last_line = false;
+  // Pages the daemon found in host or disk that the trace never sealed
+  // (there before the trace started), placed in that tier at first sight.
+  int64_t pages_seeded = 0;
 
   // hits / pages_looked_up, in percent (0 when nothing was looked up).
   double hit_rate(size_t tier) const;

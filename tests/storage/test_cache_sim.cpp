@@ -136,3 +136,34 @@ TEST_CASE("simulator: a cut-off last line (no newline) is skipped; the same line
   std::istringstream clean(trace());
   CHECK_FALSE(simulate_trace(clean, options(200)).value().truncated_last_line);
 }
+
+// Seen by a new user: a trace recorded on a warm cache directory replayed
+// to 0% hits under the recording config (live: 80%), because pages on disk
+// at start were never sealed in the trace.
+TEST_CASE("simulator: pages found on disk before the trace started are seeded there at first sight",
+          "[cache_sim]") {
+  std::ostringstream t;
+  t << "# larder page-access trace v1\nP 100 200 16\n"
+    // Request 1 finds D (depth 0) and E (depth 1) on disk, never sealed in
+    // this trace, then misses F and seals it.
+    << "R 0 1 3\nK 1 " << k('d') << " 0 k\nK 1 " << k('e') << " 1 k\nK 1 " << k('f') << " 2 m\n"
+    << "S 1 " << k('f') << " 2\nF 5 1\n"
+    // Request 2: the same three, all on the device now.
+    << "R 10 2 3\nK 2 " << k('d') << " 0 d\nK 2 " << k('e') << " 1 d\nK 2 " << k('f') << " 2 d\nF 15 2\n";
+  std::istringstream in(t.str());
+  Result<SimResult> rr = simulate_trace(in, options(1 << 20));
+  INFO(rr.status().to_string());
+  REQUIRE(rr.is_ok());
+  const SimResult& r = *rr;
+  CHECK(r.pages_seeded == 2);
+  CHECK(r.tiers[2].hits == 2);  // D and E from disk
+  CHECK(r.tiers[0].hits == 3);  // request 2
+  CHECK(r.pages_missed == 1);   // F once
+  CHECK(r.hit_rate(0) == Approx(r.live_hit_rate(0)));
+  CHECK(r.hit_rate(2) == Approx(r.live_hit_rate(2)));
+  // A page missed live (m) and never sealed is not seeded: a miss both ways.
+  std::istringstream miss("# larder page-access trace v1\nP 100 200 16\nR 0 1 1\nK 1 " + k('9') + " 0 m\nF 1 1\n");
+  SimResult m = simulate_trace(miss, options(1 << 20)).value();
+  CHECK(m.pages_seeded == 0);
+  CHECK(m.pages_missed == 1);
+}

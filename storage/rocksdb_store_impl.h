@@ -56,7 +56,13 @@ inline constexpr int64_t kMaxRetryDelayMs = 60000;
 inline constexpr uint64_t kResumeMarginBytes = uint64_t(1) << 20;  // free beyond the memtable
 inline constexpr size_t kMigrateBatch = 4096;  // legacy entries moved per atomic batch
 
-inline std::string legacy_key(char prefix, const PageKey& key) { return std::string(1, prefix) + key.to_bytes(); }
+inline std::string legacy_key(char prefix, const PageKey& key) {
+  // Appended, not `std::string(1, prefix) + ...`: GCC 12 warns (-Wrestrict,
+  // a false positive) on that temporary concatenation once inlined.
+  std::string k(1, prefix);
+  k += key.to_bytes();
+  return k;
+}
 
 inline void put_u64_le(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = char((v >> (8 * i)) & 0xFF);

@@ -45,6 +45,10 @@ namespace {
 constexpr uint32_t kUnbounded = std::numeric_limits<uint32_t>::max();
 constexpr uint32_t kMaxRepetition = 10000;
 constexpr size_t kMaxElements = 1 << 20;  // after desugaring, all rules
+constexpr int kMaxGroupDepth = 64;         // ( ( ... ) ) nesting: the parser recurses on it
+// Rules a top-down expansion may go through before matching a code point
+// (the matcher recurses that deep).
+constexpr int kMaxExpansionDepth = 1000;
 
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -377,6 +381,10 @@ class Parser {
         seq.push_back(ref(rule_id(name)));
         if (!count_elements(1)) break;
       } else if (c == '(') {
+        if (++group_depth_ > kMaxGroupDepth) {
+          fail("groups nested more than " + std::to_string(kMaxGroupDepth) + " deep");
+          break;
+        }
         ++pos_;
         skip_space(true);
         last_start = seq.size();
@@ -389,6 +397,7 @@ class Parser {
           break;
         }
         ++pos_;
+        --group_depth_;
         rules_[sub].alternatives = std::move(alts);
         seq.push_back(ref(sub));
       } else if (c == '*' || c == '+' || c == '?') {
@@ -474,6 +483,31 @@ class Parser {
         }
       }
     }
+    // No cycle: `first` is a DAG. Its longest path is how deep the matcher's
+    // expansion recurses; nodes in reverse topological order come from the
+    // DFS above, so a second DFS pass computes it.
+    std::vector<int> depth(n, -1);
+    for (size_t start = 0; start < n; ++start) {
+      if (depth[start] >= 0) continue;
+      std::vector<std::pair<uint32_t, size_t>> path{{uint32_t(start), 0}};
+      while (!path.empty()) {
+        auto& [r, next] = path.back();
+        if (next < first[r].size()) {
+          const uint32_t x = first[r][next++];
+          if (depth[x] < 0) path.push_back({x, 0});
+          continue;
+        }
+        int d = 0;
+        for (uint32_t x : first[r]) d = std::max(d, depth[x] + 1);
+        depth[r] = d;
+        if (d > kMaxExpansionDepth) {
+          return Status::invalid_argument("grammar: rule \"" + rules_[r].name + "\" expands through more than " +
+                                          std::to_string(kMaxExpansionDepth) +
+                                          " rules before matching a character");
+        }
+        path.pop_back();
+      }
+    }
     return Status::ok();
   }
 
@@ -486,6 +520,7 @@ class Parser {
   std::vector<size_t> first_use_;
   int generated_ = 0;
   size_t n_elements_ = 0;
+  int group_depth_ = 0;
 };
 
 void append_char(std::string& out, uint32_t cp) {

@@ -60,7 +60,9 @@ bool chars_match_any(const GrammarElement& e, uint32_t lo, uint32_t hi);
 // undefined rule, no rule named `root_name`, a rule defined twice, a
 // left-recursive rule (it could expand to itself before matching a code
 // point, which a top-down matcher cannot run), a repetition count above
-// 10000, token references (<...>, not supported).
+// 10000, more than 2^20 elements once repetitions are expanded, groups
+// nested over 64 deep, a chain of over 1000 rules expanded before a
+// character matches, token references (<...>, not supported).
 Result<Grammar> parse_gbnf(std::string_view text, std::string_view root_name = "root");
 
 // The grammar back in GBNF (generated rules included), for logs and tests.

@@ -144,3 +144,22 @@ TEST_CASE("utf-8: only well-formed sequences match (no overlong forms, surrogate
   CHECK_FALSE(viable(*m, "\xE0\x81\xAD"));
   CHECK_FALSE(viable(*m, "\xC1\xAD"));
 }
+
+// Found trying to break it: a deep nesting of groups or a long chain of
+// rules made the parser or the matcher recurse until the stack ran out.
+TEST_CASE("gbnf: nesting and rule chains that would exhaust the stack are refused", "[grammar]") {
+  CHECK_THAT(parse_error("root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')')),
+             Catch::Contains("nested more than 64"));
+  CHECK(parse_gbnf("root ::= " + std::string(60, '(') + "\"a\"" + std::string(60, ')')).is_ok());
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+  chain += "r5000 ::= \"a\"\n";
+  CHECK_THAT(parse_error(chain), Catch::Contains("more than 1000 rules"));
+  // The same chain after a character is fine: each link matches first.
+  std::string consuming = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) consuming += "r" + std::to_string(i) + " ::= \"a\" r" + std::to_string(i + 1) + "\n";
+  consuming += "r5000 ::= \"a\"\n";
+  auto g = compile(consuming);
+  CHECK(accepts(*g, std::string(5001, 'a')));
+  CHECK_FALSE(accepts(*g, std::string(5000, 'a')));
+}

@@ -174,8 +174,12 @@ Result<SimResult> simulate_trace(std::istream& in, const CacheOptions& options) 
     f >> op;
     if (op == "P") {
       int page_size = 0;
-      if (!(f >> page_bytes >> record_bytes >> page_size) || page_bytes <= 0 || record_bytes <= 0 || page_size <= 0) {
-        LINE_ERROR("P needs page_bytes record_bytes page_size > 0");
+      // Bounded so that the byte counts below cannot overflow (a page of a
+      // real model is a few MiB).
+      constexpr int64_t kMaxBytes = int64_t(1) << 32;
+      if (!(f >> page_bytes >> record_bytes >> page_size) || page_bytes <= 0 || record_bytes <= 0 || page_size <= 0 ||
+          page_bytes > kMaxBytes || record_bytes > kMaxBytes || page_size > (1 << 20)) {
+        LINE_ERROR("P needs page_bytes record_bytes page_size > 0 (bytes up to 4 GiB, page_size up to 2^20)");
       }
       r.page_size = page_size;
       LARDER_ASSIGN_OR_RETURN(auto pd, policy("device", options.device.policy));

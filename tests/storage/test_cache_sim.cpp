@@ -167,3 +167,13 @@ TEST_CASE("simulator: pages found on disk before the trace started are seeded th
   CHECK(m.pages_seeded == 0);
   CHECK(m.pages_missed == 1);
 }
+
+TEST_CASE("simulator: a P line with sizes that would overflow the byte counts is refused", "[cache_sim]") {
+  for (const char* p : {"P 9223372036854775807 200 16", "P 100 9223372036854775807 16", "P 100 200 2147483647"}) {
+    INFO(p);
+    std::istringstream in(std::string("# larder page-access trace v1\n") + p + "\nR 0 1 0\nF 1 1\n");
+    Result<SimResult> r = simulate_trace(in, options(1 << 20));
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains("trace line 2"));
+  }
+}

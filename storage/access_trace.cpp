@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 namespace larder {
 
 Result<std::unique_ptr<AccessTrace>> AccessTrace::open(const std::string& path, int64_t page_bytes,
@@ -82,15 +84,24 @@ void AccessTrace::run() {
     const int64_t dropped = dropped_;
     writing_ = true;
     lock.unlock();
-    if (dropped > reported) {
-      std::fprintf(file_, "# %lld lines dropped (the writer fell behind)\n", static_cast<long long>(dropped - reported));
-      reported = dropped;
+    if (!write_failed_) {
+      if (dropped > reported) {
+        std::fprintf(file_, "# %lld lines dropped (the writer fell behind)\n", static_cast<long long>(dropped - reported));
+        reported = dropped;
+      }
+      for (const std::string& l : batch) {
+        std::fputs(l.c_str(), file_);
+        std::fputc('\n', file_);
+      }
+      if (std::fflush(file_) != 0 || std::ferror(file_) != 0) {
+        // A full disk or an I/O error: say so once and stop writing (the
+        // cache and serving go on; the trace ends here, maybe mid-line,
+        // which larder-sim skips).
+        write_failed_ = true;
+        spdlog::warn("cache.trace_file: writing the access trace failed ({}); no more lines are written until a restart",
+                     std::strerror(errno));
+      }
     }
-    for (const std::string& l : batch) {
-      std::fputs(l.c_str(), file_);
-      std::fputc('\n', file_);
-    }
-    std::fflush(file_);
     lock.lock();
     writing_ = false;
     idle_cv_.notify_all();

@@ -50,6 +50,7 @@ class AccessTrace {
   std::condition_variable cv_, idle_cv_;
   std::deque<std::string> lines_;
   bool writing_ = false;
+  bool write_failed_ = false;  // writer thread only: a write failed, nothing more is written
   bool stopping_ = false;
   int64_t dropped_ = 0;
   std::thread thread_;

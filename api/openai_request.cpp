@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_depth.h"
+#include "api/json_schema_grammar.h"
 #include "engine/grammar/json_grammar.h"
 
 namespace larder {
@@ -109,7 +110,6 @@ const UnsupportedField kUnsupportedFields[] = {
   {"best_of", [](const json& v) { return is_number(v, 1); }, "only best_of = 1"},
   {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
   {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
-  {"json_schema", is_empty_object, "no schema-constrained decoding yet"},
   {"n_probs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
   {"top_logprobs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
   {"chat_template_kwargs", is_empty_object, "no extra chat template variables yet"},
@@ -136,17 +136,42 @@ std::optional<ApiError> refuse_unsupported(const json& obj) {
   return std::nullopt;
 }
 
-// Constrained decoding: llama.cpp's "grammar" (GBNF text) or OpenAI's
-// response_format {"type": "json_object"} -> out->grammar, compiled here
-// (on the pool thread) so that a bad grammar is a 400 before anything is
-// queued.
-std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
+// Constrained decoding: llama.cpp's "grammar" (GBNF text) and "json_schema"
+// (a schema), or OpenAI's response_format {"type": "json_object"} or
+// {"type": "json_schema", "json_schema": {"schema": ...}} -> out->grammar,
+// compiled here (on the pool thread) so that a bad grammar or an
+// unsupported schema is a 400 before anything is queued.
+std::optional<ApiError> read_grammar(const json& obj, std::string_view body, GenerationOptions* out) {
   std::string_view text;
+  std::string from_schema;
   const char* param = nullptr;
+  // The schema again from the body, keys in the client's order (obj's
+  // std::map sorts them): `path` leads to it from the top.
+  auto schema_grammar = [&](std::initializer_list<const char*> path, const char* name) -> std::optional<ApiError> {
+    if (param != nullptr) {
+      return ApiError::invalid("give one of 'grammar', 'json_schema' and 'response_format', not several", name);
+    }
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::ordered_json* schema = &ordered;
+    for (const char* key : path) {
+      auto it = schema->is_object() ? schema->find(key) : schema->end();
+      if (it == schema->end()) return ApiError::invalid("'" + std::string(name) + "': no schema", name);
+      schema = &*it;
+    }
+    Result<std::string> g = json_schema_to_gbnf(*schema);
+    if (!g.is_ok()) return ApiError::invalid("'" + std::string(name) + "': " + g.status().message(), name);
+    from_schema = std::move(g).value();
+    text = from_schema;
+    param = name;
+    return std::nullopt;
+  };
   if (const json* v = field(obj, "grammar"); v && !is_empty_string(*v)) {
     if (!v->is_string()) return ApiError::invalid("'grammar' must be a string in GBNF (llama.cpp's grammar format)", "grammar");
     text = v->get_ref<const std::string&>();
     param = "grammar";
+  }
+  if (const json* v = field(obj, "json_schema"); v && !is_empty_object(*v)) {
+    if (auto e = schema_grammar({"json_schema"}, "json_schema")) return e;
   }
   if (const json* v = field(obj, "response_format")) {
     const json* type = v->is_object() ? field(*v, "type") : nullptr;
@@ -156,12 +181,19 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
     }
     const std::string& t = type->get_ref<const std::string&>();
     if (t == "json_object") {
-      if (param != nullptr) return ApiError::invalid("give either 'grammar' or 'response_format', not both", "grammar");
+      if (param != nullptr) {
+        return ApiError::invalid("give one of 'grammar', 'json_schema' and 'response_format', not several", "response_format");
+      }
       text = kJsonObjectGbnf;
       param = "response_format";
     } else if (t == "json_schema") {
-      return ApiError::invalid("'response_format' of type \"json_schema\" is not supported yet; \"json_object\" is",
-                               "response_format");
+      const json* js = field(*v, "json_schema");
+      const json* schema = js && js->is_object() ? field(*js, "schema") : nullptr;
+      if (schema == nullptr) {
+        return ApiError::invalid("'response_format' of type \"json_schema\" needs 'json_schema': {\"name\": ..., \"schema\": {...}}",
+                                 "response_format");
+      }
+      if (auto e = schema_grammar({"response_format", "json_schema", "schema"}, "response_format")) return e;
     } else if (t != "text") {
       return ApiError::invalid("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got " +
                                    show(*type),
@@ -187,7 +219,7 @@ std::optional<ApiError> parse_object(std::string_view body, json* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_options(const json& obj, const SamplingParams& defaults,
+std::optional<ApiError> parse_options(const json& obj, std::string_view body, const SamplingParams& defaults,
                                       GenerationOptions* out) {
   out->sampling = defaults;
   if (const json* v = field(obj, "model")) {
@@ -262,7 +294,7 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
 
   if (auto e = refuse_unsupported(obj)) return e;
 
-  if (auto e = read_grammar(obj, out)) return e;
+  if (auto e = read_grammar(obj, body, out)) return e;
   if (const json* v = field(obj, "logit_bias"); v && !(v->is_object() && v->empty())) {
     return ApiError::invalid("'logit_bias' is not supported yet", "logit_bias");
   }
@@ -455,7 +487,7 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
                                                       ChatCompletionRequest* out) {
   json obj;
   if (auto e = parse_object(body, &obj)) return e;
-  if (auto e = parse_options(obj, defaults, &out->options)) return e;
+  if (auto e = parse_options(obj, body, defaults, &out->options)) return e;
 
   const json* msgs = field(obj, "messages");
   if (!msgs) return ApiError::invalid("'messages' is required", "messages");
@@ -507,7 +539,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body,
   // tokens): control-token text in it is parsed unless parse_special is
   // false, as llama.cpp's server and vLLM do.
   out->options.parse_special = true;
-  if (auto e = parse_options(obj, defaults, &out->options)) return e;
+  if (auto e = parse_options(obj, body, defaults, &out->options)) return e;
 
   const json* p = field(obj, "prompt");
   if (!p) return ApiError::invalid("'prompt' is required", "prompt");

@@ -76,3 +76,70 @@ test('a grammar that does not parse is a 400 naming the field, before anything r
     }),
     (e) => e.status === 400 && e.error?.param === 'grammar' && /left-recursive/.test(e.message));
 });
+
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
+import Ajv from 'ajv';
+
+const Pet = z.object({
+  name: z.string().max(12),
+  legs: z.number().int(),
+  tags: z.array(z.enum(['small', 'big', 'furry'])).max(3),
+  owner: z.object({ name: z.string().max(8) }).nullable(),
+});
+
+test('chat.completions.parse with a zod schema returns a parsed object (sampled, several seeds)', { skip }, async () => {
+  let parsed = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await c.chat.completions.parse({
+      model: 'stories260K', messages: [{ role: 'user', content: 'A pet' }],
+      temperature: 1, seed, max_tokens: 300, response_format: zodResponseFormat(Pet, 'pet'),
+    });
+    const choice = r.choices[0];
+    if (choice.finish_reason !== 'stop') continue;  // cut inside an unbounded number
+    assert.ok(choice.message.parsed, choice.message.content);
+    assert.deepEqual(Object.keys(choice.message.parsed), ['name', 'legs', 'tags', 'owner']);
+    Pet.parse(choice.message.parsed);
+    parsed++;
+  }
+  assert.ok(parsed >= 3, `${parsed} of 6 ended within max_tokens`);
+});
+
+test('json_schema outputs validate against their schema with ajv (an independent validator)', { skip }, async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      id: { type: 'string', format: 'uuid' },
+      when: { type: 'string', format: 'date' },
+      score: { anyOf: [{ type: 'integer' }, { type: 'null' }] },
+      words: { type: 'array', items: { type: 'string', maxLength: 6 }, minItems: 1, maxItems: 2 },
+      mood: { enum: ['happy', 'sad', 42] },
+    },
+    required: ['id', 'when', 'words', 'mood'],
+    additionalProperties: false,
+  };
+  const ajv = new Ajv({ allErrors: true });
+  ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
+  ajv.addFormat('date', /^\d{4}-\d{2}-\d{2}$/);
+  const validate = ajv.compile(schema);
+  let checked = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await c.completions.create({
+      model: 'stories260K', prompt: 'Once upon a time', temperature: 1, seed, max_tokens: 300, json_schema: schema,
+    });
+    if (r.choices[0].finish_reason !== 'stop') continue;
+    const doc = JSON.parse(r.choices[0].text);
+    assert.ok(validate(doc), JSON.stringify(validate.errors) + ' ' + r.choices[0].text);
+    checked++;
+  }
+  assert.ok(checked >= 3, `${checked} of 6 ended within max_tokens`);
+});
+
+test('a schema keyword the grammar cannot enforce is a 400 naming it', { skip }, async () => {
+  await assert.rejects(
+    c.chat.completions.create({
+      model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '^a$' } } },
+    }),
+    (e) => e.status === 400 && e.error?.param === 'response_format' && /pattern/.test(e.message));
+});

@@ -1,0 +1,296 @@
+#include "api/json_schema_grammar.h"
+
+#include <array>
+#include <cctype>
+#include <map>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "engine/grammar/json_grammar.h"
+
+namespace larder {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 64;
+
+// A GBNF string literal of `bytes` (UTF-8 passes through).
+std::string literal(std::string_view bytes) {
+  std::string out = "\"";
+  for (unsigned char c : bytes) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      static const char* hex = "0123456789ABCDEF";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+const std::set<std::string_view> kAnnotations = {"title",    "description", "default",  "examples", "$schema",
+                                                  "$id",      "$comment",    "deprecated", "readOnly", "writeOnly",
+                                                  "$defs",    "definitions", "strict"};
+
+class Converter {
+ public:
+  explicit Converter(const json& root) : root_(root) {}
+
+  Result<std::string> run() {
+    std::string top;
+    LARDER_ASSIGN_OR_RETURN(top, visit(root_, "root", "#", 0));
+    std::string out = "root ::= " + top + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    // The JSON primitives (value, object, array, string, char, hex,
+    // number) without their root rule, and compact whitespace: at most one
+    // space between tokens (a small model otherwise spends its max_tokens
+    // on blank lines between the fields).
+    const std::string_view base = kJsonValueGbnf;
+    std::string_view rules = base.substr(base.find('\n') + 1);
+    const size_t ws = rules.find("\nws ");
+    out += std::string(rules.substr(0, ws + 1));
+    out += "ws ::= \" \"?\n";
+    out += "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n";
+    out += "boolean ::= \"true\" | \"false\"\n";
+    out += "null ::= \"null\"\n";
+    return out;
+  }
+
+ private:
+  Status refuse(const std::string& where, const std::string& what) {
+    return Status::invalid_argument("json schema at " + where + ": " + what);
+  }
+
+  std::string new_rule(const std::string& hint, std::string body) {
+    std::string name;
+    for (char c : hint) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    if (name.empty() || !std::isalpha(static_cast<unsigned char>(name[0]))) name = "s-" + name;
+    if (name.size() > 40) name.resize(40);
+    name = "s-" + name + "-" + std::to_string(++n_rules_);
+    rules_.emplace_back(name, std::move(body));
+    return name;
+  }
+
+  // The rule (or inline expression) for `s`.
+  Result<std::string> visit(const json& s, const std::string& hint, const std::string& where, int depth) {
+    if (depth > kMaxDepth) return refuse(where, "nested more than " + std::to_string(kMaxDepth) + " deep");
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return std::string("value");
+      return refuse(where, "the schema false allows nothing");
+    }
+    if (!s.is_object()) return refuse(where, "a schema must be an object or a boolean");
+    for (const auto& [key, v] : s.items()) {
+      static const std::set<std::string_view> known = {
+          "type",     "properties", "required",  "additionalProperties", "items", "minItems",  "maxItems", "enum",
+          "const",    "anyOf",      "oneOf",     "allOf",                "$ref",  "minLength", "maxLength", "format"};
+      if (!known.count(key) && !kAnnotations.count(key)) {
+        return refuse(where, "\"" + key + "\" is not supported (constrained decoding cannot enforce it)");
+      }
+    }
+    if (const auto it = s.find("$ref"); it != s.end()) return ref(*it, where);
+    if (const auto it = s.find("const"); it != s.end()) return literal(it->dump());
+    if (const auto it = s.find("enum"); it != s.end()) {
+      if (!it->is_array() || it->empty()) return refuse(where + "/enum", "must be a non-empty array");
+      std::string alts;
+      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      return "(" + alts + ")";
+    }
+    for (const char* choice : {"anyOf", "oneOf"}) {
+      if (const auto it = s.find(choice); it != s.end()) {
+        if (!it->is_array() || it->empty()) return refuse(where + "/" + choice, "must be a non-empty array");
+        std::string alts;
+        for (size_t i = 0; i < it->size(); ++i) {
+          std::string r;
+          LARDER_ASSIGN_OR_RETURN(r, visit((*it)[i], hint, where + "/" + choice + "/" + std::to_string(i), depth + 1));
+          alts += (alts.empty() ? "" : " | ") + r;
+        }
+        return new_rule(hint, alts);
+      }
+    }
+    if (const auto it = s.find("allOf"); it != s.end()) {
+      if (!it->is_array() || it->size() != 1) return refuse(where + "/allOf", "only an allOf of one schema is supported");
+      return visit((*it)[0], hint, where + "/allOf/0", depth + 1);
+    }
+    const auto type = s.find("type");
+    if (type == s.end()) {
+      if (s.contains("properties")) return object(s, hint, where, depth);
+      if (s.contains("items")) return array(s, hint, where, depth);
+      return std::string("value");  // no constraint: any JSON value
+    }
+    if (type->is_array()) {
+      std::string alts;
+      for (const json& t : *type) {
+        json one = s;
+        one["type"] = t;
+        std::string r;
+        LARDER_ASSIGN_OR_RETURN(r, visit(one, hint, where, depth + 1));
+        alts += (alts.empty() ? "" : " | ") + r;
+      }
+      if (alts.empty()) return refuse(where + "/type", "an empty list of types allows nothing");
+      return new_rule(hint, alts);
+    }
+    if (!type->is_string()) return refuse(where + "/type", "must be a string or an array of strings");
+    const std::string& t = type->get_ref<const std::string&>();
+    if (t == "object") return object(s, hint, where, depth);
+    if (t == "array") return array(s, hint, where, depth);
+    if (t == "string") return string(s, hint, where);
+    if (t == "number") return std::string("number");
+    if (t == "integer") return std::string("integer");
+    if (t == "boolean") return std::string("boolean");
+    if (t == "null") return std::string("null");
+    return refuse(where + "/type", "unknown type \"" + t + "\"");
+  }
+
+  Result<std::string> ref(const json& r, const std::string& where) {
+    if (!r.is_string()) return refuse(where + "/$ref", "must be a string");
+    const std::string& path = r.get_ref<const std::string&>();
+    std::string section, name;
+    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+      if (path.rfind(prefix, 0) == 0) {
+        section = std::string(prefix).substr(2, std::string(prefix).size() - 3);
+        name = path.substr(std::string(prefix).size());
+      }
+    }
+    if (path == "#") return std::string("root");
+    if (section.empty()) return refuse(where + "/$ref", "only refs to #/$defs/... or #/definitions/... are supported");
+    auto done = refs_.find(path);
+    if (done != refs_.end()) return done->second;
+    const auto defs = root_.find(section);
+    if (defs == root_.end() || !defs->is_object() || !defs->contains(name)) {
+      return refuse(where + "/$ref", "\"" + path + "\" is not defined");
+    }
+    // Named before it is visited, so a recursive schema refers to itself.
+    const std::string rule = new_rule(name, "");
+    const size_t slot = rules_.size() - 1;
+    refs_[path] = rule;
+    std::string body;
+    LARDER_ASSIGN_OR_RETURN(body, visit((*defs)[name], name, path, 1));
+    rules_[slot].second = body;
+    return rule;
+  }
+
+  Result<std::string> object(const json& s, const std::string& hint, const std::string& where, int depth) {
+    if (const auto ap = s.find("additionalProperties"); ap != s.end() && !(ap->is_boolean() && !ap->get<bool>())) {
+      return refuse(where + "/additionalProperties", "only false (or absent) is supported: the object has only its listed properties");
+    }
+    std::set<std::string> required;
+    if (const auto req = s.find("required"); req != s.end()) {
+      if (!req->is_array()) return refuse(where + "/required", "must be an array of names");
+      for (const json& n : *req) {
+        if (!n.is_string()) return refuse(where + "/required", "must be an array of names");
+        required.insert(n.get<std::string>());
+      }
+    }
+    struct Prop {
+      std::string kv;  // "\"name\"" ws ":" ws value ws
+      bool required;
+    };
+    std::vector<Prop> props;
+    if (const auto p = s.find("properties"); p != s.end()) {
+      if (!p->is_object()) return refuse(where + "/properties", "must be an object");
+      for (const auto& [name, sub] : p->items()) {
+        std::string value;
+        LARDER_ASSIGN_OR_RETURN(value, visit(sub, name, where + "/properties/" + name, depth + 1));
+        props.push_back({literal(json(name).dump()) + " ws \":\" ws " + value + " ws", required.count(name) != 0});
+        required.erase(name);
+      }
+    }
+    if (!required.empty()) return refuse(where + "/required", "\"" + *required.begin() + "\" is required but not among the properties");
+    // R(i, after): properties i.. still to come; `after`: one was written,
+    // so the next needs a comma. A required one must come, an optional one
+    // may be skipped; properties keep their order.
+    const size_t n = props.size();
+    std::vector<std::array<std::string, 2>> names(n + 1);
+    for (size_t i = n + 1; i-- > 0;) {
+      for (int after = 0; after < 2; ++after) {
+        std::string body;
+        if (i == n) {
+          body = "\"\"";
+        } else {
+          body = std::string(after ? "\",\" ws " : "") + props[i].kv + " " + names[i + 1][1];
+          if (!props[i].required) body += " | " + names[i + 1][after];
+        }
+        names[i][after] = new_rule(hint + "-" + std::to_string(i) + (after ? "-more" : ""), body);
+      }
+    }
+    return new_rule(hint, "\"{\" ws " + names[0][0] + " \"}\"");
+  }
+
+  Result<std::string> array(const json& s, const std::string& hint, const std::string& where, int depth) {
+    std::string item = "value";
+    if (const auto it = s.find("items"); it != s.end()) {
+      LARDER_ASSIGN_OR_RETURN(item, visit(*it, hint + "-item", where + "/items", depth + 1));
+    }
+    int64_t min = 0, max = -1;
+    if (const auto v = s.find("minItems"); v != s.end()) {
+      if (!v->is_number_unsigned()) return refuse(where + "/minItems", "must be a non-negative integer");
+      min = v->get<int64_t>();
+    }
+    if (const auto v = s.find("maxItems"); v != s.end()) {
+      if (!v->is_number_unsigned()) return refuse(where + "/maxItems", "must be a non-negative integer");
+      max = v->get<int64_t>();
+    }
+    if (min > 1000 || max > 1000) return refuse(where, "minItems / maxItems above 1000 are not supported");
+    if (max >= 0 && max < min) return refuse(where, "maxItems is below minItems");
+    if (max == 0) return new_rule(hint, "\"[\" ws \"]\"");
+    const std::string more = "( \",\" ws " + item + " ws )";
+    std::string reps;
+    const int64_t lo = std::max<int64_t>(min - 1, 0);
+    if (max < 0) reps = lo == 0 ? "*" : "{" + std::to_string(lo) + ",}";
+    else reps = "{" + std::to_string(lo) + "," + std::to_string(max - 1) + "}";
+    std::string items = item + " ws " + more + reps;
+    if (min == 0) items = "( " + items + " )?";
+    return new_rule(hint, "\"[\" ws " + items + " \"]\"");
+  }
+
+  Result<std::string> string(const json& s, const std::string& hint, const std::string& where) {
+    if (const auto f = s.find("format"); f != s.end()) {
+      if (!f->is_string()) return refuse(where + "/format", "must be a string");
+      const std::string& fmt = f->get_ref<const std::string&>();
+      const std::string d2 = "[0-9]{2}";
+      const std::string date = "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( [0-2] [0-9] | \"3\" [01] )";
+      const std::string time = "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] " + d2 + " \":\" " + d2 + " )";
+      if (fmt == "date") return new_rule(hint, "\"\\\"\" " + date + " \"\\\"\"");
+      if (fmt == "time") return new_rule(hint, "\"\\\"\" " + time + " \"\\\"\"");
+      if (fmt == "date-time") return new_rule(hint, "\"\\\"\" " + date + " \"T\" " + time + " \"\\\"\"");
+      if (fmt == "uuid") {
+        const std::string h = "[0-9a-fA-F]";
+        return new_rule(hint, "\"\\\"\" " + h + "{8} \"-\" " + h + "{4} \"-\" " + h + "{4} \"-\" " + h + "{4} \"-\" " + h + "{12} \"\\\"\"");
+      }
+      return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid are)");
+    }
+    int64_t min = 0, max = -1;
+    if (const auto v = s.find("minLength"); v != s.end()) {
+      if (!v->is_number_unsigned()) return refuse(where + "/minLength", "must be a non-negative integer");
+      min = v->get<int64_t>();
+    }
+    if (const auto v = s.find("maxLength"); v != s.end()) {
+      if (!v->is_number_unsigned()) return refuse(where + "/maxLength", "must be a non-negative integer");
+      max = v->get<int64_t>();
+    }
+    if (min == 0 && max < 0) return std::string("string");
+    if (min > 10000 || max > 10000) return refuse(where, "minLength / maxLength above 10000 are not supported");
+    if (max >= 0 && max < min) return refuse(where, "maxLength is below minLength");
+    const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}" : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+    return new_rule(hint, "\"\\\"\" char" + reps + " \"\\\"\"");
+  }
+
+  const json& root_;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::map<std::string, std::string> refs_;
+  int n_rules_ = 0;
+};
+
+}  // namespace
+
+Result<std::string> json_schema_to_gbnf(const json& schema) { return Converter(schema).run(); }
+
+}  // namespace larder

@@ -1,0 +1,138 @@
+// JSON Schema -> GBNF: each schema's grammar accepts documents that are
+// valid under it and refuses ones that are not, both picked by hand from
+// the schema; unsupported keywords are refused by name.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/json_schema_grammar.h"
+#include "engine/grammar/grammar_matcher.h"
+
+using namespace larder;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::shared_ptr<CompiledGrammar> from_schema(const std::string& schema) {
+  Result<std::string> gbnf = json_schema_to_gbnf(json::parse(schema));
+  INFO(gbnf.status().to_string());
+  REQUIRE(gbnf.is_ok());
+  Result<Grammar> g = parse_gbnf(*gbnf);
+  INFO(*gbnf);
+  INFO(g.status().to_string());
+  REQUIRE(g.is_ok());
+  return std::make_shared<CompiledGrammar>(*g);
+}
+
+bool accepts(const CompiledGrammar& g, std::string_view text) {
+  GrammarState st = grammar_start(g);
+  for (char c : text) {
+    st = grammar_advance(g, st, uint8_t(c));
+    if (st.empty()) return false;
+  }
+  return grammar_can_end(st);
+}
+
+std::string refusal(const std::string& schema) {
+  Result<std::string> gbnf = json_schema_to_gbnf(json::parse(schema));
+  REQUIRE_FALSE(gbnf.is_ok());
+  CHECK(gbnf.status().code() == StatusCode::kInvalidArgument);
+  return gbnf.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("json schema: an object with required and optional properties, in order", "[api][schema]") {
+  auto g = from_schema(R"({"type":"object","properties":{
+      "name":{"type":"string"},"age":{"type":"integer"},"tags":{"type":"array","items":{"type":"string"}},
+      "ok":{"type":"boolean"}},"required":["name","ok"],"additionalProperties":false})");
+  CHECK(accepts(*g, R"({"name":"Tom","ok":true})"));
+  CHECK(accepts(*g, R"({"name": "Tom", "age": 3, "tags": ["a", "b"], "ok": false})"));
+  CHECK(accepts(*g, R"({"name":"","tags":[],"ok":true})"));
+  CHECK_FALSE(accepts(*g, R"({"ok":true})"));                      // name is required
+  CHECK_FALSE(accepts(*g, R"({"name":"Tom"})"));                   // ok is required
+  CHECK_FALSE(accepts(*g, R"({"ok":true,"name":"Tom"})"));         // out of order
+  CHECK_FALSE(accepts(*g, R"({"name":"Tom","age":3.5,"ok":true})"));  // an integer
+  CHECK_FALSE(accepts(*g, R"({"name":"Tom","ok":true,"x":1})"));   // no other properties
+  CHECK_FALSE(accepts(*g, R"({"name":"Tom",,"ok":true})"));
+  CHECK_FALSE(accepts(*g, R"({"name":"Tom","tags":[1],"ok":true})"));
+}
+
+TEST_CASE("json schema: enum, const, anyOf, type lists, nullable, formats, lengths and counts", "[api][schema]") {
+  auto e = from_schema(R"({"enum":["red","green",3,null]})");
+  CHECK(accepts(*e, R"("red")"));
+  CHECK(accepts(*e, "3"));
+  CHECK(accepts(*e, "null"));
+  CHECK_FALSE(accepts(*e, R"("blue")"));
+  auto c = from_schema(R"({"type":"object","properties":{"v":{"const":"x\"y"}},"required":["v"]})");
+  CHECK(accepts(*c, R"({"v":"x\"y"})"));
+  CHECK_FALSE(accepts(*c, R"({"v":"xy"})"));
+  auto a = from_schema(R"({"anyOf":[{"type":"number"},{"type":"array","items":{"type":"null"},"maxItems":2}]})");
+  CHECK(accepts(*a, "-1.5e3"));
+  CHECK(accepts(*a, "[null, null]"));
+  CHECK_FALSE(accepts(*a, "[null, null, null]"));
+  CHECK_FALSE(accepts(*a, R"("1")"));
+  auto n = from_schema(R"({"type":["string","null"],"minLength":2,"maxLength":3})");
+  CHECK(accepts(*n, R"("ab")"));
+  CHECK(accepts(*n, R"("a\nb")"));  // an escape is one character
+  CHECK(accepts(*n, "null"));
+  CHECK_FALSE(accepts(*n, R"("a")"));
+  CHECK_FALSE(accepts(*n, R"("abcd")"));
+  auto d = from_schema(R"({"type":"string","format":"date-time"})");
+  CHECK(accepts(*d, R"("2026-12-01T18:45:00Z")"));
+  CHECK(accepts(*d, R"("2026-12-01T18:45:00.123+01:00")"));
+  CHECK_FALSE(accepts(*d, R"("2026-13-01T18:45:00Z")"));
+  CHECK_FALSE(accepts(*d, R"("yesterday")"));
+  auto u = from_schema(R"({"type":"string","format":"uuid"})");
+  CHECK(accepts(*u, R"("123e4567-e89b-12d3-a456-426614174000")"));
+  CHECK_FALSE(accepts(*u, R"("123e4567")"));
+  auto items = from_schema(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})");
+  CHECK_FALSE(accepts(*items, "[1]"));
+  CHECK(accepts(*items, "[1, 2]"));
+  CHECK(accepts(*items, "[1,2,3]"));
+  CHECK_FALSE(accepts(*items, "[1,2,3,4]"));
+  CHECK_FALSE(accepts(*items, "[]"));
+  auto any = from_schema("{}");
+  CHECK(accepts(*any, R"([{"x": [true]}])"));
+  CHECK(accepts(*any, "12"));
+}
+
+TEST_CASE("json schema: $ref to $defs and definitions, recursion included", "[api][schema]") {
+  auto g = from_schema(R"({"$defs":{"node":{"type":"object","properties":{
+      "v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},
+      "$ref":"#/$defs/node"})");
+  CHECK(accepts(*g, R"({"v":1})"));
+  CHECK(accepts(*g, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4}]}]})"));
+  CHECK_FALSE(accepts(*g, R"({"v":1,"kids":[{"kids":[]}]})"));  // v is required below too
+  auto old = from_schema(R"({"definitions":{"p":{"type":"boolean"}},"type":"object",
+      "properties":{"a":{"$ref":"#/definitions/p"}},"required":["a"]})");
+  CHECK(accepts(*old, R"({"a":false})"));
+  CHECK_FALSE(accepts(*old, R"({"a":0})"));
+}
+
+TEST_CASE("json schema: what the grammar cannot enforce is refused by name", "[api][schema]") {
+  CHECK_THAT(refusal(R"({"type":"string","pattern":"^a+$"})"), Catch::Contains("\"pattern\" is not supported"));
+  CHECK_THAT(refusal(R"({"type":"integer","minimum":1})"), Catch::Contains("\"minimum\""));
+  CHECK_THAT(refusal(R"({"type":"object","properties":{"a":{"type":"number","multipleOf":2}}})"),
+             Catch::Contains("#/properties/a") && Catch::Contains("multipleOf"));
+  CHECK_THAT(refusal(R"({"type":"object","additionalProperties":true})"), Catch::Contains("additionalProperties"));
+  CHECK_THAT(refusal(R"({"type":"string","format":"email"})"), Catch::Contains("format \"email\""));
+  CHECK_THAT(refusal(R"({"$ref":"https://example.com/s.json"})"), Catch::Contains("only refs"));
+  CHECK_THAT(refusal(R"({"$ref":"#/$defs/missing"})"), Catch::Contains("not defined"));
+  CHECK_THAT(refusal(R"({"type":"object","required":["x"]})"), Catch::Contains("\"x\" is required but not among"));
+  CHECK_THAT(refusal(R"({"type":"uuid"})"), Catch::Contains("unknown type"));
+  CHECK_THAT(refusal("false"), Catch::Contains("allows nothing"));
+  std::string deep = "{}";
+  for (int i = 0; i < 100; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+  CHECK_THAT(refusal(deep), Catch::Contains("nested more than 64"));
+}
+
+TEST_CASE("json schema: what zod's JSON schema output looks like converts", "[api][schema]") {
+  // The shape the openai SDK's zodResponseFormat sends for
+  // z.object({ city: z.string(), population: z.number(), capital: z.boolean().nullable() }).
+  auto g = from_schema(R"({"type":"object","properties":{"city":{"type":"string"},"population":{"type":"number"},
+      "capital":{"anyOf":[{"type":"boolean"},{"type":"null"}]}},"required":["city","population","capital"],
+      "additionalProperties":false,"$schema":"http://json-schema.org/draft-07/schema#"})");
+  CHECK(accepts(*g, R"({"city":"Oslo","population":709037,"capital":true})"));
+  CHECK(accepts(*g, R"({"city":"Bergen","population":2.9e5,"capital":null})"));
+  CHECK_FALSE(accepts(*g, R"({"city":"Oslo","population":"many","capital":true})"));
+}

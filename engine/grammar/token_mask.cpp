@@ -82,8 +82,56 @@ TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, co
 }
 
 GrammarMasker::GrammarMasker(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenTrie> trie,
-                             size_t capacity)
-    : g_(std::move(g)), trie_(std::move(trie)), capacity_(std::max<size_t>(capacity, 1)) {}
+                             size_t capacity, size_t max_states)
+    : g_(std::move(g)),
+      trie_(std::move(trie)),
+      capacity_(std::max<size_t>(capacity, 1)),
+      max_states_(std::max<size_t>(max_states, 16)) {}
+
+int32_t GrammarMasker::intern(GrammarState state) {
+  std::string key = grammar_state_key(state);
+  auto it = state_ids_.find(key);
+  if (it != state_ids_.end()) return it->second;
+  const int32_t id = int32_t(states_.size());
+  states_.push_back(std::move(state));
+  next_.emplace_back();
+  next_.back().fill(kUnknown);
+  state_ids_.emplace(std::move(key), id);
+  return id;
+}
+
+int32_t GrammarMasker::next(int32_t id, uint8_t byte) {
+  int32_t& slot = next_[size_t(id)][byte];
+  if (slot != kUnknown) return slot;
+  GrammarState after = grammar_advance(*g_, states_[size_t(id)], byte);
+  // intern() may grow next_: the reference above must not be used after it.
+  const int32_t to = after.empty() ? kDead : intern(std::move(after));
+  next_[size_t(id)][byte] = to;
+  return to;
+}
+
+TokenMask GrammarMasker::walk(int32_t start) {
+  const TokenTrie& trie = *trie_;
+  TokenMask mask(size_t(trie.n_vocab() + 63) / 64, 0);
+  std::vector<std::pair<uint32_t, int32_t>> work{{0, start}};  // (trie node, state id)
+  while (!work.empty()) {
+    const auto [node, state] = work.back();
+    work.pop_back();
+    const TokenTrie::Node& n = trie.node(node);
+    if (node != 0) {
+      for (uint32_t t = 0; t < n.n_tokens; ++t) {
+        const int32_t id = trie.token(n.first_token + t);
+        mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+      }
+    }
+    for (uint32_t c = 0; c < n.n_children; ++c) {
+      const TokenTrie::Edge& e = trie.edge(n.first_child + c);
+      const int32_t to = next(state, e.byte);
+      if (to != kDead) work.push_back({e.child, to});
+    }
+  }
+  return mask;
+}
 
 const TokenMask& GrammarMasker::mask(const GrammarState& state) {
   std::string key = grammar_state_key(state);
@@ -94,7 +142,13 @@ const TokenMask& GrammarMasker::mask(const GrammarState& state) {
     return it->second->second;
   }
   ++misses_;
-  lru_.emplace_front(key, compute_token_mask(*g_, *trie_, state));
+  if (states_.size() > max_states_) {  // a grammar with very many states: start the tables again
+    states_.clear();
+    state_ids_.clear();
+    next_.clear();
+  }
+  const int32_t start = intern(state);
+  lru_.emplace_front(key, walk(start));
   index_[std::move(key)] = lru_.begin();
   if (lru_.size() > capacity_) {
     index_.erase(lru_.back().first);

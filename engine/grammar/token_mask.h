@@ -9,6 +9,7 @@
 // same state), so masks are cached by state (GrammarMasker).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -60,21 +61,37 @@ inline bool mask_allows(const TokenMask& m, int32_t id) { return ((m[size_t(id) 
 TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, const GrammarState& state);
 
 // Masks with a cache of the last `capacity` states (least recently used
-// goes). Not thread-safe: one per sequence, or guarded by the caller.
+// goes), computed by a trie walk over interned states: every state met is
+// given an id, and the state after each (state, byte) is computed once and
+// kept in a table, so the walk is mostly table lookups (inside a JSON
+// string almost every byte leads back to the same state, and the whole
+// vocabulary is walked with a handful of states). The tables are dropped
+// and rebuilt when they pass `max_states`. Not thread-safe: one per
+// sequence, or guarded by the caller.
 class GrammarMasker {
  public:
   GrammarMasker(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenTrie> trie,
-                size_t capacity = 256);
+                size_t capacity = 256, size_t max_states = 20000);
 
   const TokenMask& mask(const GrammarState& state);
 
   size_t hits() const { return hits_; }
   size_t misses() const { return misses_; }
+  size_t n_states() const { return states_.size(); }
 
  private:
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+  int32_t intern(GrammarState state);
+  int32_t next(int32_t id, uint8_t byte);
+  TokenMask walk(int32_t start);
+
   std::shared_ptr<const CompiledGrammar> g_;
   std::shared_ptr<const TokenTrie> trie_;
   size_t capacity_;
+  size_t max_states_;
+  std::vector<GrammarState> states_;
+  std::unordered_map<std::string, int32_t> state_ids_;
+  std::vector<std::array<int32_t, 256>> next_;  // per state id: the id after each byte (kUnknown, kDead)
   std::list<std::pair<std::string, TokenMask>> lru_;  // most recent first
   std::unordered_map<std::string, std::list<std::pair<std::string, TokenMask>>::iterator> index_;
   size_t hits_ = 0, misses_ = 0;

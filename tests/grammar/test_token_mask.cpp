@@ -77,6 +77,8 @@ TEST_CASE("token mask: the trie walk equals feeding each token alone (random voc
   vocab.push_back("");  // a control token
   TokenTrie trie(vocab);
   auto g = compile(kJsonValueGbnf);
+  // The interned-state walk too (a small table limit, so it is rebuilt on the way).
+  GrammarMasker masker(g, std::make_shared<TokenTrie>(vocab), 4, 16);
   for (const char* prefix : {"", "{", "{\"a", "{\"a\":", "[1,", "[-0.5e", "\"\\u00", "{\"k\": [tr", "\"\xCE"}) {
     INFO("after " << prefix);
     GrammarState st = feed(*g, prefix);
@@ -89,7 +91,9 @@ TEST_CASE("token mask: the trie walk equals feeding each token alone (random voc
       n_allowed += mask_allows(m, id) ? 1 : 0;
     }
     CHECK(n_allowed > 0);
+    CHECK(masker.mask(st) == m);
   }
+  CHECK(masker.n_states() > 0);
 }
 
 TEST_CASE("token mask: masks are cached by state", "[grammar]") {

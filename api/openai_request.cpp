@@ -372,22 +372,37 @@ std::optional<ApiError> parse_tools(const json& obj, ChatCompletionRequest* out)
       if (c == "none") {
         choice_none = true;
       } else if (c == "required") {
-        return ApiError::invalid("tool_choice \"required\" is not supported: larder cannot force the model to call "
-                                 "a tool (no constrained decoding); use \"auto\"", "tool_choice");
+        out->tool_required = true;
       } else if (c != "auto") {
-        return ApiError::invalid("'tool_choice' must be \"none\" or \"auto\", got " + show(*v), "tool_choice");
+        return ApiError::invalid("'tool_choice' must be \"none\", \"auto\" or \"required\", got " + show(*v),
+                                 "tool_choice");
       }
     } else if (v->is_object()) {
-      return ApiError::invalid("a 'tool_choice' naming a function is not supported: larder cannot force the model "
-                               "to call a tool (no constrained decoding); use \"auto\"", "tool_choice");
+      const json* type = field(*v, "type");
+      const json* fn = field(*v, "function");
+      const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+      if (!type || *type != "function" || !name || !name->is_string()) {
+        return ApiError::invalid("a 'tool_choice' object must be {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                                 "tool_choice");
+      }
+      out->tool_required = true;
+      out->forced_tool = name->get<std::string>();
     } else {
-      return ApiError::invalid("'tool_choice' must be a string", "tool_choice");
+      return ApiError::invalid("'tool_choice' must be a string or an object", "tool_choice");
     }
   }
-  if (const json* v = field(obj, "parallel_tool_calls"); v && !v->is_boolean()) {
-    return ApiError::invalid("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
+  if (const json* v = field(obj, "parallel_tool_calls")) {
+    if (!v->is_boolean()) return ApiError::invalid("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
+    out->parallel_tool_calls = v->get<bool>();
   }
   const json* tools = field(obj, "tools");
+  if (out->tool_required && (!tools || !tools->is_array() || tools->empty())) {
+    return ApiError::invalid("tool_choice \"required\" or naming a function needs 'tools'", "tool_choice");
+  }
+  if (out->tool_required && out->options.grammar) {
+    return ApiError::invalid("a forced tool call cannot be combined with 'grammar', 'json_schema' or 'response_format'",
+                             "tool_choice");
+  }
   if (!tools) return std::nullopt;
   if (!tools->is_array()) return ApiError::invalid("'tools' must be an array", "tools");
   std::vector<std::string> names;
@@ -422,6 +437,10 @@ std::optional<ApiError> parse_tools(const json& obj, ChatCompletionRequest* out)
       return ApiError::invalid("'" + at + ".function.strict' must be a boolean", at + ".function.strict");
     }
     names.push_back(name->get<std::string>());
+  }
+  if (!out->forced_tool.empty() && std::find(names.begin(), names.end(), out->forced_tool) == names.end()) {
+    return ApiError::invalid("'tool_choice' names \"" + out->forced_tool + "\", which is not among the offered tools",
+                             "tool_choice");
   }
   if (names.empty() || choice_none) return std::nullopt;
   out->chat.tools_json = tools->dump(-1, ' ', false, json::error_handler_t::replace);

@@ -87,6 +87,12 @@ struct ChatCompletionRequest {
   GenerationOptions options;
   ChatRequest chat;                     // messages; tools_json "" when no tools are offered
   std::vector<std::string> tool_names;  // names of the offered tools (empty: none offered)
+  // tool_choice "required" or {"type": "function", "function": {"name": N}}:
+  // the answer is forced into tool calls (api/tool_call_grammar.h), of the
+  // function `forced_tool` when set.
+  bool tool_required = false;
+  std::string forced_tool;
+  bool parallel_tool_calls = true;      // "parallel_tool_calls": false allows one call
 };
 
 struct CompletionRequest {

@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "api/openai_response.h"
+#include "api/tool_call_grammar.h"
+#include "engine/grammar/grammar.h"
 
 namespace larder {
 
@@ -143,6 +145,17 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
       return ApiError::invalid(tokens.status().message(), "messages", "context_length_exceeded");
     }
     return ApiError::invalid(tokens.status().message(), code == StatusCode::kUnsupported ? "tools" : "messages");
+  }
+  if (parsed.tool_required) {
+    // The tools again with their keys in the client's order (properties
+    // come out in that order).
+    const nlohmann::ordered_json body_ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+    Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, body_ordered.at("tools"), parsed.forced_tool,
+                                              parsed.parallel_tool_calls);
+    if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
+    Result<Grammar> g = parse_gbnf(*gbnf);
+    if (!g.is_ok()) return ApiError::server("forcing a tool call: " + g.status().message());
+    parsed.options.grammar = std::make_shared<const CompiledGrammar>(*g);
   }
   out.options = std::move(parsed.options);
   out.prompt_tokens = std::move(*tokens);

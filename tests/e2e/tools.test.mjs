@@ -7,17 +7,19 @@
 // tool_choice, parallel_tool_calls, assistant tool_calls history with
 // content null and string arguments, tool messages), the tools and the
 // history reach the prompt (prompt_tokens), the SDK's stream helpers accept
-// the streamed answer, and the 400s (tool_choice "required", a model without
-// a template). A random-weight model never writes a tool call, so parsing
-// tool calls out of model text (message.tool_calls, delta.tool_calls,
-// finish_reason "tool_calls") is covered by tests/api (test_api_tools.cpp,
-// scripted generator) and tests/api/test_tool_calls.cpp, not here.
+// the streamed answer, tool_choice "required" and naming a function (the
+// grammar forces the model into Qwen's <tool_call> syntax, and the calls'
+// arguments validate against the tools' schemas), and the 400s (a function
+// not offered, a model without a template). Left to itself this model
+// never writes a tool call; parsing calls out of free model text is
+// covered by tests/api (test_api_tools.cpp, test_tool_calls.cpp).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import Ajv from 'ajv';
 import { Daemon, modelPath, tempDir, removeDir } from './daemon.mjs';
 import { withChatTemplate } from './gguf_template.mjs';
 
@@ -103,12 +105,40 @@ test('streaming with tools through the SDK stream helper', { skip }, async () =>
   assert.ok(final.usage.prompt_tokens > 300);
 });
 
-test('tool_choice "required" and a model without a template get a 400', { skip }, async () => {
-  await assert.rejects(create({ messages: ask, tools, tool_choice: 'required' }), (err) => {
-    assert.equal(err.status, 400);
-    assert.equal(err.param, 'tool_choice');
-    return true;
+test('tool_choice "required" forces a call whose arguments validate against the tool schema (ajv)', { skip }, async () => {
+  const ajv = new Ajv();
+  const schemas = Object.fromEntries(tools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+  const names = new Set();
+  for (let seed = 1; seed <= 4; seed++) {
+    // One call each (parallel_tool_calls false): left free, this small model
+    // writes call after call until max_tokens, and a cut-off list is content.
+    const r = await create({
+      messages: ask, tools, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed, max_tokens: 120,
+    });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice.message));
+    assert.ok(choice.message.tool_calls.length >= 1);
+    for (const call of choice.message.tool_calls) {
+      assert.ok(call.function.name in schemas, call.function.name);
+      const args = JSON.parse(call.function.arguments);
+      assert.ok(schemas[call.function.name](args), JSON.stringify(schemas[call.function.name].errors));
+      names.add(call.function.name);
+    }
+  }
+  // Named.
+  const named = await create({
+    messages: ask, tools, tool_choice: { type: 'function', function: { name: 'get_time' } },
+    parallel_tool_calls: false, temperature: 1, seed: 9, max_tokens: 120,
   });
+  assert.equal(named.choices[0].finish_reason, 'tool_calls');
+  assert.equal(named.choices[0].message.tool_calls.length, 1);
+  assert.equal(named.choices[0].message.tool_calls[0].function.name, 'get_time');
+  assert.ok(schemas.get_time(JSON.parse(named.choices[0].message.tool_calls[0].function.arguments)));
+});
+
+test('tool_choice naming a function not offered, and a model without a template, get a 400', { skip }, async () => {
+  await assert.rejects(create({ messages: ask, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+    (err) => err.status === 400 && err.param === 'tool_choice');
   await assert.rejects(create({ messages: ask, tools: [{ type: 'function', function: { name: 'bad name' } }] }),
     (err) => err.status === 400 && err.param === 'tools[0].function.name');
 

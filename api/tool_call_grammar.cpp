@@ -1,0 +1,67 @@
+#include "api/tool_call_grammar.h"
+
+#include "api/json_schema_grammar.h"
+
+namespace larder {
+
+Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordered_json& tools,
+                                   const std::string& forced, bool parallel) {
+  using ojson = nlohmann::ordered_json;
+  if (syntax == ToolCallSyntax::kNone) return Status::invalid_argument("the model's template has no tool-call syntax");
+  const char* args_key = syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
+  // One schema for "a call of one of the functions": anyOf over them.
+  ojson calls = ojson::array();
+  for (const ojson& t : tools) {
+    const ojson& fn = t.at("function");
+    const std::string name = fn.at("name").get<std::string>();
+    if (!forced.empty() && name != forced) continue;
+    ojson params = fn.contains("parameters") ? fn.at("parameters") : ojson{{"type", "object"}};
+    ojson call = {{"type", "object"},
+                  {"properties", {{"name", {{"const", name}}}, {args_key, params}}},
+                  {"required", {"name", args_key}},
+                  {"additionalProperties", false}};
+    // A function's own $defs stay reachable from its parameters.
+    for (const char* defs : {"$defs", "definitions"}) {
+      if (params.is_object() && params.contains(defs)) call[defs] = params[defs];
+    }
+    Result<std::string> check = json_schema_to_gbnf(call);
+    if (!check.is_ok()) {
+      return Status::invalid_argument("tool \"" + name + "\": " + check.status().message());
+    }
+    calls.push_back(std::move(call));
+  }
+  if (calls.empty()) return Status::invalid_argument("no offered function is named \"" + forced + "\"");
+  ojson schema = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
+  // $defs of several functions: merged at the top, where refs point.
+  for (const char* defs : {"$defs", "definitions"}) {
+    for (ojson& c : calls) {
+      if (c.contains(defs)) {
+        for (auto& [k, v] : c[defs].items()) schema[defs][k] = v;
+      }
+    }
+  }
+  std::string gbnf;
+  LARDER_ASSIGN_OR_RETURN(gbnf, json_schema_to_gbnf(schema));
+  // The converter's start rule becomes `call`; ours wraps it.
+  const std::string head = "root ::= ";
+  if (gbnf.rfind(head, 0) != 0) return Status::internal("tool call grammar: unexpected converter output");
+  gbnf = "call ::= " + gbnf.substr(head.size());
+  std::string root;
+  switch (syntax) {
+    case ToolCallSyntax::kHermes:
+      root = "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= block";
+      if (parallel) root += " ( \"\\n\" block )*";
+      break;
+    case ToolCallSyntax::kMistral:
+      root = "root ::= \"[\" call";
+      if (parallel) root += " ( \", \" call )*";
+      root += " \"]\"";
+      break;
+    default:  // kLlama3Json, kGeneric: one bare call object
+      root = "root ::= call";
+      break;
+  }
+  return root + "\n" + gbnf;
+}
+
+}  // namespace larder

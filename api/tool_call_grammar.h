@@ -1,0 +1,31 @@
+// The grammar that forces an answer to be tool calls (tool_choice
+// "required", or naming a function): the call objects in the syntax the
+// model's chat template uses (api/tool_calls.h), each one's arguments valid
+// under its function's "parameters" schema (api/json_schema_grammar.h).
+//
+//   kHermes      <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>,
+//                one or more blocks (one when !parallel)
+//   kLlama3Json  {"name": N, "parameters": {...}}: one call (the format has
+//                no list)
+//   kMistral     [{"name": N, "arguments": {...}}, ...] (its [TOOL_CALLS]
+//                tag is a control token that the parser does not need)
+//   kGeneric     {"name": N, "arguments": {...}}: one call
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/generation.h"
+#include "storage/status.h"
+
+namespace larder {
+
+// tools: the request's "tools" array (keys in the client's order). forced:
+// the one function to call ("" : any of them). Errors (kInvalidArgument):
+// a function's parameters use a schema keyword the grammar cannot enforce
+// (naming the tool), kNone syntax.
+Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordered_json& tools,
+                                   const std::string& forced, bool parallel);
+
+}  // namespace larder

@@ -1,0 +1,100 @@
+// Forced tool calls: the grammar for each template syntax accepts calls
+// written by hand in that syntax (and refuses others), and what it accepts
+// is what the tool-call parser (api/tool_calls.h) reads back as the call.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/tool_call_grammar.h"
+#include "api/tool_calls.h"
+#include "engine/grammar/grammar_matcher.h"
+
+using namespace larder;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+const ojson kTools = ojson::parse(R"([
+  {"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+    "properties":{"city":{"type":"string"},"unit":{"enum":["c","f"]}},"required":["city"]}}},
+  {"type":"function","function":{"name":"get_time","parameters":{"type":"object",
+    "properties":{"tz":{"type":"string"}},"required":["tz"]}}},
+  {"type":"function","function":{"name":"ping"}}
+])");
+
+std::shared_ptr<CompiledGrammar> grammar(ToolCallSyntax syntax, const std::string& forced, bool parallel) {
+  Result<std::string> gbnf = tool_call_gbnf(syntax, kTools, forced, parallel);
+  INFO(gbnf.status().to_string());
+  REQUIRE(gbnf.is_ok());
+  Result<Grammar> g = parse_gbnf(*gbnf);
+  INFO(*gbnf);
+  REQUIRE(g.is_ok());
+  return std::make_shared<CompiledGrammar>(*g);
+}
+
+bool accepts(const CompiledGrammar& g, std::string_view text) {
+  GrammarState st = grammar_start(g);
+  for (char c : text) {
+    st = grammar_advance(g, st, uint8_t(c));
+    if (st.empty()) return false;
+  }
+  return grammar_can_end(st);
+}
+
+ToolCallParse parse(ToolCallSyntax syntax, std::string_view text) {
+  ToolCallOptions o;
+  o.syntax = syntax;
+  o.tool_names = {"get_weather", "get_time", "ping"};
+  return parse_tool_calls(o, text);
+}
+
+}  // namespace
+
+TEST_CASE("forced tool calls: Hermes blocks, one or several", "[api][tools]") {
+  auto g = grammar(ToolCallSyntax::kHermes, "", /*parallel=*/true);
+  const std::string one = "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\",\"unit\":\"c\"}}\n</tool_call>";
+  const std::string two = one + "\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>";
+  CHECK(accepts(*g, one));
+  CHECK(accepts(*g, two));
+  CHECK_FALSE(accepts(*g, "Sure! " + one));  // nothing but calls
+  CHECK_FALSE(accepts(*g, "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{}}\n</tool_call>"));  // city required
+  CHECK_FALSE(accepts(*g, "<tool_call>\n{\"name\":\"rm\",\"arguments\":{}}\n</tool_call>"));  // not offered
+  ToolCallParse p = parse(ToolCallSyntax::kHermes, two);
+  REQUIRE(p.calls.size() == 2);
+  CHECK(p.calls[0].name == "get_weather");
+  CHECK(nlohmann::json::parse(p.calls[0].arguments) == nlohmann::json::parse(R"({"city":"Paris","unit":"c"})"));
+  CHECK(p.calls[1].name == "ping");
+  auto single = grammar(ToolCallSyntax::kHermes, "", /*parallel=*/false);
+  CHECK(accepts(*single, one));
+  CHECK_FALSE(accepts(*single, two));
+}
+
+TEST_CASE("forced tool calls: a named function, and the other syntaxes", "[api][tools]") {
+  auto named = grammar(ToolCallSyntax::kLlama3Json, "get_time", true);
+  const std::string call = R"({"name":"get_time","parameters":{"tz":"UTC"}})";
+  CHECK(accepts(*named, call));
+  CHECK_FALSE(accepts(*named, R"({"name":"get_weather","parameters":{"city":"Oslo"}})"));
+  CHECK_FALSE(accepts(*named, R"({"name":"get_time","arguments":{"tz":"UTC"}})"));  // Llama 3 says parameters
+  ToolCallParse p = parse(ToolCallSyntax::kLlama3Json, call);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "get_time");
+
+  auto mistral = grammar(ToolCallSyntax::kMistral, "", true);
+  const std::string list = R"([{"name":"ping","arguments":{}}, {"name":"get_time","arguments":{"tz":"CET"}}])";
+  CHECK(accepts(*mistral, list));
+  CHECK_FALSE(accepts(*mistral, R"({"name":"ping","arguments":{}})"));
+  CHECK(parse(ToolCallSyntax::kMistral, list).calls.size() == 2);
+
+  auto generic = grammar(ToolCallSyntax::kGeneric, "", true);
+  CHECK(accepts(*generic, R"({"name":"ping","arguments":{}})"));
+  CHECK(parse(ToolCallSyntax::kGeneric, R"({"name":"ping","arguments":{}})").calls.size() == 1);
+}
+
+TEST_CASE("forced tool calls: what cannot be forced is refused, naming the tool", "[api][tools]") {
+  const ojson bad = ojson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
+      "properties":{"n":{"type":"integer","minimum":0}}}}}])");
+  Result<std::string> r = tool_call_gbnf(ToolCallSyntax::kHermes, bad, "", true);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("tool \"f\"") && Catch::Contains("minimum"));
+  CHECK_FALSE(tool_call_gbnf(ToolCallSyntax::kHermes, kTools, "nope", true).is_ok());
+  CHECK_FALSE(tool_call_gbnf(ToolCallSyntax::kNone, kTools, "", true).is_ok());
+}

@@ -122,7 +122,14 @@ TEST_CASE("hostile inputs get their status and the daemon goes on serving", "[e2
        400, "messages[1].tool_calls[0].function.arguments"},
       {"a body 1,000,000 levels deep", post(chat, std::string(1000000, '[') + std::string(1000000, ']')), 400, nullptr},
       {"echo: true was ignored", post("/v1/completions", R"({"prompt":"Hi","echo":true})"), 400, "echo"},
-      {"grammar was ignored", post(chat, chat_body(user, R"(,"grammar":"root ::= \"a\"")")), 400, "grammar"},
+      {"a grammar that does not parse", post(chat, chat_body(user, R"(,"grammar":"root ::= (\"a\"")")), 400, "grammar"},
+      {"a grammar 100000 groups deep", post(chat, chat_body(user, R"(,"grammar":"root ::= )" + std::string(100000, '(') + R"(")")), 400,
+       "grammar"},
+      {"a schema 100 levels deep", post(chat, chat_body(user, R"(,"json_schema":)" + [] {
+         std::string s = "{}";
+         for (int i = 0; i < 100; ++i) s = R"({"type":"array","items":)" + s + "}";
+         return s;
+       }() + "")), 400, "json_schema"},
       {"legacy functions were ignored", post(chat, chat_body(user, R"(,"functions":[{"name":"f"}])")), 400,
        "functions"},
       {"cache_salt not a string", post(chat, chat_body(user, R"(,"cache_salt":7)")), 400, "cache_salt"},

@@ -152,12 +152,14 @@ TEST_CASE("gbnf: nesting and rule chains that would exhaust the stack are refuse
              Catch::Contains("nested more than 64"));
   CHECK(parse_gbnf("root ::= " + std::string(60, '(') + "\"a\"" + std::string(60, ')')).is_ok());
   std::string chain = "root ::= r0\n";
-  for (int i = 0; i < 5000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+  for (int i = 0; i < 5000; ++i) chain.append("r").append(std::to_string(i)).append(" ::= r").append(std::to_string(i + 1)).append("\n");
   chain += "r5000 ::= \"a\"\n";
   CHECK_THAT(parse_error(chain), Catch::Contains("more than 1000 rules"));
   // The same chain after a character is fine: each link matches first.
   std::string consuming = "root ::= r0\n";
-  for (int i = 0; i < 5000; ++i) consuming += "r" + std::to_string(i) + " ::= \"a\" r" + std::to_string(i + 1) + "\n";
+  for (int i = 0; i < 5000; ++i) {
+    consuming.append("r").append(std::to_string(i)).append(" ::= \"a\" r").append(std::to_string(i + 1)).append("\n");
+  }
   consuming += "r5000 ::= \"a\"\n";
   auto g = compile(consuming);
   CHECK(accepts(*g, std::string(5001, 'a')));

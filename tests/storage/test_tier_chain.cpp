@@ -90,7 +90,7 @@ TEST_CASE("lookup reads each key from the fastest tier holding it and stops at t
 
 TEST_CASE("a failed read ends the prefix: a lost node costs hits only", "[tier_chain]") {
   auto inner = tier(1 << 20);
-  for (uint64_t k = 0; k < 4; ++k) REQUIRE(inner->put(key(k), "r" + std::to_string(k)).is_ok());
+  for (uint64_t k = 0; k < 4; ++k) REQUIRE(inner->put(key(k), std::string(1, 'r').append(std::to_string(k))).is_ok());
   auto flaky = std::make_shared<FlakyTier>(inner, key(2));
   TierChain chain({{flaky, true}}, TierChainOptions{});
   auto found = lookup(chain, {key(0), key(1), key(2), key(3)});

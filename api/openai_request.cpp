@@ -141,24 +141,16 @@ std::optional<ApiError> refuse_unsupported(const json& obj) {
 // {"type": "json_schema", "json_schema": {"schema": ...}} -> out->grammar,
 // compiled here (on the pool thread) so that a bad grammar or an
 // unsupported schema is a 400 before anything is queued.
-std::optional<ApiError> read_grammar(const json& obj, std::string_view body, GenerationOptions* out) {
+std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
   std::string_view text;
   std::string from_schema;
   const char* param = nullptr;
-  // The schema again from the body, keys in the client's order (obj's
-  // std::map sorts them): `path` leads to it from the top.
-  auto schema_grammar = [&](std::initializer_list<const char*> path, const char* name) -> std::optional<ApiError> {
+  // `obj` is an ordered_json: the schema's keys keep the client's order.
+  auto schema_grammar = [&](const json& schema, const char* name) -> std::optional<ApiError> {
     if (param != nullptr) {
       return ApiError::invalid("give one of 'grammar', 'json_schema' and 'response_format', not several", name);
     }
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-    const nlohmann::ordered_json* schema = &ordered;
-    for (const char* key : path) {
-      auto it = schema->is_object() ? schema->find(key) : schema->end();
-      if (it == schema->end()) return ApiError::invalid("'" + std::string(name) + "': no schema", name);
-      schema = &*it;
-    }
-    Result<std::string> g = json_schema_to_gbnf(*schema);
+    Result<std::string> g = json_schema_to_gbnf(schema);
     if (!g.is_ok()) return ApiError::invalid("'" + std::string(name) + "': " + g.status().message(), name);
     from_schema = std::move(g).value();
     text = from_schema;
@@ -171,7 +163,7 @@ std::optional<ApiError> read_grammar(const json& obj, std::string_view body, Gen
     param = "grammar";
   }
   if (const json* v = field(obj, "json_schema"); v && !is_empty_object(*v)) {
-    if (auto e = schema_grammar({"json_schema"}, "json_schema")) return e;
+    if (auto e = schema_grammar(*v, "json_schema")) return e;
   }
   if (const json* v = field(obj, "response_format")) {
     const json* type = v->is_object() ? field(*v, "type") : nullptr;
@@ -193,7 +185,7 @@ std::optional<ApiError> read_grammar(const json& obj, std::string_view body, Gen
         return ApiError::invalid("'response_format' of type \"json_schema\" needs 'json_schema': {\"name\": ..., \"schema\": {...}}",
                                  "response_format");
       }
-      if (auto e = schema_grammar({"response_format", "json_schema", "schema"}, "response_format")) return e;
+      if (auto e = schema_grammar(*schema, "response_format")) return e;
     } else if (t != "text") {
       return ApiError::invalid("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got " +
                                    show(*type),
@@ -205,6 +197,50 @@ std::optional<ApiError> read_grammar(const json& obj, std::string_view body, Gen
   if (!g.is_ok()) return ApiError::invalid("'" + std::string(param) + "': " + g.status().message(), param);
   out->grammar = std::make_shared<const CompiledGrammar>(*g);
   return std::nullopt;
+}
+
+// "logit_bias" -> out->logit_bias (see GenerationOptions).
+std::optional<ApiError> read_logit_bias(const json& obj, GenerationOptions* out) {
+  const json* v = field(obj, "logit_bias");
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  constexpr size_t kMaxEntries = 1024;
+  auto bad = [](const std::string& why) { return ApiError::invalid("'logit_bias': " + why, "logit_bias"); };
+  auto add = [&](int64_t id, const json& bias) -> std::optional<ApiError> {
+    if (id < 0 || id > INT32_MAX) return bad("token ids must be non-negative integers");
+    float b = 0;
+    if (bias.is_boolean() && !bias.get<bool>()) {
+      b = -100.0f;  // llama.cpp: false bans the token
+    } else if (bias.is_number()) {
+      const double d = bias.get<double>();
+      if (!(d >= -100.0 && d <= 100.0)) return bad("each bias must lie in [-100, 100], got " + show(bias));
+      b = float(d);
+    } else {
+      return bad("each bias must be a number in [-100, 100] (or false)");
+    }
+    out->logit_bias.emplace_back(int32_t(id), b);
+    return std::nullopt;
+  };
+  if (v->is_object()) {
+    if (v->size() > kMaxEntries) return bad("at most " + std::to_string(kMaxEntries) + " tokens");
+    for (const auto& [key, bias] : v->items()) {
+      if (key.empty() || key.size() > 10 || !std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return bad("keys must be token ids (decimal integers), got \"" + key + "\"");
+      }
+      if (auto e = add(std::stoll(key), bias)) return e;
+    }
+    return std::nullopt;
+  }
+  if (v->is_array()) {
+    if (v->size() > kMaxEntries) return bad("at most " + std::to_string(kMaxEntries) + " tokens");
+    for (const json& pair : *v) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer()) {
+        return bad("an array must hold [token id, bias] pairs");
+      }
+      if (auto e = add(pair[0].get<int64_t>(), pair[1])) return e;
+    }
+    return std::nullopt;
+  }
+  return bad("must be an object of token id -> bias");
 }
 
 // Body -> JSON object.
@@ -219,7 +255,7 @@ std::optional<ApiError> parse_object(std::string_view body, json* out) {
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_options(const json& obj, std::string_view body, const SamplingParams& defaults,
+std::optional<ApiError> parse_options(const json& obj, const SamplingParams& defaults,
                                       GenerationOptions* out) {
   out->sampling = defaults;
   if (const json* v = field(obj, "model")) {
@@ -294,10 +330,8 @@ std::optional<ApiError> parse_options(const json& obj, std::string_view body, co
 
   if (auto e = refuse_unsupported(obj)) return e;
 
-  if (auto e = read_grammar(obj, body, out)) return e;
-  if (const json* v = field(obj, "logit_bias"); v && !(v->is_object() && v->empty())) {
-    return ApiError::invalid("'logit_bias' is not supported yet", "logit_bias");
-  }
+  if (auto e = read_grammar(obj, out)) return e;
+  if (auto e = read_logit_bias(obj, out)) return e;
   if (const json* v = field(obj, "logprobs")) {
     // Chat: a boolean; completions: an integer count. Both unsupported.
     bool wants = v->is_boolean() ? v->get<bool>() : v->is_number() ? v->get<double>() > 0 : true;
@@ -506,7 +540,7 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
                                                       ChatCompletionRequest* out) {
   json obj;
   if (auto e = parse_object(body, &obj)) return e;
-  if (auto e = parse_options(obj, body, defaults, &out->options)) return e;
+  if (auto e = parse_options(obj, defaults, &out->options)) return e;
 
   const json* msgs = field(obj, "messages");
   if (!msgs) return ApiError::invalid("'messages' is required", "messages");
@@ -558,7 +592,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body,
   // tokens): control-token text in it is parsed unless parse_special is
   // false, as llama.cpp's server and vLLM do.
   out->options.parse_special = true;
-  if (auto e = parse_options(obj, body, defaults, &out->options)) return e;
+  if (auto e = parse_options(obj, defaults, &out->options)) return e;
 
   const json* p = field(obj, "prompt");
   if (!p) return ApiError::invalid("'prompt' is required", "prompt");

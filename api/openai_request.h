@@ -81,6 +81,10 @@ struct GenerationOptions {
   // "json_object"}: the compiled grammar the output must follow (engine
   // GenerationRequest::grammar); null when neither is given.
   std::shared_ptr<const CompiledGrammar> grammar{};
+  // "logit_bias": {"<token id>": bias in [-100, 100]} (OpenAI), or
+  // llama.cpp's [[id, bias or false], ...]; ids are checked against the
+  // model's vocabulary by the router.
+  std::vector<std::pair<int32_t, float>> logit_bias{};
 };
 
 struct ChatCompletionRequest {

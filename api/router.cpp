@@ -103,6 +103,13 @@ std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options)
                                    info.id + "'",
                                "model", "model_not_found");
   }
+  for (const auto& [id, bias] : options.logit_bias) {
+    if (id >= info.n_vocab) {
+      return ApiError::invalid("'logit_bias': token " + std::to_string(id) + " is past the vocabulary (" +
+                                   std::to_string(info.n_vocab) + " tokens)",
+                               "logit_bias");
+    }
+  }
   return std::nullopt;
 }
 
@@ -147,11 +154,10 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     return ApiError::invalid(tokens.status().message(), code == StatusCode::kUnsupported ? "tools" : "messages");
   }
   if (parsed.tool_required) {
-    // The tools again with their keys in the client's order (properties
-    // come out in that order).
-    const nlohmann::ordered_json body_ordered = nlohmann::ordered_json::parse(body, nullptr, false);
-    Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, body_ordered.at("tools"), parsed.forced_tool,
-                                              parsed.parallel_tool_calls);
+    // The offered tools as the parser kept them (ordered_json: the
+    // properties come out in the client's order).
+    const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(parsed.chat.tools_json, nullptr, false);
+    Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parsed.parallel_tool_calls);
     if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
     Result<Grammar> g = parse_gbnf(*gbnf);
     if (!g.is_ok()) return ApiError::server("forcing a tool call: " + g.status().message());
@@ -217,6 +223,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   req.remember_answer = p.kind == CompletionKind::kChat;
   req.cache_salt = options.cache_salt;
   req.grammar = options.grammar;
+  req.logit_bias = options.logit_bias;
 
   CompletionMeta meta;
   meta.kind = p.kind;

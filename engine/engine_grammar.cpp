@@ -2,6 +2,7 @@
 // request's grammar does not allow next are set to -inf before the sampler
 // chain runs (as llama.cpp's grammar sampler does), so every stage after
 // it (penalties, temperature, top-k/p, min-p) sees only allowed tokens.
+// logit_bias is added first, so a grammar still wins over a bias.
 #include <cmath>
 
 #include "engine/engine_impl.h"
@@ -22,6 +23,14 @@ std::shared_ptr<const TokenTrie> Engine::Impl::token_trie() {
 }
 
 int32_t Engine::Impl::sample_next(Sequence& s, std::span<const float> row) {
+  if (!s.request.logit_bias.empty()) {
+    masked_logits_.assign(row.begin(), row.end());
+    for (const auto& [id, bias] : s.request.logit_bias) {
+      if (id < 0 || id >= n_vocab) continue;
+      masked_logits_[size_t(id)] = bias <= -100.0f ? -INFINITY : masked_logits_[size_t(id)] + bias;
+    }
+    row = masked_logits_;
+  }
   if (!s.request.grammar) return s.sampler.sample(row, s.tokens);
   const CompiledGrammar& g = *s.request.grammar;
   if (!s.grammar_masker) {
@@ -30,7 +39,7 @@ int32_t Engine::Impl::sample_next(Sequence& s, std::span<const float> row) {
   }
   const bool can_end = grammar_can_end(s.grammar_state) && !s.request.ignore_eos;
   const TokenMask& mask = s.grammar_masker->mask(s.grammar_state);
-  masked_logits_.assign(row.begin(), row.end());
+  if (row.data() != masked_logits_.data()) masked_logits_.assign(row.begin(), row.end());
   int n_allowed = 0;
   for (int32_t id = 0; id < n_vocab; ++id) {
     const bool allowed = mask_allows(mask, id) || (can_end && tokenizer->is_end_of_generation(id));

@@ -53,6 +53,10 @@ struct GenerationRequest {
   // where the text is a whole sentence of it, and generation stops (stop)
   // once nothing more may follow. Null: unconstrained.
   std::shared_ptr<const CompiledGrammar> grammar{};
+  // OpenAI's logit_bias: (token id, bias) added to the logits before the
+  // sampler chain; a bias of -100 or less bans the token (-inf). Ids lie in
+  // [0, n_vocab) (checked by the API).
+  std::vector<std::pair<int32_t, float>> logit_bias{};
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };

@@ -145,7 +145,15 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
       {"grammar and response_format", "/v1/chat/completions",
        "{" + user + R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})", 400,
        "invalid_request_error", "response_format", nullptr},
-      {"logit_bias", "/v1/chat/completions", "{" + user + R"(,"logit_bias":{"50256":-100}})", 400,
+      {"logit_bias past the vocabulary", "/v1/chat/completions", "{" + user + R"(,"logit_bias":{"50256":-100}})", 400,
+       "invalid_request_error", "logit_bias", nullptr},
+      {"logit_bias key not an id", "/v1/chat/completions", "{" + user + R"(,"logit_bias":{"hello":1}})", 400,
+       "invalid_request_error", "logit_bias", nullptr},
+      {"logit_bias out of range", "/v1/completions", R"({"prompt":"Hi","logit_bias":{"5":101}})", 400,
+       "invalid_request_error", "logit_bias", nullptr},
+      {"logit_bias negative id (llama.cpp pairs)", "/v1/completions", R"({"prompt":"Hi","logit_bias":[[-1,2]]})", 400,
+       "invalid_request_error", "logit_bias", nullptr},
+      {"logit_bias not an object", "/v1/completions", R"({"prompt":"Hi","logit_bias":"5:1"})", 400,
        "invalid_request_error", "logit_bias", nullptr},
       {"model not a string", "/v1/chat/completions", "{" + user + R"(,"model":7})", 400, "invalid_request_error",
        "model", nullptr},
@@ -386,6 +394,20 @@ TEST_CASE("unimplemented fields are refused by name; their off values pass", "[a
       }
     }
   }
+}
+
+TEST_CASE("logit_bias in OpenAI's and llama.cpp's forms reaches the engine", "[api]") {
+  TestServer ts;
+  auto r = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"Hi","max_tokens":2,"logit_bias":{"7":-100,"3":2.5}})");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  r = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"Hi","max_tokens":2,"logit_bias":[[9,false],[4,-0.5]]})");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  auto reqs = ts.fake().requests();
+  REQUIRE(reqs.size() == 2);
+  CHECK(reqs[0].logit_bias == std::vector<std::pair<int32_t, float>>{{7, -100.0f}, {3, 2.5f}});
+  CHECK(reqs[1].logit_bias == std::vector<std::pair<int32_t, float>>{{9, -100.0f}, {4, -0.5f}});
 }
 
 TEST_CASE("grammar and response_format json_object reach the engine as a compiled grammar", "[api]") {

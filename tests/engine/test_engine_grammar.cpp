@@ -2,6 +2,8 @@
 // whatever the sampler draws, the output stays inside the grammar, and
 // generation stops where the grammar ends. Outputs are checked by
 // nlohmann::json's parser and by hand, not by the grammar matcher.
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <catch2/catch.hpp>
@@ -129,5 +131,38 @@ TEST_CASE("grammar: the JSON grammar keeps a long sampled output a JSON prefix",
     for (auto it = open.rbegin(); it != open.rend(); ++it) doc += *it == '{' ? '}' : ']';
     INFO(doc);
     CHECK_FALSE(nlohmann::json::parse(doc, nullptr, false).is_discarded());
+  }
+}
+
+TEST_CASE("logit_bias: greedy picks the argmax of logits + bias; -100 bans a token", "[engine][grammar]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  const std::vector<int32_t> prompt = engine->tokenize("Once upon a time", true);
+  GenerationRequest plain = greedy_request(prompt, 1);
+  plain.return_prompt_logits = true;
+  const Generated base = generate(*engine, plain);
+  REQUIRE(base.tokens.size() == 1);
+  const std::vector<float>& logits = base.final.prompt_logits;
+  REQUIRE(logits.size() == 512);
+  const int32_t top = base.tokens[0];
+  // The argmax of the logits plus a bias, worked out here from the unbiased logits.
+  auto argmax_with = [&](const std::vector<std::pair<int32_t, float>>& bias) {
+    std::vector<float> l = logits;
+    for (const auto& [id, b] : bias) l[size_t(id)] = b <= -100 ? -INFINITY : l[size_t(id)] + b;
+    return int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+  };
+  CHECK(argmax_with({}) == top);
+  // Ban the greedy token: the runner-up comes out.
+  GenerationRequest ban = greedy_request(prompt, 1);
+  ban.logit_bias = {{top, -100.0f}};
+  const int32_t second = generate(*engine, ban).tokens.at(0);
+  CHECK(second != top);
+  CHECK(second == argmax_with(ban.logit_bias));
+  // A small push to a low-ranked token that is not enough, and a big one that is.
+  const int32_t low = int32_t((top + 100) % 512);
+  for (float b : {0.5f, 100.0f}) {
+    GenerationRequest push = greedy_request(prompt, 1);
+    push.logit_bias = {{low, b}};
+    CHECK(generate(*engine, push).tokens.at(0) == argmax_with(push.logit_bias));
   }
 }

@@ -117,4 +117,14 @@ inline nlohmann::json load_reference() {
   return nlohmann::json::parse(f);
 }
 
+// The prompt tokens of one reference.json case (e.g. "long": 299 tokens);
+// empty for an unknown name.
+inline std::vector<int32_t> reference_prompt(const std::string& name) {
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    if (c["name"] == name) return c["prompt_tokens"].get<std::vector<int32_t>>();
+  }
+  return {};
+}
+
 }  // namespace larder::testing

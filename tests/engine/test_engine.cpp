@@ -25,15 +25,6 @@ namespace {
 
 std::vector<int32_t> json_ids(const nlohmann::json& a) { return a.get<std::vector<int32_t>>(); }
 
-// The prompt tokens of one reference.json case (e.g. "long": 299 tokens).
-std::vector<int32_t> case_prompt(const std::string& name) {
-  const nlohmann::json ref = load_reference();
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == name) return json_ids(c["prompt_tokens"]);
-  }
-  return {};
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -68,7 +59,7 @@ TEST_CASE("engine reproduces reference.json greedy tokens and top-5 logits (F32)
 
 TEST_CASE("a prompt restored from memory or RocksDB gives bit-identical logits", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  std::vector<int32_t> prompt = case_prompt("long");
+  std::vector<int32_t> prompt = reference_prompt("long");
   REQUIRE(prompt.size() == 299);
   // (299 - 1) / 16 = 18 full pages may come from the cache: 288 tokens.
   // The cold run computes 299 + 7 fed tokens = 306 positions, so page 18
@@ -242,7 +233,7 @@ TEST_CASE("answers of requests that do not ask for it, and changed answers, are 
 
 TEST_CASE("corrupt and truncated records in RocksDB are dropped and recomputed", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  std::vector<int32_t> prompt = case_prompt("long");
+  std::vector<int32_t> prompt = reference_prompt("long");
   auto keys = page_keys(model, prompt, 18);
   for (int damage = 0; damage < 3; ++damage) {
     INFO("damage kind " << damage);
@@ -282,7 +273,7 @@ TEST_CASE("corrupt and truncated records in RocksDB are dropped and recomputed",
 
 TEST_CASE("deleting the cache directory while running loses cache hits, not requests", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  std::vector<int32_t> prompt = case_prompt("long");
+  std::vector<int32_t> prompt = reference_prompt("long");
   TempDir dir;
   auto engine = make_engine(options_for(model, dir.str()));
   Generated first = generate(*engine, greedy_request(prompt, 4));
@@ -409,7 +400,7 @@ TEST_CASE("concurrent requests decode together and each equals its solo run", "[
 
 TEST_CASE("write_back: pages reach disk at shutdown (or on eviction) and restore after a restart", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  std::vector<int32_t> prompt = case_prompt("long");
+  std::vector<int32_t> prompt = reference_prompt("long");
   auto keys = page_keys(model, prompt, 18);
   TempDir dir;
   auto opts = options_for(model, dir.str());
@@ -468,7 +459,7 @@ TEST_CASE("the CUDA backend refuses model features it does not compute", "[engin
 TEST_CASE("a cache miss part-way names the first token that differs from the earlier request", "[engine]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   auto engine = make_engine(options_for(model, ""));
-  std::vector<int32_t> prompt = case_prompt("long");
+  std::vector<int32_t> prompt = reference_prompt("long");
   Generated first = generate(*engine, greedy_request(prompt, 2));
   CHECK(first.final.cache_divergence_pos == -1);  // nothing earlier to compare with
   std::vector<int32_t> edited = prompt;

@@ -24,14 +24,6 @@ constexpr int64_t kDiskPageBytes = 16 + int64_t(page_record_size(16, kPageBytes)
 // key count 4 + 18 keys * 16 + checksum 8 = 328 bytes, + 16 key bytes.
 constexpr int64_t kDiskPinRecordBytes = 16 + 328;
 
-std::vector<int32_t> reference_prompt(const std::string& name) {
-  const nlohmann::json ref = load_reference();
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == name) return c["prompt_tokens"].get<std::vector<int32_t>>();
-  }
-  return {};
-}
-
 // a rotated left by n: every page differs from a's.
 std::vector<int32_t> rotated(std::vector<int32_t> a, int n) {
   std::rotate(a.begin(), a.begin() + n, a.end());

@@ -14,17 +14,9 @@ using namespace larder::testing;
 
 namespace {
 
-std::vector<int32_t> long_prompt() {
-  const nlohmann::json ref = load_reference();
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") return c["prompt_tokens"].get<std::vector<int32_t>>();
-  }
-  return {};
-}
-
 // The long prompt with its second token replaced: another chain of page keys.
 std::vector<int32_t> variant(int32_t second) {
-  std::vector<int32_t> p = long_prompt();
+  std::vector<int32_t> p = reference_prompt("long");
   p[1] = second;
   return p;
 }
@@ -39,7 +31,7 @@ TEST_CASE("engine started on a full disk serves from memory and writes pages onc
   EngineOptions o = options_for(model, dir.str());
   o.open_tiers = tier_factory(hooks_for(ffs));
   ffs->full = true;
-  std::vector<int32_t> prompt = long_prompt();
+  std::vector<int32_t> prompt = reference_prompt("long");
   REQUIRE(prompt.size() == 299);  // (299 - 1) / 16 = 18 full pages
   {
     auto engine = make_engine(o);  // no error: the disk tier waits for space
@@ -85,7 +77,7 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   o.open_tiers = tier_factory(hooks_for(ffs));
   {
     auto engine = make_engine(o);
-    REQUIRE(generate(*engine, greedy_request(long_prompt(), 1)).final.finish == FinishReason::kLength);
+    REQUIRE(generate(*engine, greedy_request(reference_prompt("long"), 1)).final.finish == FinishReason::kLength);
     engine->flush_storage();
     ffs->full = true;
     Generated g = generate(*engine, greedy_request(variant(7), 1));
@@ -95,7 +87,7 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   }
   ffs->full = false;
   auto engine = make_engine(o);
-  CHECK(generate(*engine, greedy_request(long_prompt(), 1)).final.cached_tokens == 288);
+  CHECK(generate(*engine, greedy_request(reference_prompt("long"), 1)).final.cached_tokens == 288);
   // Nothing of variant(7)'s pages reached disk; only its first token (the
   // same BOS as long_prompt's resident page 0) is reused.
   CHECK(generate(*engine, greedy_request(variant(7), 1)).final.cached_tokens == 1);

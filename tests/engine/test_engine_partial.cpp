@@ -15,14 +15,6 @@ using namespace larder::testing;
 
 namespace {
 
-std::vector<int32_t> long_prompt() {
-  const nlohmann::json ref = load_reference();
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") return c["prompt_tokens"].get<std::vector<int32_t>>();
-  }
-  return {};
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -36,7 +28,7 @@ Generated cold_run(const std::string& model, const std::vector<int32_t>& prompt,
 
 TEST_CASE("a prompt whose every page is cached prefills only its last token", "[engine][partial]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  std::vector<int32_t> prompt = long_prompt();
+  std::vector<int32_t> prompt = reference_prompt("long");
   REQUIRE(prompt.size() == 299);
   // 320 tokens: 20 full pages. (320 - 1) / 16 = 19 of them count as whole
   // pages for a hit; page 19 (tokens 304..319) is sealed by the first run
@@ -56,7 +48,7 @@ TEST_CASE("a prompt whose every page is cached prefills only its last token", "[
 
 TEST_CASE("a prompt that diverges inside a page reuses the page's matching tokens bit-exact", "[engine][partial]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  const std::vector<int32_t> prompt = long_prompt();
+  const std::vector<int32_t> prompt = reference_prompt("long");
   for (int edit_at : {100, 111, 112, 5}) {
     INFO("edit at " << edit_at);
     std::vector<int32_t> edited = prompt;
@@ -78,7 +70,7 @@ TEST_CASE("a prompt that diverges inside a page reuses the page's matching token
 
 TEST_CASE("a returning chat reuses the partial tail page its last turn left, bit-exact", "[engine][partial]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  const std::vector<int32_t> prompt = long_prompt();
+  const std::vector<int32_t> prompt = reference_prompt("long");
   REQUIRE(prompt.size() == 299);
   auto engine = make_engine(options_for(model, ""));
   // Turn 1: 299 prompt tokens + 12 generated. The last generated token is
@@ -111,7 +103,7 @@ TEST_CASE("a returning chat reuses the partial tail page its last turn left, bit
 // key and partial reuse could not find them.
 TEST_CASE("a resent prompt of any length has all but its last token cached", "[engine][partial]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  const std::vector<int32_t> base = long_prompt();
+  const std::vector<int32_t> base = reference_prompt("long");
   auto engine = make_engine(options_for(model, ""));
   for (int n = 17; n <= 140; n += 3) {
     INFO("prompt of " << n << " tokens");

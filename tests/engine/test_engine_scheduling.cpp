@@ -17,19 +17,11 @@ std::vector<int32_t> slice(const std::vector<int32_t>& all, size_t from) {
   return std::vector<int32_t>(all.begin() + long(from), all.begin() + long(from + 150));
 }
 
-std::vector<int32_t> long_prompt() {
-  const nlohmann::json ref = load_reference();
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == "long") return c["prompt_tokens"].get<std::vector<int32_t>>();
-  }
-  return {};
-}
-
 }  // namespace
 
 TEST_CASE("requests wait for KV pages instead of failing, and preempted ones resume bit-exact", "[engine][scheduler]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
-  const std::vector<int32_t> all = long_prompt();
+  const std::vector<int32_t> all = reference_prompt("long");
   REQUIRE(all.size() == 299);
   const std::vector<std::vector<int32_t>> prompts = {slice(all, 0), slice(all, 49), slice(all, 98), slice(all, 149)};
   constexpr int kMaxTokens = 250;

@@ -26,14 +26,6 @@ using namespace larder::testing;
 
 namespace {
 
-std::vector<int32_t> reference_prompt(const std::string& name) {
-  const nlohmann::json ref = load_reference();
-  for (const auto& c : ref["cases"]) {
-    if (c["name"] == name) return c["prompt_tokens"].get<std::vector<int32_t>>();
-  }
-  return {};
-}
-
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

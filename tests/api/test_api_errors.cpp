@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/api/test_client.h"
+#include "tests/grammar/grammar_test_util.h"
 
 using nlohmann::json;
 using namespace larder;
@@ -425,11 +426,6 @@ TEST_CASE("grammar and response_format json_object reach the engine as a compile
   auto reqs = ts.fake().requests();
   REQUIRE(reqs.size() == 3);
   // Checked through the matcher on text worked out by hand.
-  auto accepts = [](const CompiledGrammar& g, std::string_view text) {
-    GrammarState st = grammar_start(g);
-    for (char c : text) st = grammar_advance(g, st, uint8_t(c));
-    return grammar_can_end(st);
-  };
   REQUIRE(reqs[0].grammar);
   CHECK(accepts(*reqs[0].grammar, R"({"a": [1, "x"]})"));
   CHECK_FALSE(accepts(*reqs[0].grammar, "[1]"));  // an object, not any value

@@ -5,9 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_schema_grammar.h"
-#include "engine/grammar/grammar_matcher.h"
+#include "tests/grammar/grammar_test_util.h"
 
 using namespace larder;
+using namespace larder::testing;
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -16,20 +17,8 @@ std::shared_ptr<CompiledGrammar> from_schema(const std::string& schema) {
   Result<std::string> gbnf = json_schema_to_gbnf(json::parse(schema));
   INFO(gbnf.status().to_string());
   REQUIRE(gbnf.is_ok());
-  Result<Grammar> g = parse_gbnf(*gbnf);
   INFO(*gbnf);
-  INFO(g.status().to_string());
-  REQUIRE(g.is_ok());
-  return std::make_shared<CompiledGrammar>(*g);
-}
-
-bool accepts(const CompiledGrammar& g, std::string_view text) {
-  GrammarState st = grammar_start(g);
-  for (char c : text) {
-    st = grammar_advance(g, st, uint8_t(c));
-    if (st.empty()) return false;
-  }
-  return grammar_can_end(st);
+  return compile(*gbnf);
 }
 
 std::string refusal(const std::string& schema) {

@@ -6,9 +6,10 @@
 
 #include "api/tool_call_grammar.h"
 #include "api/tool_calls.h"
-#include "engine/grammar/grammar_matcher.h"
+#include "tests/grammar/grammar_test_util.h"
 
 using namespace larder;
+using namespace larder::testing;
 using ojson = nlohmann::ordered_json;
 
 namespace {
@@ -25,19 +26,8 @@ std::shared_ptr<CompiledGrammar> grammar(ToolCallSyntax syntax, const std::strin
   Result<std::string> gbnf = tool_call_gbnf(syntax, kTools, forced, parallel);
   INFO(gbnf.status().to_string());
   REQUIRE(gbnf.is_ok());
-  Result<Grammar> g = parse_gbnf(*gbnf);
   INFO(*gbnf);
-  REQUIRE(g.is_ok());
-  return std::make_shared<CompiledGrammar>(*g);
-}
-
-bool accepts(const CompiledGrammar& g, std::string_view text) {
-  GrammarState st = grammar_start(g);
-  for (char c : text) {
-    st = grammar_advance(g, st, uint8_t(c));
-    if (st.empty()) return false;
-  }
-  return grammar_can_end(st);
+  return compile(*gbnf);
 }
 
 ToolCallParse parse(ToolCallSyntax syntax, std::string_view text) {

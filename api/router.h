@@ -50,6 +50,8 @@ class ApiRouter {
   std::optional<ApiError> check_prompt(const PreparedGeneration& p) const;
   // Loop thread: max_tokens clamp, submit to the engine, the response job.
   std::unique_ptr<ResponseJob> submit(PreparedGeneration prepared);
+  // The options against the served model: "model" names it (else 404),
+  // and logit_bias's token ids lie within its vocabulary (else 400).
   std::optional<ApiError> check_model(const GenerationOptions& options) const;
 
   uv_loop_t* loop_;

@@ -52,6 +52,18 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_vocab_(int
   }
 }
 
+namespace {
+
+// Sets the mask bits of the tokens that end at trie node n.
+void allow_tokens_of(const TokenTrie& trie, const TokenTrie::Node& n, TokenMask& mask) {
+  for (uint32_t t = 0; t < n.n_tokens; ++t) {
+    const int32_t id = trie.token(n.first_token + t);
+    mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+  }
+}
+
+}  // namespace
+
 TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, const GrammarState& state) {
   TokenMask mask(size_t(trie.n_vocab() + 63) / 64, 0);
   if (state.empty()) return mask;
@@ -66,12 +78,7 @@ TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, co
     Frame f = std::move(work.back());
     work.pop_back();
     const TokenTrie::Node& n = trie.node(f.node);
-    if (f.node != 0) {
-      for (uint32_t t = 0; t < n.n_tokens; ++t) {
-        const int32_t id = trie.token(n.first_token + t);
-        mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
-      }
-    }
+    if (f.node != 0) allow_tokens_of(trie, n, mask);
     for (uint32_t c = 0; c < n.n_children; ++c) {
       const TokenTrie::Edge& e = trie.edge(n.first_child + c);
       GrammarState next = grammar_advance(g, f.state, e.byte);
@@ -118,12 +125,7 @@ TokenMask GrammarMasker::walk(int32_t start) {
     const auto [node, state] = work.back();
     work.pop_back();
     const TokenTrie::Node& n = trie.node(node);
-    if (node != 0) {
-      for (uint32_t t = 0; t < n.n_tokens; ++t) {
-        const int32_t id = trie.token(n.first_token + t);
-        mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
-      }
-    }
+    if (node != 0) allow_tokens_of(trie, n, mask);
     for (uint32_t c = 0; c < n.n_children; ++c) {
       const TokenTrie::Edge& e = trie.edge(n.first_child + c);
       const int32_t to = next(state, e.byte);

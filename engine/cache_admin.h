@@ -52,6 +52,9 @@ struct CacheReport {
   int64_t running = 0;                 // sequences admitted (prefill, decode, restore)
   int64_t preemptions = 0;             // since start
   int64_t requests_total = 0;          // since start
+  int64_t prefill_tokens = 0;          // since start: prompt positions computed by prefill (Engine::Stats)
+  int64_t choice_pages_shared = 0;     // since start: full pages n > 1 choices share with their prompt
+  int64_t choice_pages_copied = 0;     // since start: partial last pages copied for them
   int64_t pinned_prefixes = 0;         // pins in force (pin())
   int64_t pinned_pages = 0;            // distinct page keys they cover
 };

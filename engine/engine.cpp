@@ -49,6 +49,8 @@ void Engine::Impl::run() {
     }
     std::erase_if(queued, [](const auto& s) { return s->state == SeqState::kFinished; });
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
+    fork_choices();  // engine/engine_choices.cpp: n > 1 choices whose prompt was prefilled last step
+    std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
 
     const size_t n_before = seqs.size();
     const StepPlan plan = schedule(sched_state());
@@ -136,6 +138,10 @@ void Engine::Impl::accept(std::unique_ptr<Sequence> seq) {
   s.n_prompt = int(s.tokens.size());
   s.n_target = s.n_prompt;
   if (s.n_prompt == 0) return finish(s, FinishReason::kError, "empty prompt");
+  if (s.request.n < 1 || s.request.n > kMaxChoices) {
+    return finish(s, FinishReason::kError, "n = " + std::to_string(s.request.n) + ": must lie in [1, " +
+                                               std::to_string(kMaxChoices) + "]");
+  }
   if (s.n_prompt >= n_ctx) {
     return finish(s, FinishReason::kError,
                   "prompt has " + std::to_string(s.n_prompt) + " tokens; the context holds " + std::to_string(n_ctx));
@@ -308,6 +314,7 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
     prefill_rate = prefill_rate == 0 ? rate : 0.8 * prefill_rate + 0.2 * rate;
   }
   s.n_computed += n;
+  stats.prefill_tokens += n;
   kv->commit(s.pages, s.tokens, s.n_computed);
   if (s.n_computed < s.n_target) return;
   s.state = SeqState::kDecode;
@@ -315,6 +322,12 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   s.t_first_token = Sequence::Clock::now();
   s.have_first_token = true;
   if (s.request.return_prompt_logits) s.prompt_logits = logits;
+  if (s.request.n > 1) {
+    // The choices fork before the next step is planned (fork_choices).
+    s.fork_logits = logits;
+    s.fork_pending = true;
+    return;
+  }
   handle_token(s, sample_next(s, logits));
 }
 
@@ -487,26 +500,39 @@ void Engine::stop() {
 const ModelInfo& Engine::model_info() const { return impl_->info; }
 
 void Engine::submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) {
+  std::vector<std::pair<GenerationRequest, std::shared_ptr<GenerationSink>>> one;
+  one.emplace_back(std::move(request), std::move(sink));
+  submit_batch(std::move(one));
+}
+
+void Engine::submit_batch(std::vector<std::pair<GenerationRequest, std::shared_ptr<GenerationSink>>> batch) {
   Impl& m = *impl_;
-  auto seq = std::make_unique<Sequence>(m.next_id++, std::move(request), std::move(sink),
-                                        *m.tokenizer, m.n_vocab);
-  seq->pages.id = seq->id;
-  seq->pages.root = salted_root(m.root, seq->request.cache_salt);
-  ++m.stats.requests_total;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  for (auto& [request, sink] : batch) {
+    auto seq = std::make_unique<Sequence>(m.next_id++, std::move(request), std::move(sink), *m.tokenizer, m.n_vocab);
+    seq->pages.id = seq->id;
+    seq->pages.root = salted_root(m.root, seq->request.cache_salt);
+    ++m.stats.requests_total;
+    seqs.push_back(std::move(seq));
+  }
   {
+    // One lock: the engine thread takes the whole batch in one step.
     std::lock_guard<std::mutex> lk(m.mu);
     if (!m.stopped) {
-      m.inbox.push_back(std::move(seq));
+      for (auto& seq : seqs) m.inbox.push_back(std::move(seq));
       m.cv.notify_one();
       return;
     }
   }
-  GenerationEvent ev;
-  ev.done = true;
-  ev.finish = FinishReason::kCancelled;
-  ev.error = "the engine is shutting down";
-  ev.prompt_tokens = int(seq->request.prompt_tokens.size());
-  seq->sink->on_event(std::move(ev));
+  for (auto& seq : seqs) {
+    GenerationEvent ev;
+    ev.done = true;
+    ev.choice = seq->request.first_choice;
+    ev.finish = FinishReason::kCancelled;
+    ev.error = "the engine is shutting down";
+    ev.prompt_tokens = int(seq->request.prompt_tokens.size());
+    seq->sink->on_event(std::move(ev));
+  }
 }
 
 void Engine::flush_storage() {
@@ -540,6 +566,9 @@ Engine::Stats Engine::stats() const {
   out.preemptions = s.preemptions;
   out.chose_restore = s.chose_restore;
   out.chose_recompute = s.chose_recompute;
+  out.prefill_tokens = s.prefill_tokens;
+  out.choice_pages_shared = k.pages_shared_fork;
+  out.choice_pages_copied = k.pages_copied_fork;
   if (const TierChain* chain = impl_->tiers.get()) {
     for (size_t i = 0; i < chain->n_tiers(); ++i) {
       if (!chain->persistent(i)) continue;

@@ -56,6 +56,7 @@ class Engine : public Generator {
   bool chat_uses_special_tokens() const override;
   Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request) const override;
   void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
+  void submit_batch(std::vector<std::pair<GenerationRequest, std::shared_ptr<GenerationSink>>> batch) override;
 
   // Blocks until every queued page write has reached the store (tests, SIGTERM).
   void flush_storage();
@@ -91,6 +92,13 @@ class Engine : public Generator {
     // Restore or recompute: lookups of lower-tier pages made because a
     // restore was estimated faster, and ones skipped because prefill was.
     int64_t chose_restore = 0, chose_recompute = 0;
+    // Prompt positions computed by prefill passes (first runs and resumes
+    // after a preemption; not those a cache hit or a fork covered).
+    int64_t prefill_tokens = 0;
+    // n > 1 choices forked from their prompt's sequence: full pages they
+    // share by reference, partial last pages copied (one per choice when
+    // the prompt does not end on a page boundary).
+    int64_t choice_pages_shared = 0, choice_pages_copied = 0;
     // Disk tier faults (storage/rocksdb_store.h "Disk faults"): writes
     // (pages, answer records, erases) that failed; times writes resumed or
     // a damaged store was replaced; records lost with stores moved aside.

@@ -1,6 +1,8 @@
 // Engine::Impl: the engine's state, shared by its source files:
 //   engine.cpp         start-up, the engine thread's loop (carrying out the
 //                      scheduler's StepPlan) and the cross-thread queues;
+//   engine_choices.cpp n > 1: the choices of one prompt fork after its
+//                      prefill, sharing its pages;
 //   engine_output.cpp  a sampled token's way to the client (stop strings,
 //                      detokenizer, finish events, remembered answers);
 //   engine_restore.cpp lower-tier lookups (prefetch), restore or recompute,
@@ -46,6 +48,9 @@ namespace larder {
 // Positions computed per engine step (decode tokens + prefill chunks), so
 // that running sequences keep decoding while a long prompt is prefilled.
 constexpr int kStepTokenBudget = 512;
+// Most choices one request may ask for (GenerationRequest::n); the API's
+// limit ([server] max_n) is lower.
+constexpr int kMaxChoices = 1024;
 
 // A rendering longer than this cannot fit the context: no token covers more
 // than max_token_bytes of text (Tokenizer::max_token_bytes), and a prompt of
@@ -106,6 +111,7 @@ struct Engine::Impl {
     std::atomic<int64_t> chose_restore{0}, chose_recompute{0};
     std::atomic<int64_t> pages_resident{0}, pages_free{0};
     std::atomic<int64_t> records_rejected_answers{0};
+    std::atomic<int64_t> prefill_tokens{0};  // positions computed by prefill passes
   } stats;
 
   // engine.cpp: the loop.
@@ -136,6 +142,17 @@ struct Engine::Impl {
   Sequence* find_queued(uint64_t id);
   void start_prefill(Sequence& s);
   void run_prefill(Sequence& s, int n_tokens);
+  // engine_choices.cpp: forks the choices of every sequence whose prefill
+  // ended with fork_pending (before the step is scheduled, so that the
+  // scheduler sees their pages), then samples each choice's first token
+  // from the prompt's logits. A choice that would pass max_running, or gets
+  // no page for its copy of the partial last page, is queued (at the
+  // front) as a request of its own instead: its full pages are then
+  // prefix-cache hits.
+  void fork_choices();
+  // Choice j of s (1 <= j < s.request.n): the same request with its own
+  // seed and choice index, nothing computed yet.
+  std::unique_ptr<Sequence> make_choice(const Sequence& s, int j);
   void run_decode(const std::vector<Sequence*>& batch);
   Sequence* find_seq(uint64_t id);
   void publish_stats();

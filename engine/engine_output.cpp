@@ -99,6 +99,7 @@ void Engine::Impl::handle_token(Sequence& s, int32_t token) {
 void Engine::Impl::emit(Sequence& s, std::string text, std::vector<int32_t> tokens) {
   s.emitted_text += text;
   GenerationEvent ev;
+  ev.choice = s.request.first_choice;
   ev.text = std::move(text);
   ev.tokens = std::move(tokens);
   s.sink->on_event(std::move(ev));
@@ -131,6 +132,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) remember_answer(s);
   auto now = Sequence::Clock::now();
   GenerationEvent ev;
+  ev.choice = s.request.first_choice;
   ev.done = true;
   ev.finish = reason;
   ev.error = std::move(error);

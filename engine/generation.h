@@ -57,20 +57,36 @@ struct GenerationRequest {
   // sampler chain; a bias of -100 or less bans the token (-inf). Ids lie in
   // [0, n_vocab) (checked by the API).
   std::vector<std::pair<int32_t, float>> logit_bias{};
+  // n > 1: choices of this one prompt (OpenAI's `n`). The prompt is
+  // prefilled once and its pages shared: the choices fork after the prefill
+  // (full pages by reference, the partial last page copied) and then decode
+  // as sequences of their own, each with its own sampler (seed + j for
+  // choice j when a seed is given, else a random seed each), stop strings,
+  // grammar state, max_tokens and logit_bias. Each choice preempts and
+  // finishes on its own; cancelling the sink cancels all of them.
+  int n = 1;
+  // The choice index of this request's first choice: its events carry
+  // choice = first_choice + j (a batch of prompts numbers its choices
+  // i * n + j, as OpenAI does, through one sink).
+  int first_choice = 0;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
 
-// One event from the engine to a request's sink. A request gets zero or more
-// events with text, then exactly one with done = true.
+// One event from the engine to a request's sink. Each choice of a request
+// gets zero or more events with text, then exactly one with done = true
+// (all n choices finish unless one ends with kError or kCancelled first:
+// the consumer then treats the request as failed).
 struct GenerationEvent {
+  int choice = 0;                      // GenerationRequest::first_choice + j for choice j
   std::string text;                    // UTF-8 text delta (never splits a character)
   std::vector<int32_t> tokens;         // token ids this delta covers
   bool done = false;
   FinishReason finish = FinishReason::kNone;
   std::string error;                   // set when finish == kError
-  // Filled on the final event:
+  // Filled on the final event (of each choice; prompt_tokens and
+  // cached_tokens are the prompt's, the same for every choice of it):
   int prompt_tokens = 0;
   int cached_tokens = 0;               // prompt tokens whose KV came from the cache (memory or disk)
   int completion_tokens = 0;
@@ -193,6 +209,12 @@ class Generator {
   }
   // Queues a request; events arrive on `sink`. Never blocks on the engine.
   virtual void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+  // Queues several requests at once (a completion request's array of
+  // prompts), so that the engine takes them in the same step and decodes
+  // them together. Default: submit() each in order.
+  virtual void submit_batch(std::vector<std::pair<GenerationRequest, std::shared_ptr<GenerationSink>>> batch) {
+    for (auto& [request, sink] : batch) submit(std::move(request), std::move(sink));
+  }
 
   // ---- cache admin (api/admin_routes.h) -----------------------------------
   // These BLOCK until the engine thread did the work (between two steps;

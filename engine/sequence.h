@@ -79,6 +79,11 @@ struct Sequence {
   GrammarState grammar_state;
   std::unique_ptr<GrammarMasker> grammar_masker;
   bool grammar_done = false;         // the last token completed the grammar: stop after it
+  // request.n > 1 (engine/engine_choices.cpp): the prompt's prefill is done
+  // and its last logits wait in fork_logits (n_vocab) for the choices to
+  // fork and sample their first tokens, at the start of the next step.
+  bool fork_pending = false;
+  std::vector<float> fork_logits;
 
   Clock::time_point t_admit = Clock::now();
   Clock::time_point t_first_token;

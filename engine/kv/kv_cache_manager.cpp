@@ -101,6 +101,38 @@ int KvCacheManager::reuse_partial(SeqPages& seq, std::span<const int32_t> tokens
   return best_len;
 }
 
+bool KvCacheManager::fork(const SeqPages& parent, SeqPages& child, int n_positions) {
+  const int ps = layout_.page_size;
+  const size_t n_full = size_t(n_positions / ps);
+  const bool tail = n_positions % ps != 0;
+  if (!child.block_table.empty() || parent.block_table.size() < n_full + (tail ? 1 : 0) ||
+      parent.keys.size() < n_full) {
+    return false;
+  }
+  std::optional<int> copy;
+  if (tail) {
+    copy = cache_.allocate();  // never one of parent's pages: they are held
+    if (!copy) return false;
+    flush_demotions();  // before `copy` is written
+    Status st = backend_.read_page(parent.block_table[n_full], page_buf_);
+    if (st.is_ok()) st = backend_.write_page(*copy, page_buf_);
+    if (!st.is_ok()) {
+      cache_.release(*copy);
+      spdlog::debug("fork: the partial page could not be copied: {}", st.to_string());
+      return false;
+    }
+  }
+  for (size_t i = 0; i < n_full; ++i) {
+    cache_.acquire(parent.block_table[i]);
+    child.block_table.push_back(parent.block_table[i]);
+  }
+  child.keys.assign(parent.keys.begin(), parent.keys.begin() + long(n_full));
+  if (copy) child.block_table.push_back(*copy);
+  stats_.pages_shared_fork += int64_t(n_full);
+  stats_.pages_copied_fork += copy ? 1 : 0;
+  return true;
+}
+
 std::vector<PageKey> KvCacheManager::chain_keys(const PageKey& root, std::span<const int32_t> tokens,
                                                 int n_pages) const {
   return prefix_chain(root, tokens, layout_.page_size, n_pages);

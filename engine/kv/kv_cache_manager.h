@@ -52,6 +52,9 @@ struct KvCacheStats {
   std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
   std::atomic<int64_t> tokens_reused_partial{0};  // prompt tokens taken from part of a page (reuse_partial)
   std::atomic<int64_t> partial_pages_kept{0};     // partial tail pages kept at release
+  // fork (n > 1 choices): full pages shared by reference, partial last pages copied.
+  std::atomic<int64_t> pages_shared_fork{0};
+  std::atomic<int64_t> pages_copied_fork{0};
   // The device tier's row of GET /admin/cache and /metrics:
   std::atomic<int64_t> pages_missed_device{0};  // prefix pages looked up, not resident
   std::atomic<int64_t> bytes_restored{0};       // page bytes copied onto the device by restores
@@ -101,6 +104,15 @@ class KvCacheManager {
   // no prefill: equal prefixes give equal K/V, and the rest of the copied
   // page is overwritten as the prefill goes on.
   int reuse_partial(SeqPages& seq, std::span<const int32_t> tokens, int n_computed, int max_reuse);
+  // Fork (n > 1 choices of one prompt): gives `child` (which holds no
+  // pages) the K/V of `parent`'s positions [0, n_positions): its full pages
+  // by reference (held once more: read-only from now on, as shared pages
+  // are) with their keys, and a copy of the partial last page (positions
+  // n_positions / ps * ps .. n_positions - 1) in a page of the child's own,
+  // which it goes on writing. parent must hold ceil(n_positions / ps)
+  // pages with its full ones committed. Returns false, child unchanged,
+  // when no page is available for the copy (or the copy failed).
+  bool fork(const SeqPages& parent, SeqPages& child, int n_positions);
   // prepare, step 3: pages for positions [0, n_positions); false when the
   // device has no page left (nothing allocated is lost).
   bool ensure_pages(SeqPages& seq, int n_positions);

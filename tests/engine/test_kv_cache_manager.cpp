@@ -110,3 +110,68 @@ TEST_CASE("pages the device evicts go down to the host tier in one batched copy"
   }
   kv.release(b);
 }
+
+TEST_CASE("fork shares the full pages by reference and copies the partial last one", "[engine][kv]") {
+  KvLayout layout;
+  layout.n_layer = 1;
+  layout.kv_dim = 4;
+  layout.page_size = 16;  // 512-byte pages
+  CountingBackend backend(layout, 5);
+  PageRecordMeta meta;
+  meta.n_layers = 1;
+  meta.page_size = 16;
+  meta.kv_dim = 4;
+  KvCacheManager kv(backend, meta, nullptr, /*write_through=*/false);
+
+  // The parent: 40 positions = 2 full pages + 8 positions of a third; page
+  // j's bytes are all 0x20 + j.
+  std::vector<int32_t> tokens(40);
+  std::iota(tokens.begin(), tokens.end(), 100);
+  SeqPages parent;
+  parent.root = PageKey{3, 4};
+  REQUIRE(kv.ensure_pages(parent, 40));
+  for (int j = 0; j < 3; ++j) {
+    std::vector<uint8_t> bytes(512, uint8_t(0x20 + j));
+    REQUIRE(backend.write_page(parent.block_table[size_t(j)], bytes).is_ok());
+  }
+  kv.commit(parent, tokens, 40);
+  REQUIRE(parent.keys.size() == 2);
+  REQUIRE(kv.n_free() == 2);
+
+  SeqPages child;
+  child.root = parent.root;
+  REQUIRE(kv.fork(parent, child, 40));
+  REQUIRE(child.block_table.size() == 3);
+  CHECK(child.block_table[0] == parent.block_table[0]);
+  CHECK(child.block_table[1] == parent.block_table[1]);
+  CHECK(child.block_table[2] != parent.block_table[2]);
+  CHECK(child.keys == parent.keys);
+  CHECK(kv.device().ref_count(parent.block_table[0]) == 2);
+  CHECK(kv.device().ref_count(parent.block_table[2]) == 1);
+  CHECK(kv.n_free() == 1);  // one page taken: the copy
+  std::vector<uint8_t> copied(512);
+  REQUIRE(backend.read_page(child.block_table[2], copied).is_ok());
+  CHECK(copied == std::vector<uint8_t>(512, 0x22));
+  CHECK(kv.stats().pages_shared_fork == 2);
+  CHECK(kv.stats().pages_copied_fork == 1);
+  // Neither holds the other's partial page, and the child's pages are its own to release.
+  CHECK(kv.n_exclusive(child) == 1);
+
+  // One free page left: a second child gets it, a third none (unchanged).
+  SeqPages second, third;
+  REQUIRE(kv.fork(parent, second, 40));
+  CHECK_FALSE(kv.fork(parent, third, 40));
+  CHECK(third.block_table.empty());
+  CHECK(kv.device().ref_count(parent.block_table[0]) == 3);
+
+  kv.release(child);
+  kv.release(second);
+  CHECK(kv.device().ref_count(parent.block_table[0]) == 1);
+  CHECK(kv.n_free() == 2);
+  // On a page boundary there is nothing to copy.
+  SeqPages aligned;
+  REQUIRE(kv.fork(parent, aligned, 32));
+  CHECK(aligned.block_table.size() == 2);
+  CHECK(kv.n_free() == 2);
+  CHECK(kv.stats().pages_copied_fork == 2);
+}

@@ -1,0 +1,65 @@
+// n > 1 choices of one prompt (GenerationRequest::n): the prompt is
+// prefilled once by the request's own sequence (choice 0); when its prefill
+// is done the other choices fork from it, sharing its full pages by
+// reference and copying its partial last page (KvCacheManager::fork), and
+// every choice samples its first token from the prompt's last logits with
+// its own sampler. From then on each choice is a sequence like any other:
+// decoded, preempted and finished on its own (engine/engine_impl.h).
+#include <spdlog/spdlog.h>
+
+#include "engine/engine_impl.h"
+
+namespace larder {
+
+std::unique_ptr<Sequence> Engine::Impl::make_choice(const Sequence& s, int j) {
+  GenerationRequest r = s.request;
+  r.n = 1;
+  r.first_choice = s.request.first_choice + j;
+  if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + uint64_t(j);  // else: a random seed of its own
+  r.return_prompt_logits = false;
+  auto c = std::make_unique<Sequence>(next_id++, std::move(r), s.sink, *tokenizer, n_vocab);
+  c->pages.id = c->id;
+  c->pages.root = s.pages.root;
+  c->tokens = c->request.prompt_tokens;
+  c->n_prompt = s.n_prompt;
+  c->n_target = s.n_prompt;
+  c->t_admit = s.t_admit;
+  return c;
+}
+
+void Engine::Impl::fork_choices() {
+  const size_t n_seqs = seqs.size();  // the choices forked below are appended
+  for (size_t i = 0; i < n_seqs; ++i) {
+    Sequence& s = *seqs[i];
+    if (!s.fork_pending) continue;
+    s.fork_pending = false;
+    const std::vector<float> row = std::move(s.fork_logits);
+    s.fork_logits.clear();
+    if (s.state != SeqState::kDecode) continue;  // finished (cancelled) meanwhile
+    std::vector<Sequence*> forked = {&s};
+    std::vector<std::unique_ptr<Sequence>> waiting;
+    for (int j = 1; j < s.request.n; ++j) {
+      std::unique_ptr<Sequence> c = make_choice(s, j);
+      // A choice is a running sequence: within max_running, and with a page
+      // for its copy of the partial last page.
+      if (int(seqs.size()) >= opt.max_running || !kv->fork(s.pages, c->pages, s.n_computed)) {
+        spdlog::debug("request {}: choice {} cannot fork (max_running or no page); queued as a request of its own",
+                      s.id, j);
+        waiting.push_back(std::move(c));
+        continue;
+      }
+      c->n_computed = s.n_computed;
+      c->n_cached = s.n_cached;
+      c->state = SeqState::kDecode;
+      c->t_first_token = s.t_first_token;
+      c->have_first_token = true;
+      forked.push_back(c.get());
+      seqs.push_back(std::move(c));
+    }
+    // At the queue's front, in order: they belong to a running request.
+    queued.insert(queued.begin(), std::make_move_iterator(waiting.begin()), std::make_move_iterator(waiting.end()));
+    for (Sequence* c : forked) handle_token(*c, sample_next(*c, row));
+  }
+}
+
+}  // namespace larder

@@ -86,6 +86,7 @@ PromptOrError read_prompt(const std::string& body, bool evict, bool need_fit, Ge
   if (has_prompt) {
     CompletionRequest parsed;
     if (auto e = parse_completion_request(body, defaults, info.n_vocab, &parsed)) return *e;
+    if (!parsed.more_prompts.empty()) return ApiError::invalid("'prompt' must be one prompt here, not an array of them", "prompt");
     if (!parsed.prompt_is_tokens && need_fit && info.max_prompt_bytes > 0 &&
         parsed.prompt_text.size() > info.max_prompt_bytes) {
       return ApiError::invalid("the prompt is " + std::to_string(parsed.prompt_text.size()) +

@@ -1,5 +1,7 @@
 #include "api/generation_job.h"
 
+#include <algorithm>
+
 namespace larder {
 
 void LoopWaker::wake() {
@@ -43,40 +45,50 @@ void QueueSink::detach() {
 
 GenerationJob::GenerationJob(CompletionMeta meta, bool stream, bool include_usage,
                              std::shared_ptr<QueueSink> sink, ToolCallOptions tools, uint64_t tool_call_id_seed,
-                             std::shared_ptr<ApiMetrics> metrics)
+                             std::shared_ptr<ApiMetrics> metrics, ChoiceLayout choices)
     : meta_(std::move(meta)),
       stream_(stream),
       include_usage_(include_usage),
       sink_(std::move(sink)),
-      tools_(tools),
-      tool_stream_(std::move(tools)),
+      tools_(std::move(tools)),
       id_rng_(tool_call_id_seed),
-      metrics_(std::move(metrics)) {}
+      metrics_(std::move(metrics)),
+      layout_(choices) {
+  choices_.reserve(size_t(std::max(1, layout_.n_choices())));
+  for (int i = 0; i < std::max(1, layout_.n_choices()); ++i) choices_.emplace_back(tools_);
+}
 
 void GenerationJob::observe(const QueueSink::Timed& t) {
   if (!metrics_) return;
   const GenerationEvent& e = t.event;
+  if (e.choice < 0 || size_t(e.choice) >= choices_.size()) return;
+  Choice& c = choices_[size_t(e.choice)];
   const auto seconds = [](QueueSink::Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   if (e.done) {
     if (e.finish == FinishReason::kError) return;
     // A generation whose first output is its end (no text was sent).
-    if (!last_output_ && e.completion_tokens > 0) metrics_->observe_time_to_first_token(seconds(t.at - submitted_));
-    metrics_->count_generation(e);
+    if (!had_output_ && e.completion_tokens > 0) {
+      metrics_->observe_time_to_first_token(seconds(t.at - submitted_));
+      had_output_ = true;
+    }
+    metrics_->count_generation(e, /*count_prompt=*/e.choice % std::max(1, layout_.n) == 0);
     return;
   }
   if (e.text.empty()) return;
-  if (!last_output_) {
+  // The response's first output; then the gaps within each choice.
+  if (!had_output_) {
     metrics_->observe_time_to_first_token(seconds(t.at - submitted_));
-  } else {
-    metrics_->observe_inter_token_latency(seconds(t.at - *last_output_));
+    had_output_ = true;
+  } else if (c.last_output) {
+    metrics_->observe_inter_token_latency(seconds(t.at - *c.last_output));
   }
-  last_output_ = t.at;
+  c.last_output = t.at;
 }
 
-void GenerationJob::write_text_chunk(ResponseWriter& writer, const std::string& text) {
+void GenerationJob::write_text_chunk(ResponseWriter& writer, int index, const std::string& text) {
   if (text.empty()) return;
   start_stream(writer);
-  writer.write_stream(sse_event(dump_json(text_chunk_json(meta_, text))));
+  writer.write_stream(sse_event(dump_json(with_choice_index(text_chunk_json(meta_, text), index))));
 }
 
 std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
@@ -107,7 +119,10 @@ void GenerationJob::start_stream(ResponseWriter& writer) {
   if (started_) return;
   started_ = true;
   writer.start_stream(200, "text/event-stream");
-  if (meta_.kind == CompletionKind::kChat) writer.write_stream(sse_event(dump_json(role_chunk_json(meta_))));
+  if (meta_.kind != CompletionKind::kChat) return;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    writer.write_stream(sse_event(dump_json(with_choice_index(role_chunk_json(meta_), int(i)))));
+  }
 }
 
 void GenerationJob::finish_with_error(ResponseWriter& writer, const ApiError& error) {
@@ -122,19 +137,43 @@ void GenerationJob::finish_with_error(ResponseWriter& writer, const ApiError& er
   writer.end_stream();
 }
 
+GenerationEvent GenerationJob::total_usage() const {
+  if (choices_.size() == 1) return *choices_[0].final;
+  GenerationEvent total;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const GenerationEvent& e = *choices_[i].final;
+    if (i % size_t(std::max(1, layout_.n)) == 0) {
+      total.prompt_tokens += e.prompt_tokens;
+      total.cached_tokens += e.cached_tokens;
+    }
+    total.completion_tokens += e.completion_tokens;
+    total.prefill_ms = std::max(total.prefill_ms, e.prefill_ms);
+    total.decode_ms = std::max(total.decode_ms, e.decode_ms);
+  }
+  return total;
+}
+
 void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
+  if (e.choice < 0 || size_t(e.choice) >= choices_.size() || choices_[size_t(e.choice)].final) {
+    finish_with_error(writer, ApiError::server("the engine sent an event for choice " + std::to_string(e.choice) +
+                                               " of " + std::to_string(choices_.size())));
+    return;
+  }
+  const int index = e.choice;
+  Choice& c = choices_[size_t(index)];
   if (!e.done) {
     if (stream_) {
       if (e.text.empty()) return;
-      write_text_chunk(writer, tool_stream_.push(e.text));
+      write_text_chunk(writer, index, c.tool_stream.push(e.text));
     } else {
-      text_ += e.text;
+      c.text += e.text;
     }
     return;
   }
   // The final event may carry a last piece of text.
   if (!e.text.empty()) {
     GenerationEvent piece;
+    piece.choice = index;
     piece.text = std::move(e.text);
     on_event(writer, piece);
   }
@@ -148,21 +187,39 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
     finish_with_error(writer, ApiError::server("generation was cancelled"));
     return;
   }
-  done_ = true;
+  on_final(writer, index, e);
+}
+
+void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent& e) {
+  Choice& c = choices_[size_t(index)];
+  ++n_finished_;
+  const bool last = n_finished_ == int(choices_.size());
   if (!stream_) {
-    ToolCallParse parsed = parse_tool_calls(tools_, text_);
-    writer.send(json_response(200, completion_json(meta_, parsed.content, e, with_ids(std::move(parsed.calls)))));
+    c.final = std::move(e);
+    if (!last) return;
+    done_ = true;
+    nlohmann::json body_choices = nlohmann::json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      ToolCallParse parsed = parse_tool_calls(tools_, choices_[i].text);
+      body_choices.push_back(
+          choice_json(meta_, int(i), parsed.content, *choices_[i].final, with_ids(std::move(parsed.calls))));
+    }
+    writer.send(json_response(200, completion_body_json(meta_, std::move(body_choices), total_usage())));
     return;
   }
-  ToolCallParse rest = tool_stream_.finish();
-  write_text_chunk(writer, rest.content);
+  ToolCallParse rest = c.tool_stream.finish();
+  write_text_chunk(writer, index, rest.content);
   std::vector<ToolCall> calls = with_ids(std::move(rest.calls));
   start_stream(writer);
   for (size_t i = 0; i < calls.size(); ++i) {
-    writer.write_stream(sse_event(dump_json(tool_call_chunk_json(meta_, static_cast<int>(i), calls[i]))));
+    writer.write_stream(
+        sse_event(dump_json(with_choice_index(tool_call_chunk_json(meta_, static_cast<int>(i), calls[i]), index))));
   }
-  writer.write_stream(sse_event(dump_json(finish_chunk_json(meta_, e, !calls.empty()))));
-  if (include_usage_) writer.write_stream(sse_event(dump_json(usage_chunk_json(meta_, e))));
+  writer.write_stream(sse_event(dump_json(with_choice_index(finish_chunk_json(meta_, e, !calls.empty()), index))));
+  c.final = std::move(e);
+  if (!last) return;
+  done_ = true;
+  if (include_usage_) writer.write_stream(sse_event(dump_json(usage_chunk_json(meta_, total_usage()))));
   writer.write_stream(kSseDone);
   writer.end_stream();
 }

@@ -82,27 +82,53 @@ class ResponseJob {
 // engine's events arrive.
 using HandlerResult = std::variant<HttpResponse, std::unique_ptr<ResponseJob>>;
 
+// The choices of one response: n_prompts prompts (a completion's prompt
+// array) times n choices each; choice index i * n + j is prompt i's choice j
+// (GenerationEvent::choice).
+struct ChoiceLayout {
+  int n_prompts = 1;
+  int n = 1;
+  int n_choices() const { return n_prompts * n; }
+};
+
 class GenerationJob : public ResponseJob {
  public:
   // stream: SSE chunks; include_usage: a usage chunk before [DONE].
-  // tools.syntax != kNone (chat with tools offered): tool calls in the answer
-  // become message.tool_calls / delta.tool_calls (api/tool_calls.h), with
-  // ids drawn from `tool_call_id_seed`.
+  // tools.syntax != kNone (chat with tools offered): tool calls in each
+  // answer become message.tool_calls / delta.tool_calls (api/tool_calls.h),
+  // with ids drawn from `tool_call_id_seed`.
   // metrics: counts the tokens and latencies (api/metrics.h); may be null.
+  // choices: the events of every choice arrive on `sink`; the body lists
+  // them in index order, streamed chunks carry their choice's index (a role
+  // chunk per choice first, a finish chunk per choice when it ends), and
+  // usage counts each prompt once and the completions of every choice. The
+  // first choice to fail (error, cancelled) fails the whole response.
   GenerationJob(CompletionMeta meta, bool stream, bool include_usage, std::shared_ptr<QueueSink> sink,
                 ToolCallOptions tools = {}, uint64_t tool_call_id_seed = 0,
-                std::shared_ptr<ApiMetrics> metrics = nullptr);
+                std::shared_ptr<ApiMetrics> metrics = nullptr, ChoiceLayout choices = {});
   ~GenerationJob() override;  // unfinished: cancel + detach the sink
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }
 
  private:
+  // What one choice has produced so far.
+  struct Choice {
+    explicit Choice(const ToolCallOptions& tools) : tool_stream(tools) {}
+    std::string text;             // non-streaming: the whole completion so far
+    ToolCallStream tool_stream;   // streaming with tools: holds back text that may be a call
+    std::optional<GenerationEvent> final;  // its final event, once it ended
+    std::optional<QueueSink::Clock::time_point> last_output;  // the previous text event's arrival
+  };
   void on_event(ResponseWriter& writer, GenerationEvent& event);
+  void on_final(ResponseWriter& writer, int index, GenerationEvent& event);
   void start_stream(ResponseWriter& writer);
   void finish_with_error(ResponseWriter& writer, const ApiError& error);
-  void write_text_chunk(ResponseWriter& writer, const std::string& text);
+  void write_text_chunk(ResponseWriter& writer, int index, const std::string& text);
   std::vector<ToolCall> with_ids(std::vector<ParsedToolCall> calls);
+  // The usage of all choices: each prompt's tokens once (from its first
+  // choice), the completion tokens of every choice, the longest times.
+  GenerationEvent total_usage() const;
   // Counts the event's tokens and latencies (metrics_).
   void observe(const QueueSink::Timed& t);
 
@@ -111,13 +137,14 @@ class GenerationJob : public ResponseJob {
   bool include_usage_;
   std::shared_ptr<QueueSink> sink_;
   ToolCallOptions tools_;
-  ToolCallStream tool_stream_;  // streaming with tools: holds back text that may be a call
   std::mt19937_64 id_rng_;
   std::shared_ptr<ApiMetrics> metrics_;
+  ChoiceLayout layout_;
+  std::vector<Choice> choices_;  // by index
+  int n_finished_ = 0;           // choices whose final event came
   QueueSink::Clock::time_point submitted_ = QueueSink::Clock::now();
-  std::optional<QueueSink::Clock::time_point> last_output_;  // the previous text event's arrival
-  std::string text_;        // non-streaming: the whole completion so far
-  bool started_ = false;    // streaming: head and role chunk sent
+  bool had_output_ = false;      // the time to first token was observed
+  bool started_ = false;    // streaming: head and role chunks sent
   bool done_ = false;
 };
 

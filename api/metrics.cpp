@@ -98,6 +98,12 @@ void add_cache(const CacheReport& r, std::vector<MetricFamily>& out) {
   single("larder_running_sequences", "Sequences admitted (prefilling, decoding or waiting for a restore).", G,
          double(r.running));
   single("larder_preemptions_total", "Sequences preempted because KV pages ran out.", C, double(r.preemptions));
+  single("larder_prefill_tokens_total", "Prompt positions computed by prefill (not covered by the cache or a fork).",
+         C, double(r.prefill_tokens));
+  single("larder_choice_pages_shared_total", "Full prompt pages the choices of an n > 1 request share by reference.",
+         C, double(r.choice_pages_shared));
+  single("larder_choice_pages_copied_total", "Partial last prompt pages copied for the choices of an n > 1 request.",
+         C, double(r.choice_pages_copied));
   single("larder_pinned_prefixes", "Prompt prefixes pinned (POST /admin/cache/pin).", G, double(r.pinned_prefixes));
 }
 
@@ -146,9 +152,11 @@ void ApiMetrics::count_response(std::string_view path, int status) {
   requests_->Add({{"endpoint", std::string(endpoint_label(path))}, {"code", std::to_string(status)}}).Increment();
 }
 
-void ApiMetrics::count_generation(const GenerationEvent& e) {
-  prompt_tokens_->Increment(double(e.prompt_tokens));
-  cached_tokens_->Increment(double(e.cached_tokens));
+void ApiMetrics::count_generation(const GenerationEvent& e, bool count_prompt) {
+  if (count_prompt) {
+    prompt_tokens_->Increment(double(e.prompt_tokens));
+    cached_tokens_->Increment(double(e.cached_tokens));
+  }
   generated_tokens_->Increment(double(e.completion_tokens));
 }
 

@@ -22,7 +22,9 @@
 //   larder_cache_{restore,spill}_seconds_total{tier}, larder_cache_evictions_total{tier, reason},
 //   larder_cache_{used,budget}_bytes{tier}, larder_cache_entries{tier}, larder_cache_pinned_entries{tier},
 //   larder_queue_length, larder_running_sequences, larder_preemptions_total,
-//   larder_pinned_prefixes
+//   larder_pinned_prefixes, larder_prefill_tokens_total (prompt positions
+//   computed by prefill), larder_choice_pages_{shared,copied}_total (n > 1:
+//   prompt pages the choices share, partial last pages copied for them)
 // (engine/cache_admin.h says what each tier's numbers count).
 #pragma once
 
@@ -56,8 +58,10 @@ class ApiMetrics {
   // A response with `status` to a request for `path` (the target without
   // its query).
   void count_response(std::string_view path, int status);
-  // A generation's final event: its prompt, cached and generated tokens.
-  void count_generation(const GenerationEvent& final_event);
+  // A generation's final event: its prompt, cached and generated tokens
+  // (count_prompt false: the generated ones only, for the 2nd..nth choice
+  // of one prompt).
+  void count_generation(const GenerationEvent& final_event, bool count_prompt = true);
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);
 

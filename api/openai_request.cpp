@@ -192,10 +192,11 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   }
 
   if (const json* v = field(obj, "n")) {
+    // The upper bound is the server's (router: [server] max_n).
     if (!v->is_number_integer()) return ApiError::invalid("'n' must be an integer", "n");
-    if (v->is_number_unsigned() ? v->get<uint64_t>() != 1 : v->get<int64_t>() != 1) {
-      return ApiError::invalid("only n = 1 is supported, got " + show(*v), "n");
-    }
+    const bool below_one = v->is_number_unsigned() ? v->get<uint64_t>() < 1 : v->get<int64_t>() < 1;
+    if (below_one) return ApiError::invalid("'n' must be at least 1, got " + show(*v), "n");
+    out->n = int(std::min<uint64_t>(v->get<uint64_t>(), uint64_t(INT32_MAX)));
   }
 
   std::optional<int> repeat_last_n;  // -1: the whole context
@@ -467,6 +468,58 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
   return parse_tools(obj, out);
 }
 
+namespace {
+
+constexpr const char* kPromptShape =
+    "'prompt' must be a string, an array of token ids, or a non-empty array of strings or of token-id arrays";
+
+// A JSON array of token ids -> ids in [0, n_vocab) (any id >= 0 when n_vocab <= 0).
+std::optional<ApiError> parse_token_ids(const json& a, int n_vocab, std::vector<int32_t>* out) {
+  for (const json& t : a) {
+    if (!t.is_number_integer()) return ApiError::invalid(kPromptShape, "prompt");
+    int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
+                                        : t.get<int64_t>();
+    if (id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab)) {
+      return ApiError::invalid("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                               std::to_string(n_vocab) + ")", "prompt");
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+// A completion's "prompt": a string, an array of token ids, or an array of
+// strings and token-id arrays (a batch, at most kMaxPrompts); ids in
+// [0, n_vocab) when n_vocab > 0. Errors name "prompt".
+std::optional<ApiError> parse_prompts(const json& p, int n_vocab, std::vector<CompletionPrompt>* out) {
+  out->clear();
+  if (p.is_string()) {
+    out->push_back({false, p.get<std::string>(), {}});
+    return std::nullopt;
+  }
+  if (!p.is_array() || p.empty()) return ApiError::invalid(kPromptShape, "prompt");
+  if (p[0].is_number_integer()) {  // one prompt of token ids
+    out->push_back({true, {}, {}});
+    return parse_token_ids(p, n_vocab, &out->back().tokens);
+  }
+  if (p.size() > kMaxPrompts) {
+    return ApiError::invalid("'prompt' may hold at most " + std::to_string(kMaxPrompts) + " prompts", "prompt");
+  }
+  for (const json& one : p) {
+    if (one.is_string()) {
+      out->push_back({false, one.get<std::string>(), {}});
+    } else if (one.is_array() && !one.empty()) {
+      out->push_back({true, {}, {}});
+      if (auto e = parse_token_ids(one, n_vocab, &out->back().tokens)) return e;
+    } else {
+      return ApiError::invalid(kPromptShape, "prompt");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ApiError> parse_completion_request(std::string_view body,
                                                  const SamplingParams& defaults, int n_vocab,
                                                  CompletionRequest* out) {
@@ -480,31 +533,12 @@ std::optional<ApiError> parse_completion_request(std::string_view body,
 
   const json* p = field(obj, "prompt");
   if (!p) return ApiError::invalid("'prompt' is required", "prompt");
-  constexpr const char* kShape = "'prompt' must be a string, an array of one string, or an array of token ids";
-  if (p->is_string()) {
-    out->prompt_is_tokens = false;
-    out->prompt_text = p->get<std::string>();
-    return std::nullopt;
-  }
-  if (!p->is_array() || p->empty()) return ApiError::invalid(kShape, "prompt");
-  if ((*p)[0].is_string()) {
-    if (p->size() != 1) return ApiError::invalid("only one prompt per request is supported", "prompt");
-    out->prompt_is_tokens = false;
-    out->prompt_text = (*p)[0].get<std::string>();
-    return std::nullopt;
-  }
-  out->prompt_is_tokens = true;
-  out->prompt_tokens.clear();
-  for (const json& t : *p) {
-    if (!t.is_number_integer()) return ApiError::invalid(kShape, "prompt");
-    int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
-                                        : t.get<int64_t>();
-    if (id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab)) {
-      return ApiError::invalid("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                               std::to_string(n_vocab) + ")", "prompt");
-    }
-    out->prompt_tokens.push_back(static_cast<int32_t>(id));
-  }
+  std::vector<CompletionPrompt> prompts;
+  if (auto e = parse_prompts(*p, n_vocab, &prompts)) return e;
+  out->prompt_is_tokens = prompts[0].is_tokens;
+  out->prompt_text = std::move(prompts[0].text);
+  out->prompt_tokens = std::move(prompts[0].tokens);
+  out->more_prompts.assign(std::make_move_iterator(prompts.begin() + 1), std::make_move_iterator(prompts.end()));
   return std::nullopt;
 }
 

@@ -10,14 +10,15 @@
 //                         assistant, tool (else 400 naming messages[i].role); content is
 //                         a string, null (assistant only), or an array of
 //                         {"type": "text", "text": string} parts (concatenated)
-//   prompt (completions)  string | [string] | [token id, ...]
+//   prompt (completions)  string | [token id, ...] | a batch: [string or
+//                         [token id, ...], ...] (at most kMaxPrompts)
 //   max_tokens, max_completion_tokens  integer >= 1 (the latter wins)
 //   temperature [0, 2]; top_p (0, 1]; top_k integer >= 0; min_p [0, 1];
 //   presence_penalty, frequency_penalty [-2, 2]; repeat_penalty > 0;
 //   repeat_last_n integer >= -1; ranges hold for the value as a 32-bit
 //   float too (1e-50 is 0 as a float);
 //   seed integer (-1: random); stop string | array of <= 4 strings;
-//   n == 1; stream bool; stream_options.include_usage bool;
+//   n integer >= 1 (at most [server] max_n, checked by the router); stream bool; stream_options.include_usage bool;
 //   cache_salt non-empty string of <= 1024 bytes;
 //   parse_special bool (default false for chat contents, true for a
 //   completion prompt);
@@ -85,6 +86,9 @@ struct GenerationOptions {
   // llama.cpp's [[id, bias or false], ...]; ids are checked against the
   // model's vocabulary by the router.
   std::vector<std::pair<int32_t, float>> logit_bias{};
+  // "n": choices per prompt (>= 1; the router refuses more than the
+  // server's max_n).
+  int n = 1;
 };
 
 struct ChatCompletionRequest {
@@ -99,12 +103,26 @@ struct ChatCompletionRequest {
   bool parallel_tool_calls = true;      // "parallel_tool_calls": false allows one call
 };
 
+// One prompt of a completion request.
+struct CompletionPrompt {
+  bool is_tokens = false;
+  std::string text;             // when !is_tokens
+  std::vector<int32_t> tokens;  // when is_tokens (passed to the engine as is)
+};
+
 struct CompletionRequest {
   GenerationOptions options;
+  // The (first) prompt:
   bool prompt_is_tokens = false;
   std::string prompt_text;              // when !prompt_is_tokens
   std::vector<int32_t> prompt_tokens;   // when prompt_is_tokens (passed to the engine as is)
+  // An array of prompts: the ones after the first, in order (they run as
+  // one batch; choice i * n + j is prompt i's choice j).
+  std::vector<CompletionPrompt> more_prompts;
 };
+
+// Most prompts one completion request may hold (an array of prompts).
+inline constexpr size_t kMaxPrompts = 2048;
 
 // Parses a chat completion body. `defaults` fills every knob the body leaves
 // unset. Returns the first validation error, or nullopt with *out filled.

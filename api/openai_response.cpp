@@ -83,9 +83,21 @@ json tool_call_json(const ToolCall& call) {
 
 json completion_json(const CompletionMeta& meta, const std::string& text, const GenerationEvent& final_event,
                      const std::vector<ToolCall>& tool_calls) {
+  return completion_body_json(meta, json::array({choice_json(meta, 0, text, final_event, tool_calls)}), final_event);
+}
+
+json completion_body_json(const CompletionMeta& meta, json choices, const GenerationEvent& usage_event) {
+  json body = envelope(meta, meta.kind == CompletionKind::kChat ? "chat.completion" : "text_completion");
+  body["choices"] = std::move(choices);
+  body["usage"] = usage_json(usage_event);
+  body["timings"] = timings_json(usage_event);
+  return body;
+}
+
+json choice_json(const CompletionMeta& meta, int index, const std::string& text, const GenerationEvent& final_event,
+                 const std::vector<ToolCall>& tool_calls) {
   bool chat = meta.kind == CompletionKind::kChat;
-  json body = envelope(meta, chat ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}};
+  json choice = {{"index", index}};
   if (chat && !tool_calls.empty()) {
     json calls = json::array();
     for (const ToolCall& c : tool_calls) calls.push_back(tool_call_json(c));
@@ -100,10 +112,14 @@ json completion_json(const CompletionMeta& meta, const std::string& text, const 
   choice["logprobs"] = nullptr;
   choice["finish_reason"] = tool_calls.empty() ? openai_finish_reason(final_event.finish) : "tool_calls";
   if (meta.return_tokens) choice["tokens"] = final_event.output_tokens;
-  body["choices"] = json::array({std::move(choice)});
-  body["usage"] = usage_json(final_event);
-  body["timings"] = timings_json(final_event);
-  return body;
+  return choice;
+}
+
+json with_choice_index(json chunk, int index) {
+  if (chunk.contains("choices") && chunk["choices"].is_array() && !chunk["choices"].empty()) {
+    chunk["choices"][0]["index"] = index;
+  }
+  return chunk;
 }
 
 json role_chunk_json(const CompletionMeta& meta) {

@@ -56,6 +56,14 @@ nlohmann::json timings_json(const GenerationEvent& final_event);
 nlohmann::json completion_json(const CompletionMeta& meta, const std::string& text,
                                const GenerationEvent& final_event,
                                const std::vector<ToolCall>& tool_calls = {});
+// n > 1 or several prompts: one choice of the body, {"index", "message" or
+// "text", "logprobs", "finish_reason"} as in completion_json, and the body
+// around the choices (an array of choice_json) with the usage and timings
+// of `usage_event` (GenerationJob sums them over the choices).
+nlohmann::json choice_json(const CompletionMeta& meta, int index, const std::string& text,
+                           const GenerationEvent& final_event, const std::vector<ToolCall>& tool_calls = {});
+nlohmann::json completion_body_json(const CompletionMeta& meta, nlohmann::json choices,
+                                    const GenerationEvent& usage_event);
 
 // A tool call id: "call_" + 24 random [A-Za-z0-9]; `short_id` (Mistral
 // templates check it): 9 random [A-Za-z0-9].
@@ -72,6 +80,9 @@ nlohmann::json tool_call_chunk_json(const CompletionMeta& meta, int index, const
 nlohmann::json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event,
                                  bool tool_calls = false);
 nlohmann::json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event);  // "choices": []
+// The chunks above are for choice 0; this sets choices[0].index of one to
+// `index` (n > 1, several prompts).
+nlohmann::json with_choice_index(nlohmann::json chunk, int index);
 
 // Server-sent events framing: "data: <payload>\n\n".
 std::string sse_event(std::string_view payload);

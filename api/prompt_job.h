@@ -29,6 +29,8 @@ struct PreparedGeneration {
   CompletionKind kind = CompletionKind::kText;
   GenerationOptions options;
   std::vector<int32_t> prompt_tokens;
+  // A completion's array of prompts: those after the first (prompt_tokens).
+  std::vector<std::vector<int32_t>> more_prompts;
   const char* prompt_param = "prompt";  // the field blamed for an over-long prompt
   ToolCallOptions tools;
 };

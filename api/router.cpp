@@ -103,6 +103,11 @@ std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options)
                                    info.id + "'",
                                "model", "model_not_found");
   }
+  if (options.n > options_.max_n) {
+    return ApiError::invalid("'n' is " + std::to_string(options.n) + "; this server allows at most " +
+                                 std::to_string(options_.max_n) + " choices per prompt (server.max_n)",
+                             "n");
+  }
   for (const auto& [id, bias] : options.logit_bias) {
     if (id >= info.n_vocab) {
       return ApiError::invalid("'logit_bias': token " + std::to_string(id) + " is past the vocabulary (" +
@@ -189,33 +194,47 @@ PreparedRequest ApiRouter::prepare_completion(const std::string& body) const {
   }
   out.prompt_tokens = parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens)
                                               : generator_.tokenize(parsed.prompt_text, parsed.options.parse_special);
-  out.options = std::move(parsed.options);
   if (auto e = check_prompt(out)) return *e;
+  for (CompletionPrompt& more : parsed.more_prompts) {
+    if (!more.is_tokens && info.max_prompt_bytes > 0 && more.text.size() > info.max_prompt_bytes) {
+      return ApiError::invalid("a prompt is " + std::to_string(more.text.size()) +
+                                   " bytes long, more than the model's context can hold",
+                               "prompt", "context_length_exceeded");
+    }
+    out.more_prompts.push_back(more.is_tokens ? std::move(more.tokens)
+                                              : generator_.tokenize(more.text, parsed.options.parse_special));
+    if (auto e = check_prompt(out.more_prompts.back(), out.prompt_param)) return *e;
+  }
+  out.options = std::move(parsed.options);
   return out;
 }
 
 std::optional<ApiError> ApiRouter::check_prompt(const PreparedGeneration& p) const {
+  return check_prompt(p.prompt_tokens, p.prompt_param);
+}
+
+std::optional<ApiError> ApiRouter::check_prompt(const std::vector<int32_t>& prompt, const char* param) const {
   const ModelInfo& info = generator_.model_info();
-  const int n_prompt = static_cast<int>(p.prompt_tokens.size());
-  if (n_prompt == 0) return ApiError::invalid("the prompt is empty", p.prompt_param);
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (n_prompt == 0) return ApiError::invalid("the prompt is empty", param);
   if (n_prompt >= info.n_ctx) {
     return ApiError::invalid(
         "the prompt is " + std::to_string(n_prompt) + " tokens long, but the model's context holds " +
             std::to_string(info.n_ctx) + " tokens (prompt and completion together); shorten the prompt",
-        p.prompt_param, "context_length_exceeded");
+        param, "context_length_exceeded");
   }
   return std::nullopt;
 }
 
-std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
+GenerationRequest ApiRouter::generation_request(const PreparedGeneration& p, std::vector<int32_t> prompt) const {
   const ModelInfo& info = generator_.model_info();
   const GenerationOptions& options = p.options;
-  const int room = info.n_ctx - static_cast<int>(p.prompt_tokens.size());
+  const int room = info.n_ctx - static_cast<int>(prompt.size());
   int max_tokens = options.max_tokens.value_or(defaults_.max_tokens());
   if (max_tokens <= 0 || max_tokens > room) max_tokens = room;
 
   GenerationRequest req;
-  req.prompt_tokens = std::move(p.prompt_tokens);
+  req.prompt_tokens = std::move(prompt);
   req.sampling = options.sampling;
   req.max_tokens = max_tokens;
   req.stop = options.stop;
@@ -224,6 +243,22 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   req.cache_salt = options.cache_salt;
   req.grammar = options.grammar;
   req.logit_bias = options.logit_bias;
+  req.n = options.n;
+  return req;
+}
+
+std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
+  const ModelInfo& info = generator_.model_info();
+  const GenerationOptions& options = p.options;
+  // One request per prompt, its choices numbered i * n + j (OpenAI's order).
+  std::vector<std::pair<GenerationRequest, std::shared_ptr<GenerationSink>>> batch;
+  auto sink = std::make_shared<QueueSink>(waker_);
+  batch.emplace_back(generation_request(p, std::move(p.prompt_tokens)), sink);
+  for (std::vector<int32_t>& prompt : p.more_prompts) {
+    batch.emplace_back(generation_request(p, std::move(prompt)), sink);
+    batch.back().first.first_choice = static_cast<int>(batch.size() - 1) * options.n;
+  }
+  const ChoiceLayout layout{static_cast<int>(batch.size()), options.n};
 
   CompletionMeta meta;
   meta.kind = p.kind;
@@ -232,11 +267,14 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.return_tokens = options.return_tokens;
 
-  auto sink = std::make_shared<QueueSink>(waker_);
   const uint64_t tool_call_id_seed = rng_();
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
-                                             std::move(p.tools), tool_call_id_seed, metrics_);
-  generator_.submit(std::move(req), sink);
+                                             std::move(p.tools), tool_call_id_seed, metrics_, layout);
+  if (batch.size() == 1) {
+    generator_.submit(std::move(batch[0].first), std::move(batch[0].second));
+  } else {
+    generator_.submit_batch(std::move(batch));
+  }
   return job;
 }
 

@@ -48,10 +48,14 @@ class ApiRouter {
   PreparedRequest prepare_completion(const std::string& body) const;
   // An empty prompt or one that fills the context: the error to answer.
   std::optional<ApiError> check_prompt(const PreparedGeneration& p) const;
+  std::optional<ApiError> check_prompt(const std::vector<int32_t>& prompt, const char* param) const;
   // Loop thread: max_tokens clamp, submit to the engine, the response job.
   std::unique_ptr<ResponseJob> submit(PreparedGeneration prepared);
-  // The options against the served model: "model" names it (else 404),
-  // and logit_bias's token ids lie within its vocabulary (else 400).
+  // The engine request for one prompt of `p` (max_tokens clamped to the room left).
+  GenerationRequest generation_request(const PreparedGeneration& p, std::vector<int32_t> prompt) const;
+  // The options against the served model and server: "model" names it
+  // (else 404), logit_bias's token ids lie within its vocabulary and n is
+  // at most max_n (else 400).
   std::optional<ApiError> check_model(const GenerationOptions& options) const;
 
   uv_loop_t* loop_;

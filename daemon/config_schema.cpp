@@ -120,6 +120,10 @@ const KeySpec kSpecs[] = {
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(float_in(v.f, 0, 3600)); c.server.shutdown_grace_s = v.f; return Status::ok(); },
    [](const DaemonConfig& c) { return of_float(c.server.shutdown_grace_s); }},
+  {"server", "max_n", Kind::kInt, "an integer between 1 and 128",
+   [](const Value& v, DaemonConfig& c) {
+     LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 128)); c.server.max_n = int(v.i); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.server.max_n); }},
   {"server", "allowed_hosts", Kind::kStringList,
    "a list of host names or IP addresses without a port (\"*\": any; \".example.lan\": the domain and its subdomains)",
    [](const Value& v, DaemonConfig& c) { return apply_list(v.list, &normalize_allowed_host, c.server.allowed_hosts); },

@@ -6,7 +6,8 @@
 //                 it keeps the last ChatRequest it got
 //   tool_call_syntax: kHermes unless set_tool_call_syntax() says otherwise
 //   submit:       answers on its own thread with the scripted text pieces, then
-//                 a final event with usage numbers; honours cancel().
+//                 a final event with usage numbers, for each of the request's
+//                 n choices (see answer()); honours cancel().
 //   cache admin:  cache_report returns the report set with set_cache_report();
 //                 pin / unpin / evict record their calls and answer
 //                 n_pages = tokens / 16 (or the status set with
@@ -19,6 +20,7 @@
 // It records every request it got.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -146,7 +148,8 @@ class FakeGenerator : public Generator {
     std::lock_guard<std::mutex> lock(mu_);
     requests_.push_back(request);
     threads_.emplace_back([this, script = script_, n_prompt = static_cast<int>(request.prompt_tokens.size()),
-                           sink = std::move(sink)] { answer(script, n_prompt, sink); });
+                           n = request.n, first = request.first_choice,
+                           sink = std::move(sink)] { answer(script, n_prompt, n, first, sink); });
   }
 
   // ---- cache admin ----
@@ -230,37 +233,55 @@ class FakeGenerator : public Generator {
     --n_at_admin_gate_;
   }
 
-  void answer(FakeScript script, int n_prompt, std::shared_ptr<GenerationSink> sink) {
-    GenerationEvent final_event;
-    final_event.done = true;
+  // Choice j of a request (GenerationRequest::n) gets the script's pieces,
+  // the first one prefixed with "[j]" for j > 0; the choices' events are
+  // interleaved piece by piece, each tagged with its choice index
+  // (first_choice + j), and every choice ends with its own final event.
+  void answer(FakeScript script, int n_prompt, int n, int first_choice, std::shared_ptr<GenerationSink> sink) {
+    n = std::max(1, n);
+    std::vector<GenerationEvent> finals(static_cast<size_t>(n));
     int n_sent = 0;
-    for (const std::string& piece : script.pieces) {
+    for (size_t p = 0; p < script.pieces.size(); ++p) {
       // Sleep in small steps so that cancel() is seen quickly.
       auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(script.delay_ms);
       while (!sink->cancelled() && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
       if (sink->cancelled()) break;
-      GenerationEvent e;
-      e.text = piece;
-      for (unsigned char c : piece) e.tokens.push_back(c);
-      final_event.output_tokens.insert(final_event.output_tokens.end(), e.tokens.begin(), e.tokens.end());
-      sink->on_event(std::move(e));
+      for (int j = 0; j < n; ++j) {
+        GenerationEvent e;
+        e.choice = first_choice + j;
+        if (p == 0 && j > 0) {
+          e.text += '[';
+          e.text += std::to_string(j);
+          e.text += ']';
+        }
+        e.text += script.pieces[p];
+        for (unsigned char c : e.text) e.tokens.push_back(c);
+        GenerationEvent& f = finals[static_cast<size_t>(j)];
+        f.output_tokens.insert(f.output_tokens.end(), e.tokens.begin(), e.tokens.end());
+        sink->on_event(std::move(e));
+      }
       ++n_sent;
     }
-    if (sink->cancelled()) {
-      final_event.finish = FinishReason::kCancelled;
-    } else {
-      final_event.finish = script.finish;
-      final_event.error = script.error;
+    const bool cancelled = sink->cancelled();
+    for (int j = 0; j < n; ++j) {
+      GenerationEvent& final_event = finals[static_cast<size_t>(j)];
+      final_event.done = true;
+      final_event.choice = first_choice + j;
+      if (cancelled) {
+        final_event.finish = FinishReason::kCancelled;
+      } else {
+        final_event.finish = script.finish;
+        final_event.error = script.error;
+      }
+      final_event.prompt_tokens = n_prompt;
+      final_event.cached_tokens = script.cached_tokens;
+      final_event.completion_tokens = n_sent;
+      final_event.prefill_ms = script.prefill_ms;
+      final_event.decode_ms = script.decode_ms;
+      sink->on_event(std::move(final_event));
     }
-    final_event.prompt_tokens = n_prompt;
-    final_event.cached_tokens = script.cached_tokens;
-    final_event.completion_tokens = n_sent;
-    final_event.prefill_ms = script.prefill_ms;
-    final_event.decode_ms = script.decode_ms;
-    bool cancelled = final_event.finish == FinishReason::kCancelled;
-    sink->on_event(std::move(final_event));
     std::lock_guard<std::mutex> lock(mu_);
     if (cancelled) ++n_cancelled_;
     ++n_finished_;

@@ -48,6 +48,9 @@ CacheReport sample_report() {
   r.queue_length = 2;
   r.running = 3;
   r.preemptions = 4;
+  r.prefill_tokens = 299;
+  r.choice_pages_shared = 54;
+  r.choice_pages_copied = 3;
   r.requests_total = 99;
   r.pinned_prefixes = 1;
   r.pinned_pages = 18;
@@ -257,7 +260,8 @@ TEST_CASE("admin requests: bad bodies, methods, paths and engine errors", "[api]
   o.max_body_bytes = 4096;
   TestServer ts(o);
   for (const char* body : {"", "{", "[1]", R"("x")", R"({"prompt": "a", "messages": []})", R"({"all": true})",
-                           R"({"prompt": 5})", R"({"messages": [{"role": "robot", "content": "x"}]})", "{}"}) {
+                           R"({"prompt": 5})", R"({"messages": [{"role": "robot", "content": "x"}]})", "{}",
+                           R"({"prompt": ["a", "b"]})", R"({"prompt": [[1, 2], [3]]})"}) {
     INFO(body);
     auto r = http(ts.port(), "POST", "/admin/cache/pin", body);
     REQUIRE(r);
@@ -514,6 +518,10 @@ TEST_CASE("GET /metrics: Prometheus text with request, token, latency and cache 
   CHECK(e.value("larder_queue_length") == 2);
   CHECK(e.value("larder_running_sequences") == 3);
   CHECK(e.value("larder_preemptions_total") == 4);
+  CHECK(e.value("larder_prefill_tokens_total") == 299);
+  CHECK(e.value("larder_choice_pages_shared_total") == 54);
+  CHECK(e.value("larder_choice_pages_copied_total") == 3);
+  CHECK(e.type.at("larder_choice_pages_shared_total") == "counter");
   CHECK(e.value("larder_pinned_prefixes") == 1);
 
   // A second scrape counts the first.

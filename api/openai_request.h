@@ -121,8 +121,10 @@ struct CompletionRequest {
   std::vector<CompletionPrompt> more_prompts;
 };
 
-// Most prompts one completion request may hold (an array of prompts).
-inline constexpr size_t kMaxPrompts = 2048;
+// Most prompts one completion request may hold (an array of prompts): each
+// is a sequence queued in the engine at once, with sampler buffers the size
+// of the vocabulary (1.5 MB for 128k tokens).
+inline constexpr size_t kMaxPrompts = 256;
 
 // Parses a chat completion body. `defaults` fills every knob the body leaves
 // unset. Returns the first validation error, or nullopt with *out filled.

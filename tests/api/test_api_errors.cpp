@@ -216,6 +216,11 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
        "invalid_request_error", "prompt", nullptr},
       {"completion prompt array with an empty token array", "/v1/completions", R"({"prompt":[[1],[]]})", 400,
        "invalid_request_error", "prompt", nullptr},
+      {"completion prompt array of 257 prompts", "/v1/completions", [] {
+         std::string p = R"({"prompt":["a")";
+         for (int i = 1; i < 257; ++i) p += R"(,"a")";
+         return p + "]}";
+       }(), 400, "invalid_request_error", "prompt", nullptr},
       {"completion prompt array with a bad id", "/v1/completions", R"({"prompt":[[1],[2,257]]})", 400,
        "invalid_request_error", "prompt", nullptr},
       {"completion prompt array with a prompt over the context", "/v1/completions",

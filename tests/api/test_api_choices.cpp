@@ -181,6 +181,39 @@ TEST_CASE("tool calls are parsed per choice", "[api][choices]") {
   CHECK(body["choices"][0]["message"]["tool_calls"][0]["id"] != body["choices"][1]["message"]["tool_calls"][0]["id"]);
 }
 
+TEST_CASE("streamed tool calls come per choice, under its index", "[api][choices]") {
+  TestServer ts;
+  ts.fake().set_n_ctx(4096);
+  FakeScript s;
+  s.pieces = {"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"};
+  ts.fake().set_script(s);
+  const std::string tools = R"([{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}])";
+  auto r = http(ts.port(), "POST", "/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"Time?"}],"n":2,"stream":true,"tools":)" + tools + "}");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  std::map<int, int> n_calls;
+  std::map<int, std::string> finish, content;
+  for (const std::string& e : sse_payloads(r->body)) {
+    if (e == "[DONE]") continue;
+    const json c = json::parse(e)["choices"][0];
+    const int index = c["index"].get<int>();
+    if (c["delta"].contains("tool_calls")) {
+      ++n_calls[index];
+      CHECK(c["delta"]["tool_calls"][0]["index"] == 0);  // the call's index within its choice
+      CHECK(c["delta"]["tool_calls"][0]["function"]["name"] == "get_time");
+    }
+    if (c["delta"].contains("content") && c["delta"]["content"].is_string()) {
+      content[index] += c["delta"]["content"].get<std::string>();
+    }
+    if (!c["finish_reason"].is_null()) finish[index] = c["finish_reason"].get<std::string>();
+  }
+  CHECK(n_calls == std::map<int, int>{{0, 1}, {1, 1}});
+  CHECK(finish == std::map<int, std::string>{{0, "tool_calls"}, {1, "tool_calls"}});
+  CHECK(content[1] == "[1]");  // choice 1's text before its call
+  CHECK(content[0].empty());
+}
+
 TEST_CASE("n above server.max_n is refused naming n", "[api][choices]") {
   ServerOptions o;
   o.max_n = 2;

@@ -26,6 +26,45 @@ CompiledGrammar::CompiledGrammar(const Grammar& g) : root_(g.root) {
       elems_.push_back({Op::kEnd, 0});
     }
   }
+  // FNV-1a over the elements, the character sets and the alternatives.
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xFF;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(root_);
+  for (const Elem& e : elems_) mix(uint64_t(e.op) << 32 | e.arg);
+  for (const CharSet& cs : sets_) {
+    mix(cs.element.negated);
+    for (const CharRange& r : cs.element.ranges) mix(uint64_t(r.lo) << 32 | r.hi);
+    mix(~uint64_t(0));
+  }
+  for (const std::vector<uint32_t>& alts : rule_alts_) {
+    for (uint32_t a : alts) mix(a);
+    mix(~uint64_t(0));
+  }
+  fingerprint_ = h;
+}
+
+bool CompiledGrammar::same_as(const CompiledGrammar& o) const {
+  if (fingerprint_ != o.fingerprint_ || root_ != o.root_ || elems_.size() != o.elems_.size() ||
+      sets_.size() != o.sets_.size() || rule_alts_ != o.rule_alts_) {
+    return false;
+  }
+  for (size_t i = 0; i < elems_.size(); ++i) {
+    if (elems_[i].op != o.elems_[i].op || elems_[i].arg != o.elems_[i].arg) return false;
+  }
+  for (size_t i = 0; i < sets_.size(); ++i) {
+    const GrammarElement& a = sets_[i].element;
+    const GrammarElement& b = o.sets_[i].element;
+    if (a.negated != b.negated || a.ranges.size() != b.ranges.size()) return false;
+    for (size_t r = 0; r < a.ranges.size(); ++r) {
+      if (a.ranges[r].lo != b.ranges[r].lo || a.ranges[r].hi != b.ranges[r].hi) return false;
+    }
+  }
+  return true;
 }
 
 namespace {

@@ -53,11 +53,19 @@ class CompiledGrammar {
   const std::vector<uint32_t>& alternatives(uint32_t rule) const { return rule_alts_[rule]; }
   uint32_t root() const { return root_; }
 
+  // Whether two compiled grammars are the same automaton (the same rules,
+  // element for element): masks of one are masks of the other, so
+  // GrammarMasker shares its tables between them. fingerprint(): a hash of
+  // the same content, equal for equal grammars.
+  bool same_as(const CompiledGrammar& o) const;
+  uint64_t fingerprint() const { return fingerprint_; }
+
  private:
   std::vector<Elem> elems_;
   std::vector<CharSet> sets_;
   std::vector<std::vector<uint32_t>> rule_alts_;  // rule -> start index of each alternative
   uint32_t root_ = 0;
+  uint64_t fingerprint_ = 0;
 };
 
 // One reading of the text so far: positions still to match (the top is the

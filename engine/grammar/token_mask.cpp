@@ -1,7 +1,9 @@
 #include "engine/grammar/token_mask.h"
 
 #include <algorithm>
-#include <numeric>
+#include <list>
+#include <mutex>
+#include <unordered_map>
 
 namespace larder {
 
@@ -50,6 +52,103 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_vocab_(int
     n.first_token = first_token;
     n.n_tokens = uint32_t(tokens_.size()) - first_token;
   }
+  // Subtree summaries, bottom-up: a child's index is above its parent's.
+  std::vector<uint32_t> n_below(nodes_.size(), 0);
+  std::vector<ByteSet> bytes(nodes_.size(), ByteSet{});
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    const Node& n = nodes_[i];
+    n_below[i] += n.n_tokens;
+    for (uint32_t c = 0; c < n.n_children; ++c) {
+      const Edge& e = edges_[n.first_child + c];
+      n_below[i] += n_below[e.child];
+      for (int w = 0; w < 4; ++w) bytes[i][size_t(w)] |= bytes[e.child][size_t(w)];
+      bytes[i][e.byte >> 6] |= uint64_t(1) << (e.byte & 63);
+    }
+  }
+  subtree_end_.resize(nodes_.size());
+  summary_.assign(nodes_.size(), kNoSummary);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    subtree_end_[i] = nodes_[i].first_token + n_below[i];
+    if (n_below[i] >= kSummaryTokens) {
+      summary_[i] = uint32_t(byte_sets_.size());
+      byte_sets_.push_back(bytes[i]);
+    }
+  }
+}
+
+namespace {
+
+// Table 3-7 of Unicode 15: after lead byte `b`, the continuation bytes still
+// due and the range the next one must lie in; false for a byte that cannot
+// start a sequence (a continuation byte, C0, C1, F5..FF).
+bool utf8_lead(uint8_t b, uint8_t& pending, uint8_t& lo, uint8_t& hi) {
+  lo = 0x80;
+  hi = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF) {
+    pending = 1;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    pending = 2;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    pending = 3;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenTrie::Closure> TokenTrie::closure(const ByteSet& cls) const {
+  const ByteSet& key = cls;
+  {
+    std::lock_guard<std::mutex> lk(closures_mu_);
+    for (auto it = closures_.begin(); it != closures_.end(); ++it) {
+      if (it->first == key) {
+        auto found = it->second;
+        closures_.erase(it);
+        closures_.emplace_back(key, found);
+        return found;
+      }
+    }
+  }
+  auto c = std::make_shared<Closure>();
+  c->closed.assign(size_t(n_vocab_ + 63) / 64, 0);
+  struct Frame {
+    uint32_t node;
+    uint8_t pending, lo, hi;  // UTF-8 continuation bytes still due, the next one's range
+  };
+  std::vector<Frame> work{{0, 0, 0, 0}};
+  while (!work.empty()) {
+    const Frame f = work.back();
+    work.pop_back();
+    const Node& n = nodes_[f.node];
+    for (uint32_t t = 0; t < n.n_tokens; ++t) {
+      const int32_t id = tokens_[n.first_token + t];
+      c->closed[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    }
+    for (uint32_t k = 0; k < n.n_children; ++k) {
+      const Edge& e = edges_[n.first_child + k];
+      if (f.pending > 0) {
+        if (e.byte >= f.lo && e.byte <= f.hi) work.push_back({e.child, uint8_t(f.pending - 1), 0x80, 0xBF});
+        continue;
+      }
+      uint8_t pending = 0, lo = 0, hi = 0;
+      if (((key[e.byte >> 6] >> (e.byte & 63)) & 1) != 0 && (e.byte < 0x80 || utf8_lead(e.byte, pending, lo, hi))) {
+        work.push_back({e.child, pending, lo, hi});
+      } else {
+        c->frontier.push_back({e.child, e.byte});
+      }
+    }
+    if (f.node == 0) c->n_root_frontier = c->frontier.size();
+  }
+  std::lock_guard<std::mutex> lk(closures_mu_);
+  closures_.emplace_back(key, c);
+  if (closures_.size() > kClosures) closures_.erase(closures_.begin());
+  return c;
 }
 
 namespace {
@@ -60,6 +159,30 @@ void allow_tokens_of(const TokenTrie& trie, const TokenTrie::Node& n, TokenMask&
     const int32_t id = trie.token(n.first_token + t);
     mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
   }
+}
+
+// Whether a character set matches every code point in [lo, hi]
+// (surrogates, which the matcher never reads, aside), none of them, or some.
+enum class NonAscii : int8_t { kAll, kNone, kSome };
+
+NonAscii range_class(const GrammarElement& e, uint32_t lo, uint32_t hi) {
+  std::vector<CharRange> r = e.ranges;
+  std::sort(r.begin(), r.end(), [](const CharRange& a, const CharRange& b) { return a.lo < b.lo; });
+  // A gap [lo, hi] in the ranges matters unless it lies among the surrogates.
+  auto real_gap = [](uint32_t lo, uint32_t hi) { return lo <= hi && !(lo >= 0xD800 && hi <= 0xDFFF); };
+  bool covered = true, touched = false;
+  uint32_t at = lo;  // the first code point not yet covered
+  for (const CharRange& x : r) {
+    if (x.hi < at) continue;
+    if (x.lo > hi) break;
+    if (x.lo > at && real_gap(at, x.lo - 1)) covered = false;
+    if (real_gap(std::max(x.lo, lo), std::min(x.hi, hi))) touched = true;
+    at = std::max(at, x.hi + 1);
+  }
+  if (at <= hi && real_gap(at, hi)) covered = false;
+  const NonAscii in = covered ? NonAscii::kAll : touched ? NonAscii::kSome : NonAscii::kNone;
+  if (!e.negated || in == NonAscii::kSome) return in;
+  return in == NonAscii::kAll ? NonAscii::kNone : NonAscii::kAll;
 }
 
 }  // namespace
@@ -88,75 +211,306 @@ TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, co
   return mask;
 }
 
-GrammarMasker::GrammarMasker(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenTrie> trie,
-                             size_t capacity, size_t max_states)
-    : g_(std::move(g)),
-      trie_(std::move(trie)),
-      capacity_(std::max<size_t>(capacity, 1)),
-      max_states_(std::max<size_t>(max_states, 16)) {}
+// The interned states, their transitions and the mask cache of one grammar
+// on one trie; shared by maskers of equal grammars (see the registry below).
+struct GrammarMasker::Tables {
+  static constexpr int32_t kUnknown = -2, kDead = -1;
 
-int32_t GrammarMasker::intern(GrammarState state) {
+  explicit Tables(const GrammarMasker::Options& o)
+      : capacity(std::max<size_t>(o.capacity, 1)), max_states(std::max<size_t>(o.max_states, 16)) {}
+
+  int32_t intern(GrammarState state);
+  int32_t next(const CompiledGrammar& g, int32_t id, uint8_t byte);
+  // Whether every byte of `set` leads state `id` back to itself.
+  bool loops_on(const CompiledGrammar& g, int32_t id, const TokenTrie::ByteSet& set);
+  // The mask of state `start`; counts the subtrees skipped and the closures used.
+  TokenMask walk(const CompiledGrammar& g, const TokenTrie& trie, int32_t start, bool fast, size_t* skipped,
+                 size_t* closures);
+  // The trie closure that state `id` covers at once (TokenTrie::closure),
+  // if any: of a class it loops on, or of a class its first character
+  // leads into a state `to` looping on it.
+  struct ClosureUse {
+    std::shared_ptr<const TokenTrie::Closure> closure;  // null: none
+    int32_t to = -1;  // the state on the closure's nodes below the root
+  };
+  ClosureUse closure_of(const CompiledGrammar& g, const TokenTrie& trie, int32_t id);
+  TokenTrie::ByteSet class_into(const CompiledGrammar& g, int32_t from, int32_t to);
+  // range_class of character set `set` over the code points lead byte
+  // `lead` (0xC2..0xF4) begins.
+  NonAscii set_class(const CompiledGrammar& g, uint32_t set, uint8_t lead);
+
+  std::mutex mu;
+  size_t capacity;
+  size_t max_states;
+  std::vector<GrammarState> states;
+  std::unordered_map<std::string, int32_t> state_ids;
+  std::vector<std::array<int32_t, 256>> next_ids;  // per state id: the id after each byte (kUnknown, kDead)
+  // per state id: bytes whose transition is known / known to loop back to the state
+  std::vector<TokenTrie::ByteSet> known, loops;
+  std::vector<int8_t> closure_known;  // per state id: closure_of computed
+  std::vector<ClosureUse> closures;  // per state id
+  std::vector<std::array<int8_t, 64>> set_classes;  // per character set, per lead byte: NonAscii + 1 (0: not computed)
+  using Entry = std::pair<std::string, std::shared_ptr<const TokenMask>>;
+  std::list<Entry> lru;  // most recent first
+  std::unordered_map<std::string, std::list<Entry>::iterator> index;
+};
+
+int32_t GrammarMasker::Tables::intern(GrammarState state) {
   std::string key = grammar_state_key(state);
-  auto it = state_ids_.find(key);
-  if (it != state_ids_.end()) return it->second;
-  const int32_t id = int32_t(states_.size());
-  states_.push_back(std::move(state));
-  next_.emplace_back();
-  next_.back().fill(kUnknown);
-  state_ids_.emplace(std::move(key), id);
+  auto it = state_ids.find(key);
+  if (it != state_ids.end()) return it->second;
+  const int32_t id = int32_t(states.size());
+  states.push_back(std::move(state));
+  next_ids.emplace_back();
+  next_ids.back().fill(kUnknown);
+  known.emplace_back();
+  loops.emplace_back();
+  closure_known.push_back(0);
+  closures.emplace_back();
+  state_ids.emplace(std::move(key), id);
   return id;
 }
 
-int32_t GrammarMasker::next(int32_t id, uint8_t byte) {
-  int32_t& slot = next_[size_t(id)][byte];
+int32_t GrammarMasker::Tables::next(const CompiledGrammar& g, int32_t id, uint8_t byte) {
+  const int32_t slot = next_ids[size_t(id)][byte];
   if (slot != kUnknown) return slot;
-  GrammarState after = grammar_advance(*g_, states_[size_t(id)], byte);
-  // intern() may grow next_: the reference above must not be used after it.
+  GrammarState after = grammar_advance(g, states[size_t(id)], byte);
+  // intern() may grow the tables: no reference into them is held across it.
   const int32_t to = after.empty() ? kDead : intern(std::move(after));
-  next_[size_t(id)][byte] = to;
+  next_ids[size_t(id)][byte] = to;
+  known[size_t(id)][byte >> 6] |= uint64_t(1) << (byte & 63);
+  if (to == id) loops[size_t(id)][byte >> 6] |= uint64_t(1) << (byte & 63);
   return to;
 }
 
-TokenMask GrammarMasker::walk(int32_t start) {
-  const TokenTrie& trie = *trie_;
-  TokenMask mask(size_t(trie.n_vocab() + 63) / 64, 0);
-  std::vector<std::pair<uint32_t, int32_t>> work{{0, start}};  // (trie node, state id)
+bool GrammarMasker::Tables::loops_on(const CompiledGrammar& g, int32_t id, const TokenTrie::ByteSet& set) {
+  for (size_t w = 0; w < 4; ++w) {
+    if ((set[w] & known[size_t(id)][w] & ~loops[size_t(id)][w]) != 0) return false;  // a known non-loop
+  }
+  for (size_t w = 0; w < 4; ++w) {
+    for (uint64_t todo = set[w] & ~known[size_t(id)][w]; todo != 0; todo &= todo - 1) {
+      if (next(g, id, uint8_t(w * 64 + size_t(__builtin_ctzll(todo)))) != id) return false;
+    }
+  }
+  return true;
+}
+
+NonAscii GrammarMasker::Tables::set_class(const CompiledGrammar& g, uint32_t set, uint8_t lead) {
+  if (set >= set_classes.size()) set_classes.resize(set + 1, std::array<int8_t, 64>{});
+  int8_t& c = set_classes[set][lead - 0xC0];
+  if (c == 0) {
+    // Table 3-7: the code points a sequence with this lead byte can be.
+    uint32_t lo = 0, hi = 0;
+    if (lead < 0xE0) {
+      lo = uint32_t(lead & 0x1F) << 6;
+      hi = lo | 0x3F;
+    } else if (lead < 0xF0) {
+      lo = uint32_t(lead & 0x0F) << 12;
+      hi = lo | 0xFFF;
+    } else {
+      lo = uint32_t(lead & 0x07) << 18;
+      hi = std::min<uint32_t>(lo | 0x3FFFF, 0x10FFFF);
+    }
+    c = int8_t(int(range_class(g.set(set).element, std::max<uint32_t>(lo, 0x80), hi)) + 1);
+  }
+  return NonAscii(c - 1);
+}
+
+// The class of characters that lead state `from` to `to` (the same state or
+// another one) when `to` loops on them: ASCII bytes by the tables, and the
+// lead bytes of code points that move the same stacks of both states as
+// the first such ASCII byte (then they lead where it leads). Empty when no
+// ASCII byte qualifies.
+TokenTrie::ByteSet GrammarMasker::Tables::class_into(const CompiledGrammar& g, int32_t from, int32_t to) {
+  TokenTrie::ByteSet cls{};
+  int byte = -1;
+  for (int b = 0; b < 128; ++b) {
+    if (next(g, from, uint8_t(b)) == to && next(g, to, uint8_t(b)) == to) {
+      cls[size_t(b) >> 6] |= uint64_t(1) << (b & 63);
+      if (byte < 0) byte = b;
+    }
+  }
+  if (byte < 0) return cls;
+  auto boundary = [](const GrammarState& st) {
+    for (const GrammarStack& s : st) {
+      if (s.pos.empty() || s.pending != 0) return false;
+    }
+    return true;
+  };
+  if (!boundary(states[size_t(from)]) || !boundary(states[size_t(to)])) return cls;
+  for (int lead = 0xC2; lead <= 0xF4; ++lead) {
+    bool same = true;
+    for (const int32_t id : {from, to}) {
+      for (const GrammarStack& s : states[size_t(id)]) {
+        if (!same) break;
+        const uint32_t set = g.elem(s.pos.back()).arg;
+        const bool moves = g.set(set).matches(uint32_t(byte));
+        same = set_class(g, set, uint8_t(lead)) == (moves ? NonAscii::kAll : NonAscii::kNone);
+      }
+    }
+    if (same) cls[size_t(lead) >> 6] |= uint64_t(1) << (lead & 63);
+  }
+  return cls;
+}
+
+GrammarMasker::Tables::ClosureUse GrammarMasker::Tables::closure_of(const CompiledGrammar& g, const TokenTrie& trie,
+                                                                    int32_t id) {
+  if (closure_known[size_t(id)] != 0) return closures[size_t(id)];
+  closure_known[size_t(id)] = 1;
+  // The state itself when it loops on some byte (inside a string), else the
+  // state its first byte leads to when that one loops (the first character
+  // of a string with a + repetition).
+  auto is_empty = [](const TokenTrie::ByteSet& c) { return (c[0] | c[1] | c[2] | c[3]) == 0; };
+  TokenTrie::ByteSet cls = class_into(g, id, id);
+  int32_t to = id;
+  for (int b = 0; b < 128 && is_empty(cls); ++b) {
+    const int32_t after = next(g, id, uint8_t(b));
+    if (after == kDead || after == id) continue;
+    cls = class_into(g, id, after);
+    to = after;
+  }
+  if (!is_empty(cls)) closures[size_t(id)] = ClosureUse{trie.closure(cls), to};
+  return closures[size_t(id)];
+}
+
+TokenMask GrammarMasker::Tables::walk(const CompiledGrammar& g, const TokenTrie& trie, int32_t start,
+                                      bool fast, size_t* skipped, size_t* closure_walks) {
+  TokenMask mask;
+  std::vector<std::pair<uint32_t, int32_t>> work;  // (trie node, state id)
+  const ClosureUse use = fast ? closure_of(g, trie, start) : ClosureUse{};
+  if (use.closure) {
+    const TokenTrie::Closure& closure = *use.closure;
+    // The tokens that keep `start` as it is, then the walk from where the
+    // class is left.
+    mask = closure.closed;
+    for (size_t i = 0; i < closure.frontier.size(); ++i) {
+      const auto [child, byte] = closure.frontier[i];
+      const int32_t to = next(g, i < closure.n_root_frontier ? start : use.to, byte);
+      if (to != kDead) work.push_back({child, to});
+    }
+    ++*closure_walks;
+  } else {
+    mask.assign(size_t(trie.n_vocab() + 63) / 64, 0);
+    work.push_back({0, start});
+  }
   while (!work.empty()) {
     const auto [node, state] = work.back();
     work.pop_back();
     const TokenTrie::Node& n = trie.node(node);
+    if (node != 0 && fast) {
+      const TokenTrie::ByteSet* below = trie.subtree_bytes(node);
+      if (below != nullptr && loops_on(g, state, *below)) {
+        // Every path below stays in `state`, which is alive: all allowed.
+        for (uint32_t t = n.first_token; t < trie.subtree_end(node); ++t) {
+          const int32_t id = trie.token(t);
+          mask[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+        }
+        ++*skipped;
+        continue;
+      }
+    }
     if (node != 0) allow_tokens_of(trie, n, mask);
     for (uint32_t c = 0; c < n.n_children; ++c) {
       const TokenTrie::Edge& e = trie.edge(n.first_child + c);
-      const int32_t to = next(state, e.byte);
+      const int32_t to = next(g, state, e.byte);
       if (to != kDead) work.push_back({e.child, to});
     }
   }
   return mask;
 }
 
+namespace {
+
+// The registry of shared tables: the last kSharedTables (grammar, trie)
+// pairs used, most recent first. An entry whose trie is gone is dropped.
+struct SharedEntry {
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::weak_ptr<const TokenTrie> trie;
+  std::shared_ptr<GrammarMasker::Tables> tables;
+};
+std::mutex g_registry_mu;
+std::list<SharedEntry>& registry() {
+  static std::list<SharedEntry> r;
+  return r;
+}
+
+std::shared_ptr<GrammarMasker::Tables> shared_tables(const std::shared_ptr<const CompiledGrammar>& g,
+                                                     const std::shared_ptr<const TokenTrie>& trie,
+                                                     const GrammarMasker::Options& o) {
+  std::lock_guard<std::mutex> lk(g_registry_mu);
+  std::list<SharedEntry>& r = registry();
+  std::shared_ptr<GrammarMasker::Tables> found;
+  for (auto it = r.begin(); it != r.end();) {
+    std::shared_ptr<const TokenTrie> t = it->trie.lock();
+    if (!t) {
+      it = r.erase(it);
+      continue;
+    }
+    if (!found && t == trie && (it->grammar == g || it->grammar->same_as(*g))) {
+      found = it->tables;
+      r.splice(r.begin(), r, it++);
+      continue;
+    }
+    ++it;
+  }
+  if (found) return found;
+  r.push_front(SharedEntry{g, trie, std::make_shared<GrammarMasker::Tables>(o)});
+  while (r.size() > GrammarMasker::kSharedTables) r.pop_back();
+  return r.front().tables;
+}
+
+}  // namespace
+
+GrammarMasker::GrammarMasker(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenTrie> trie)
+    : GrammarMasker(std::move(g), std::move(trie), Options{}) {}
+
+GrammarMasker::GrammarMasker(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenTrie> trie,
+                             const Options& options)
+    : g_(std::move(g)), trie_(std::move(trie)), skip_subtrees_(options.skip_subtrees) {
+  tables_ = options.share ? shared_tables(g_, trie_, options) : std::make_shared<Tables>(options);
+}
+
+GrammarMasker::GrammarMasker(std::shared_ptr<const CompiledGrammar> g, std::shared_ptr<const TokenTrie> trie,
+                             size_t capacity, size_t max_states)
+    : GrammarMasker(std::move(g), std::move(trie), Options{capacity, max_states, false, true}) {}
+
+GrammarMasker::~GrammarMasker() = default;
+
+size_t GrammarMasker::n_states() const {
+  std::lock_guard<std::mutex> lk(tables_->mu);
+  return tables_->states.size();
+}
+
 const TokenMask& GrammarMasker::mask(const GrammarState& state) {
+  Tables& t = *tables_;
   std::string key = grammar_state_key(state);
-  auto it = index_.find(key);
-  if (it != index_.end()) {
+  std::lock_guard<std::mutex> lk(t.mu);
+  auto it = t.index.find(key);
+  if (it != t.index.end()) {
     ++hits_;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return it->second->second;
+    t.lru.splice(t.lru.begin(), t.lru, it->second);
+    current_ = it->second->second;
+    return *current_;
   }
   ++misses_;
-  if (states_.size() > max_states_) {  // a grammar with very many states: start the tables again
-    states_.clear();
-    state_ids_.clear();
-    next_.clear();
+  if (t.states.size() > t.max_states) {  // a grammar with very many states: start the tables again
+    t.states.clear();
+    t.state_ids.clear();
+    t.next_ids.clear();
+    t.known.clear();
+    t.loops.clear();
+    t.closure_known.clear();
+    t.closures.clear();
   }
-  const int32_t start = intern(state);
-  lru_.emplace_front(key, walk(start));
-  index_[std::move(key)] = lru_.begin();
-  if (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
+  const int32_t start = t.intern(state);
+  current_ = std::make_shared<const TokenMask>(t.walk(*g_, *trie_, start, skip_subtrees_, &skipped_, &closure_walks_));
+  t.lru.emplace_front(key, current_);
+  t.index[std::move(key)] = t.lru.begin();
+  if (t.lru.size() > t.capacity) {
+    t.index.erase(t.lru.back().first);
+    t.lru.pop_back();
   }
-  return lru_.front().second;
+  return *current_;
 }
 
 }  // namespace larder

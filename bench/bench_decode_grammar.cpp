@@ -5,8 +5,8 @@
 // request early when its document is complete, so tok/s is over the tokens
 // each request really decoded: (completion_tokens - 1) / decode_ms, the
 // first token coming out of the prefill (as in bench_decode). The schema is
-// a list of typical records (api/json_schema_grammar.h), long enough that a
-// request rarely completes it before --decode-tokens.
+// a list of at least four typical records (api/json_schema_grammar.h), so
+// that a request rarely completes it before --decode-tokens.
 //
 // On make_synthetic's files the vocabulary is synthetic (byte tokens,
 // printable ASCII and made-up words, Llama 3's size of 128,256 on the 1B
@@ -74,14 +74,14 @@ Args parse_args(int argc, char** argv) {
 const char* kSchema = R"({
   "type": "object",
   "properties": {
-    "records": {"type": "array", "items": {
+    "records": {"type": "array", "minItems": 4, "items": {
       "type": "object",
       "properties": {
         "name": {"type": "string"},
         "age": {"type": "integer"},
         "email": {"type": "string"},
         "role": {"enum": ["admin", "editor", "viewer"]},
-        "tags": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
         "active": {"type": "boolean"}
       },
       "required": ["name", "age", "email", "role", "tags", "active"]}}

@@ -224,16 +224,53 @@ struct GrammarMasker::Tables {
   // Whether every byte of `set` leads state `id` back to itself.
   bool loops_on(const CompiledGrammar& g, int32_t id, const TokenTrie::ByteSet& set);
   // The mask of state `start`; counts the subtrees skipped and the closures used.
-  TokenMask walk(const CompiledGrammar& g, const TokenTrie& trie, int32_t start, bool fast, size_t* skipped,
-                 size_t* closures);
+  TokenMask walk(const CompiledGrammar& g, const std::shared_ptr<const TokenTrie>& trie_ptr, int32_t start, bool fast,
+                 size_t* skipped, size_t* closures);
   // The trie closure that state `id` covers at once (TokenTrie::closure),
-  // if any: of a class it loops on, or of a class its first character
-  // leads into a state `to` looping on it.
+  // if any: of a class it loops on (the closure is shared by every grammar
+  // on the trie).
   struct ClosureUse {
     std::shared_ptr<const TokenTrie::Closure> closure;  // null: none
     int32_t to = -1;  // the state on the closure's nodes below the root
   };
   ClosureUse closure_of(const CompiledGrammar& g, const TokenTrie& trie, int32_t id);
+
+  // A chain: from state X_0, every character of class C_j leads X_j to
+  // X_{j+1}, the classes equal from C_p on; it either loops (X_m = X_{m+1},
+  // inside a string after its first character) or ends at X_n, where no
+  // character of C_p is accepted (a string with maxLength: a state per
+  // character). Its closure: the trie nodes reached by such characters
+  // (UTF-8 as in TokenTrie::closure), each token with the number of
+  // characters it takes, and the edges that leave the pattern with the
+  // number of characters before them.
+  struct ChainClosure {
+    std::vector<uint64_t> closed;  // a TokenMask: every token of the region
+    std::vector<int32_t> tokens;   // the same tokens, and the characters each takes
+    std::vector<uint16_t> lengths;
+    uint16_t max_length = 0;
+    struct Exit {
+      uint32_t child;
+      uint8_t byte;
+      uint16_t depth;  // characters before the edge
+    };
+    std::vector<Exit> frontier;
+  };
+  struct Chain {
+    std::shared_ptr<const ChainClosure> closure;  // null: no chain
+    std::vector<int32_t> states;                  // X_0..X_m (loops) or X_0..X_n (ends)
+    bool loops = false;
+  };
+  static constexpr size_t kMaxChain = 256, kChainClosures = 32;
+  Chain chain_of(const CompiledGrammar& g, const std::shared_ptr<const TokenTrie>& trie, int32_t id);
+  // The class of characters leading `from` to its most common successor
+  // by ASCII bytes (*to), with the lead bytes whose code points do the same.
+  TokenTrie::ByteSet class_from(const CompiledGrammar& g, int32_t from, int32_t* to);
+  // Kept per trie in a process-wide cache (the last kChainClosures
+  // patterns): a pattern's closure does not depend on the grammar.
+  static std::shared_ptr<const ChainClosure> chain_closure(const std::shared_ptr<const TokenTrie>& trie,
+                                                           const std::vector<TokenTrie::ByteSet>& cls);
+  // Whether state x accepts no character of the class.
+  bool accepts_none(const CompiledGrammar& g, int32_t x, const TokenTrie::ByteSet& cls);
   TokenTrie::ByteSet class_into(const CompiledGrammar& g, int32_t from, int32_t to);
   // range_class of character set `set` over the code points lead byte
   // `lead` (0xC2..0xF4) begins.
@@ -249,6 +286,8 @@ struct GrammarMasker::Tables {
   std::vector<TokenTrie::ByteSet> known, loops;
   std::vector<int8_t> closure_known;  // per state id: closure_of computed
   std::vector<ClosureUse> closures;  // per state id
+  std::vector<int8_t> chain_known;   // per state id: chain_of computed
+  std::vector<Chain> chains;         // per state id
   std::vector<std::array<int8_t, 64>> set_classes;  // per character set, per lead byte: NonAscii + 1 (0: not computed)
   using Entry = std::pair<std::string, std::shared_ptr<const TokenMask>>;
   std::list<Entry> lru;  // most recent first
@@ -267,6 +306,8 @@ int32_t GrammarMasker::Tables::intern(GrammarState state) {
   loops.emplace_back();
   closure_known.push_back(0);
   closures.emplace_back();
+  chain_known.push_back(0);
+  chains.emplace_back();
   state_ids.emplace(std::move(key), id);
   return id;
 }
@@ -357,24 +398,175 @@ GrammarMasker::Tables::ClosureUse GrammarMasker::Tables::closure_of(const Compil
                                                                     int32_t id) {
   if (closure_known[size_t(id)] != 0) return closures[size_t(id)];
   closure_known[size_t(id)] = 1;
-  // The state itself when it loops on some byte (inside a string), else the
-  // state its first byte leads to when that one loops (the first character
-  // of a string with a + repetition).
-  auto is_empty = [](const TokenTrie::ByteSet& c) { return (c[0] | c[1] | c[2] | c[3]) == 0; };
-  TokenTrie::ByteSet cls = class_into(g, id, id);
-  int32_t to = id;
-  for (int b = 0; b < 128 && is_empty(cls); ++b) {
-    const int32_t after = next(g, id, uint8_t(b));
-    if (after == kDead || after == id) continue;
-    cls = class_into(g, id, after);
-    to = after;
-  }
-  if (!is_empty(cls)) closures[size_t(id)] = ClosureUse{trie.closure(cls), to};
+  // The state itself when it loops on some byte (inside a string); other
+  // patterns are chains (chain_of).
+  const TokenTrie::ByteSet cls = class_into(g, id, id);
+  if ((cls[0] | cls[1] | cls[2] | cls[3]) != 0) closures[size_t(id)] = ClosureUse{trie.closure(cls), id};
   return closures[size_t(id)];
 }
 
-TokenMask GrammarMasker::Tables::walk(const CompiledGrammar& g, const TokenTrie& trie, int32_t start,
-                                      bool fast, size_t* skipped, size_t* closure_walks) {
+TokenTrie::ByteSet GrammarMasker::Tables::class_from(const CompiledGrammar& g, int32_t from, int32_t* to) {
+  TokenTrie::ByteSet cls{};
+  std::unordered_map<int32_t, int> count;
+  int32_t best = kDead;
+  for (int b = 0; b < 128; ++b) {
+    const int32_t after = next(g, from, uint8_t(b));
+    if (after == kDead) continue;
+    if (++count[after] > (best == kDead ? 0 : count[best])) best = after;
+  }
+  *to = best;
+  if (best == kDead) return cls;
+  int byte = -1;
+  for (int b = 0; b < 128; ++b) {
+    if (next(g, from, uint8_t(b)) != best) continue;
+    cls[size_t(b) >> 6] |= uint64_t(1) << (b & 63);
+    if (byte < 0) byte = b;
+  }
+  for (const GrammarStack& s : states[size_t(from)]) {
+    if (s.pos.empty() || s.pending != 0) return cls;
+  }
+  for (int lead = 0xC2; lead <= 0xF4; ++lead) {
+    bool same = true;
+    for (const GrammarStack& s : states[size_t(from)]) {
+      const uint32_t set = g.elem(s.pos.back()).arg;
+      const bool moves = g.set(set).matches(uint32_t(byte));
+      same = same && set_class(g, set, uint8_t(lead)) == (moves ? NonAscii::kAll : NonAscii::kNone);
+    }
+    if (same) cls[size_t(lead) >> 6] |= uint64_t(1) << (lead & 63);
+  }
+  return cls;
+}
+
+bool GrammarMasker::Tables::accepts_none(const CompiledGrammar& g, int32_t x, const TokenTrie::ByteSet& cls) {
+  for (int b = 0; b < 128; ++b) {
+    if (((cls[size_t(b) >> 6] >> (b & 63)) & 1) != 0 && next(g, x, uint8_t(b)) != kDead) return false;
+  }
+  for (const GrammarStack& s : states[size_t(x)]) {
+    if (s.pos.empty()) continue;  // complete: accepts nothing
+    if (s.pending != 0) return false;
+    for (int lead = 0xC2; lead <= 0xF4; ++lead) {
+      if (((cls[size_t(lead) >> 6] >> (lead & 63)) & 1) != 0 &&
+          set_class(g, g.elem(s.pos.back()).arg, uint8_t(lead)) != NonAscii::kNone) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+GrammarMasker::Tables::Chain GrammarMasker::Tables::chain_of(const CompiledGrammar& g,
+                                                           const std::shared_ptr<const TokenTrie>& trie, int32_t id) {
+  if (chain_known[size_t(id)] != 0) return chains[size_t(id)];
+  chain_known[size_t(id)] = 1;
+  Chain c;
+  std::vector<TokenTrie::ByteSet> cls;  // C_0..C_p, C_p repeated
+  c.states.push_back(id);
+  bool repeating = false;
+  for (size_t j = 0; j < kMaxChain; ++j) {
+    const int32_t x = c.states.back();
+    int32_t y = kDead;
+    const TokenTrie::ByteSet cj = class_from(g, x, &y);
+    if (y != kDead && y == x) {  // loops here: C_j repeats for ever
+      if (repeating && cj != cls.back()) return Chain{};
+      if (!repeating) cls.push_back(cj);
+      c.loops = true;
+      break;
+    }
+    if (!cls.empty() && (y == kDead || cj != cls.back())) {
+      if (accepts_none(g, x, cls.back())) break;  // the end X_n
+      if (repeating) return Chain{};
+    }
+    if (y == kDead || cls.size() >= 4) return Chain{};  // no chain, or a prefix too long to be one
+    repeating = !cls.empty() && cj == cls.back();
+    if (!repeating) cls.push_back(cj);
+    c.states.push_back(y);
+    if (j + 1 == kMaxChain) return Chain{};
+  }
+  if (c.states.size() < 2 && !c.loops) return Chain{};
+  c.closure = chain_closure(trie, cls);
+  chains[size_t(id)] = c;
+  return c;
+}
+
+namespace {
+
+struct ChainEntry {
+  std::weak_ptr<const TokenTrie> trie;
+  std::string pattern;
+  std::shared_ptr<const GrammarMasker::Tables::ChainClosure> closure;
+};
+std::mutex g_chains_mu;
+std::list<ChainEntry>& chain_cache() {  // most recent first
+  static std::list<ChainEntry> c;
+  return c;
+}
+
+}  // namespace
+
+std::shared_ptr<const GrammarMasker::Tables::ChainClosure> GrammarMasker::Tables::chain_closure(
+    const std::shared_ptr<const TokenTrie>& trie_ptr, const std::vector<TokenTrie::ByteSet>& cls) {
+  const TokenTrie& trie = *trie_ptr;
+  std::string key(reinterpret_cast<const char*>(cls.data()), cls.size() * sizeof(TokenTrie::ByteSet));
+  {
+    std::lock_guard<std::mutex> lk(g_chains_mu);
+    std::list<ChainEntry>& cache = chain_cache();
+    for (auto it = cache.begin(); it != cache.end();) {
+      std::shared_ptr<const TokenTrie> t = it->trie.lock();
+      if (!t) {
+        it = cache.erase(it);
+        continue;
+      }
+      if (t == trie_ptr && it->pattern == key) {
+        cache.splice(cache.begin(), cache, it);
+        return cache.front().closure;
+      }
+      ++it;
+    }
+  }
+  auto c = std::make_shared<ChainClosure>();
+  c->closed.assign(size_t(trie.n_vocab() + 63) / 64, 0);
+  struct Frame {
+    uint32_t node;
+    uint16_t depth;           // characters begun
+    uint8_t pending, lo, hi;  // UTF-8 continuation bytes still due, the next one's range
+  };
+  std::vector<Frame> work{{0, 0, 0, 0, 0}};
+  while (!work.empty()) {
+    const Frame f = work.back();
+    work.pop_back();
+    const TokenTrie::Node& n = trie.node(f.node);
+    for (uint32_t t = 0; t < n.n_tokens; ++t) {
+      const int32_t id = trie.token(n.first_token + t);
+      c->closed[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+      c->tokens.push_back(id);
+      c->lengths.push_back(f.depth);
+      c->max_length = std::max(c->max_length, f.depth);
+    }
+    const TokenTrie::ByteSet& k = cls[std::min<size_t>(f.depth, cls.size() - 1)];
+    for (uint32_t e = 0; e < n.n_children; ++e) {
+      const TokenTrie::Edge& edge = trie.edge(n.first_child + e);
+      const uint8_t b = edge.byte;
+      if (f.pending > 0) {
+        if (b >= f.lo && b <= f.hi) work.push_back({edge.child, f.depth, uint8_t(f.pending - 1), 0x80, 0xBF});
+        continue;
+      }
+      uint8_t pending = 0, lo = 0, hi = 0;
+      if (f.depth < 0xFFFF && ((k[b >> 6] >> (b & 63)) & 1) != 0 && (b < 0x80 || utf8_lead(b, pending, lo, hi))) {
+        work.push_back({edge.child, uint16_t(f.depth + 1), pending, lo, hi});
+      } else {
+        c->frontier.push_back({edge.child, b, f.depth});
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lk(g_chains_mu);
+  chain_cache().push_front(ChainEntry{trie_ptr, std::move(key), c});
+  if (chain_cache().size() > kChainClosures) chain_cache().pop_back();
+  return c;
+}
+
+TokenMask GrammarMasker::Tables::walk(const CompiledGrammar& g, const std::shared_ptr<const TokenTrie>& trie_ptr,
+                                      int32_t start, bool fast, size_t* skipped, size_t* closure_walks) {
+  const TokenTrie& trie = *trie_ptr;
   TokenMask mask;
   std::vector<std::pair<uint32_t, int32_t>> work;  // (trie node, state id)
   const ClosureUse use = fast ? closure_of(g, trie, start) : ClosureUse{};
@@ -387,6 +579,25 @@ TokenMask GrammarMasker::Tables::walk(const CompiledGrammar& g, const TokenTrie&
       const auto [child, byte] = closure.frontier[i];
       const int32_t to = next(g, i < closure.n_root_frontier ? start : use.to, byte);
       if (to != kDead) work.push_back({child, to});
+    }
+    ++*closure_walks;
+  } else if (const Chain chain = fast ? chain_of(g, trie_ptr, start) : Chain{}; chain.closure) {
+    // The tokens the chain covers (those not too long for it when it ends),
+    // then the walk from where its pattern is left.
+    const ChainClosure& cc = *chain.closure;
+    const size_t last = chain.states.size() - 1;
+    if (chain.loops || cc.max_length <= last) {
+      mask = cc.closed;
+    } else {
+      mask.assign(size_t(trie.n_vocab() + 63) / 64, 0);
+      for (size_t i = 0; i < cc.tokens.size(); ++i) {
+        if (cc.lengths[i] <= last) mask[size_t(cc.tokens[i]) >> 6] |= uint64_t(1) << (cc.tokens[i] & 63);
+      }
+    }
+    for (const ChainClosure::Exit& x : cc.frontier) {
+      if (!chain.loops && x.depth > last) continue;  // past the end: dead
+      const int32_t to = next(g, chain.states[std::min<size_t>(x.depth, last)], x.byte);
+      if (to != kDead) work.push_back({x.child, to});
     }
     ++*closure_walks;
   } else {
@@ -501,9 +712,11 @@ const TokenMask& GrammarMasker::mask(const GrammarState& state) {
     t.loops.clear();
     t.closure_known.clear();
     t.closures.clear();
+    t.chain_known.clear();
+    t.chains.clear();
   }
   const int32_t start = t.intern(state);
-  current_ = std::make_shared<const TokenMask>(t.walk(*g_, *trie_, start, skip_subtrees_, &skipped_, &closure_walks_));
+  current_ = std::make_shared<const TokenMask>(t.walk(*g_, trie_, start, skip_subtrees_, &skipped_, &closure_walks_));
   t.lru.emplace_front(key, current_);
   t.index[std::move(key)] = t.lru.begin();
   if (t.lru.size() > t.capacity) {

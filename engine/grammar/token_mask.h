@@ -105,12 +105,21 @@ TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, co
 // vocabulary is walked with a handful of states). The tables are dropped
 // and rebuilt when they pass `max_states`.
 //
-// Two things make a first visit (a state not in the cache) cheaper than
+// Three things make a first visit (a state not in the cache) cheaper than
 // walking every viable trie node:
+//  - closures: when the state loops on a class of characters (the inside
+//    of a JSON string: every character but the quote, the backslash and
+//    controls, UTF-8 included), the tokens made of that class are allowed
+//    at once (TokenTrie::closure, computed once per trie and class) and the
+//    walk starts only from the edges that leave the class; likewise for a
+//    chain of states that the same classes lead through (the first
+//    character before such a loop; a string with maxLength, one state per
+//    character, where a token is allowed when it is short enough), whose
+//    closure is kept per trie and class pattern in a process-wide cache;
 //  - subtree skipping: a trie node knows the bytes on the edges below it
 //    (TokenTrie::subtree_bytes); when every one of them leads the walk's
-//    state back to itself (the inside of a string under most of its
-//    characters), every token below is allowed with no further walk;
+//    state back to itself, every token below is allowed with no further
+//    walk;
 //  - sharing: maskers of equal grammars (CompiledGrammar::same_as) on the
 //    same trie share one set of tables and one mask cache, kept in a small
 //    process-wide registry (the last kSharedTables grammars used, alive
@@ -131,7 +140,7 @@ class GrammarMasker {
     size_t capacity = 256;      // masks kept in the cache
     size_t max_states = 20000;  // interned states before the tables are rebuilt
     bool share = true;          // use the registry (else private tables)
-    bool skip_subtrees = true;  // subtree skipping in the walk
+    bool skip_subtrees = true;  // closures and subtree skipping in the walk
   };
   static constexpr size_t kSharedTables = 4;
 

@@ -12,7 +12,8 @@
 //   TTFT         p50 / p99 time to first token: request sent -> first
 //                content chunk, client side
 //   ITL          p50 / p99 inter-token latency: the gap between consecutive
-//                content chunks of one stream, client side
+//                content chunks of one stream, client side (chunks that
+//                arrive in one read come out back to back, near 0 ms)
 //   peak RSS     the daemon's VmHWM (/proc/<pid>/status) during the level
 //                (reset before each level through /proc/<pid>/clear_refs
 //                where the kernel allows it, else the peak since start)

@@ -5,7 +5,56 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "engine/grammar/mask_tables.h"
+
 namespace larder {
+
+namespace mask_internal {
+
+bool utf8_lead(uint8_t b, uint8_t& pending, uint8_t& lo, uint8_t& hi) {
+  lo = 0x80;
+  hi = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF) {
+    pending = 1;
+  } else if (b >= 0xE0 && b <= 0xEF) {
+    pending = 2;
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;  // no surrogates
+  } else if (b >= 0xF0 && b <= 0xF4) {
+    pending = 3;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
+  } else {
+    return false;
+  }
+  return true;
+}
+
+NonAscii range_class(const GrammarElement& e, uint32_t lo, uint32_t hi) {
+  std::vector<CharRange> r = e.ranges;
+  std::sort(r.begin(), r.end(), [](const CharRange& a, const CharRange& b) { return a.lo < b.lo; });
+  // A gap [lo, hi] in the ranges matters unless it lies among the surrogates.
+  auto real_gap = [](uint32_t lo, uint32_t hi) { return lo <= hi && !(lo >= 0xD800 && hi <= 0xDFFF); };
+  bool covered = true, touched = false;
+  uint32_t at = lo;  // the first code point not yet covered
+  for (const CharRange& x : r) {
+    if (x.hi < at) continue;
+    if (x.lo > hi) break;
+    if (x.lo > at && real_gap(at, x.lo - 1)) covered = false;
+    if (real_gap(std::max(x.lo, lo), std::min(x.hi, hi))) touched = true;
+    at = std::max(at, x.hi + 1);
+  }
+  if (at <= hi && real_gap(at, hi)) covered = false;
+  const NonAscii in = covered ? NonAscii::kAll : touched ? NonAscii::kSome : NonAscii::kNone;
+  if (!e.negated || in == NonAscii::kSome) return in;
+  return in == NonAscii::kAll ? NonAscii::kNone : NonAscii::kAll;
+}
+
+}  // namespace mask_internal
+
+using mask_internal::NonAscii;
+using mask_internal::range_class;
+using mask_internal::utf8_lead;
 
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_vocab_(int(token_bytes.size())) {
   std::vector<int32_t> ids;
@@ -76,31 +125,6 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) : n_vocab_(int
   }
 }
 
-namespace {
-
-// Table 3-7 of Unicode 15: after lead byte `b`, the continuation bytes still
-// due and the range the next one must lie in; false for a byte that cannot
-// start a sequence (a continuation byte, C0, C1, F5..FF).
-bool utf8_lead(uint8_t b, uint8_t& pending, uint8_t& lo, uint8_t& hi) {
-  lo = 0x80;
-  hi = 0xBF;
-  if (b >= 0xC2 && b <= 0xDF) {
-    pending = 1;
-  } else if (b >= 0xE0 && b <= 0xEF) {
-    pending = 2;
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F;  // no surrogates
-  } else if (b >= 0xF0 && b <= 0xF4) {
-    pending = 3;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
-  } else {
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 std::shared_ptr<const TokenTrie::Closure> TokenTrie::closure(const ByteSet& cls) const {
   const ByteSet& key = cls;
@@ -161,30 +185,6 @@ void allow_tokens_of(const TokenTrie& trie, const TokenTrie::Node& n, TokenMask&
   }
 }
 
-// Whether a character set matches every code point in [lo, hi]
-// (surrogates, which the matcher never reads, aside), none of them, or some.
-enum class NonAscii : int8_t { kAll, kNone, kSome };
-
-NonAscii range_class(const GrammarElement& e, uint32_t lo, uint32_t hi) {
-  std::vector<CharRange> r = e.ranges;
-  std::sort(r.begin(), r.end(), [](const CharRange& a, const CharRange& b) { return a.lo < b.lo; });
-  // A gap [lo, hi] in the ranges matters unless it lies among the surrogates.
-  auto real_gap = [](uint32_t lo, uint32_t hi) { return lo <= hi && !(lo >= 0xD800 && hi <= 0xDFFF); };
-  bool covered = true, touched = false;
-  uint32_t at = lo;  // the first code point not yet covered
-  for (const CharRange& x : r) {
-    if (x.hi < at) continue;
-    if (x.lo > hi) break;
-    if (x.lo > at && real_gap(at, x.lo - 1)) covered = false;
-    if (real_gap(std::max(x.lo, lo), std::min(x.hi, hi))) touched = true;
-    at = std::max(at, x.hi + 1);
-  }
-  if (at <= hi && real_gap(at, hi)) covered = false;
-  const NonAscii in = covered ? NonAscii::kAll : touched ? NonAscii::kSome : NonAscii::kNone;
-  if (!e.negated || in == NonAscii::kSome) return in;
-  return in == NonAscii::kAll ? NonAscii::kNone : NonAscii::kAll;
-}
-
 }  // namespace
 
 TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, const GrammarState& state) {
@@ -211,88 +211,6 @@ TokenMask compute_token_mask(const CompiledGrammar& g, const TokenTrie& trie, co
   return mask;
 }
 
-// The interned states, their transitions and the mask cache of one grammar
-// on one trie; shared by maskers of equal grammars (see the registry below).
-struct GrammarMasker::Tables {
-  static constexpr int32_t kUnknown = -2, kDead = -1;
-
-  explicit Tables(const GrammarMasker::Options& o)
-      : capacity(std::max<size_t>(o.capacity, 1)), max_states(std::max<size_t>(o.max_states, 16)) {}
-
-  int32_t intern(GrammarState state);
-  int32_t next(const CompiledGrammar& g, int32_t id, uint8_t byte);
-  // Whether every byte of `set` leads state `id` back to itself.
-  bool loops_on(const CompiledGrammar& g, int32_t id, const TokenTrie::ByteSet& set);
-  // The mask of state `start`; counts the subtrees skipped and the closures used.
-  TokenMask walk(const CompiledGrammar& g, const std::shared_ptr<const TokenTrie>& trie_ptr, int32_t start, bool fast,
-                 size_t* skipped, size_t* closures);
-  // The trie closure that state `id` covers at once (TokenTrie::closure),
-  // if any: of a class it loops on (the closure is shared by every grammar
-  // on the trie).
-  struct ClosureUse {
-    std::shared_ptr<const TokenTrie::Closure> closure;  // null: none
-    int32_t to = -1;  // the state on the closure's nodes below the root
-  };
-  ClosureUse closure_of(const CompiledGrammar& g, const TokenTrie& trie, int32_t id);
-
-  // A chain: from state X_0, every character of class C_j leads X_j to
-  // X_{j+1}, the classes equal from C_p on; it either loops (X_m = X_{m+1},
-  // inside a string after its first character) or ends at X_n, where no
-  // character of C_p is accepted (a string with maxLength: a state per
-  // character). Its closure: the trie nodes reached by such characters
-  // (UTF-8 as in TokenTrie::closure), each token with the number of
-  // characters it takes, and the edges that leave the pattern with the
-  // number of characters before them.
-  struct ChainClosure {
-    std::vector<uint64_t> closed;  // a TokenMask: every token of the region
-    std::vector<int32_t> tokens;   // the same tokens, and the characters each takes
-    std::vector<uint16_t> lengths;
-    uint16_t max_length = 0;
-    struct Exit {
-      uint32_t child;
-      uint8_t byte;
-      uint16_t depth;  // characters before the edge
-    };
-    std::vector<Exit> frontier;
-  };
-  struct Chain {
-    std::shared_ptr<const ChainClosure> closure;  // null: no chain
-    std::vector<int32_t> states;                  // X_0..X_m (loops) or X_0..X_n (ends)
-    bool loops = false;
-  };
-  static constexpr size_t kMaxChain = 256, kChainClosures = 32;
-  Chain chain_of(const CompiledGrammar& g, const std::shared_ptr<const TokenTrie>& trie, int32_t id);
-  // The class of characters leading `from` to its most common successor
-  // by ASCII bytes (*to), with the lead bytes whose code points do the same.
-  TokenTrie::ByteSet class_from(const CompiledGrammar& g, int32_t from, int32_t* to);
-  // Kept per trie in a process-wide cache (the last kChainClosures
-  // patterns): a pattern's closure does not depend on the grammar.
-  static std::shared_ptr<const ChainClosure> chain_closure(const std::shared_ptr<const TokenTrie>& trie,
-                                                           const std::vector<TokenTrie::ByteSet>& cls);
-  // Whether state x accepts no character of the class.
-  bool accepts_none(const CompiledGrammar& g, int32_t x, const TokenTrie::ByteSet& cls);
-  TokenTrie::ByteSet class_into(const CompiledGrammar& g, int32_t from, int32_t to);
-  // range_class of character set `set` over the code points lead byte
-  // `lead` (0xC2..0xF4) begins.
-  NonAscii set_class(const CompiledGrammar& g, uint32_t set, uint8_t lead);
-
-  std::mutex mu;
-  size_t capacity;
-  size_t max_states;
-  std::vector<GrammarState> states;
-  std::unordered_map<std::string, int32_t> state_ids;
-  std::vector<std::array<int32_t, 256>> next_ids;  // per state id: the id after each byte (kUnknown, kDead)
-  // per state id: bytes whose transition is known / known to loop back to the state
-  std::vector<TokenTrie::ByteSet> known, loops;
-  std::vector<int8_t> closure_known;  // per state id: closure_of computed
-  std::vector<ClosureUse> closures;  // per state id
-  std::vector<int8_t> chain_known;   // per state id: chain_of computed
-  std::vector<Chain> chains;         // per state id
-  std::vector<std::array<int8_t, 64>> set_classes;  // per character set, per lead byte: NonAscii + 1 (0: not computed)
-  using Entry = std::pair<std::string, std::shared_ptr<const TokenMask>>;
-  std::list<Entry> lru;  // most recent first
-  std::unordered_map<std::string, std::list<Entry>::iterator> index;
-};
 
 int32_t GrammarMasker::Tables::intern(GrammarState state) {
   std::string key = grammar_state_key(state);
@@ -403,165 +321,6 @@ GrammarMasker::Tables::ClosureUse GrammarMasker::Tables::closure_of(const Compil
   const TokenTrie::ByteSet cls = class_into(g, id, id);
   if ((cls[0] | cls[1] | cls[2] | cls[3]) != 0) closures[size_t(id)] = ClosureUse{trie.closure(cls), id};
   return closures[size_t(id)];
-}
-
-TokenTrie::ByteSet GrammarMasker::Tables::class_from(const CompiledGrammar& g, int32_t from, int32_t* to) {
-  TokenTrie::ByteSet cls{};
-  std::unordered_map<int32_t, int> count;
-  int32_t best = kDead;
-  for (int b = 0; b < 128; ++b) {
-    const int32_t after = next(g, from, uint8_t(b));
-    if (after == kDead) continue;
-    if (++count[after] > (best == kDead ? 0 : count[best])) best = after;
-  }
-  *to = best;
-  if (best == kDead) return cls;
-  int byte = -1;
-  for (int b = 0; b < 128; ++b) {
-    if (next(g, from, uint8_t(b)) != best) continue;
-    cls[size_t(b) >> 6] |= uint64_t(1) << (b & 63);
-    if (byte < 0) byte = b;
-  }
-  for (const GrammarStack& s : states[size_t(from)]) {
-    if (s.pos.empty() || s.pending != 0) return cls;
-  }
-  for (int lead = 0xC2; lead <= 0xF4; ++lead) {
-    bool same = true;
-    for (const GrammarStack& s : states[size_t(from)]) {
-      const uint32_t set = g.elem(s.pos.back()).arg;
-      const bool moves = g.set(set).matches(uint32_t(byte));
-      same = same && set_class(g, set, uint8_t(lead)) == (moves ? NonAscii::kAll : NonAscii::kNone);
-    }
-    if (same) cls[size_t(lead) >> 6] |= uint64_t(1) << (lead & 63);
-  }
-  return cls;
-}
-
-bool GrammarMasker::Tables::accepts_none(const CompiledGrammar& g, int32_t x, const TokenTrie::ByteSet& cls) {
-  for (int b = 0; b < 128; ++b) {
-    if (((cls[size_t(b) >> 6] >> (b & 63)) & 1) != 0 && next(g, x, uint8_t(b)) != kDead) return false;
-  }
-  for (const GrammarStack& s : states[size_t(x)]) {
-    if (s.pos.empty()) continue;  // complete: accepts nothing
-    if (s.pending != 0) return false;
-    for (int lead = 0xC2; lead <= 0xF4; ++lead) {
-      if (((cls[size_t(lead) >> 6] >> (lead & 63)) & 1) != 0 &&
-          set_class(g, g.elem(s.pos.back()).arg, uint8_t(lead)) != NonAscii::kNone) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
-GrammarMasker::Tables::Chain GrammarMasker::Tables::chain_of(const CompiledGrammar& g,
-                                                           const std::shared_ptr<const TokenTrie>& trie, int32_t id) {
-  if (chain_known[size_t(id)] != 0) return chains[size_t(id)];
-  chain_known[size_t(id)] = 1;
-  Chain c;
-  std::vector<TokenTrie::ByteSet> cls;  // C_0..C_p, C_p repeated
-  c.states.push_back(id);
-  bool repeating = false;
-  for (size_t j = 0; j < kMaxChain; ++j) {
-    const int32_t x = c.states.back();
-    int32_t y = kDead;
-    const TokenTrie::ByteSet cj = class_from(g, x, &y);
-    if (y != kDead && y == x) {  // loops here: C_j repeats for ever
-      if (repeating && cj != cls.back()) return Chain{};
-      if (!repeating) cls.push_back(cj);
-      c.loops = true;
-      break;
-    }
-    if (!cls.empty() && (y == kDead || cj != cls.back())) {
-      if (accepts_none(g, x, cls.back())) break;  // the end X_n
-      if (repeating) return Chain{};
-    }
-    if (y == kDead || cls.size() >= 4) return Chain{};  // no chain, or a prefix too long to be one
-    repeating = !cls.empty() && cj == cls.back();
-    if (!repeating) cls.push_back(cj);
-    c.states.push_back(y);
-    if (j + 1 == kMaxChain) return Chain{};
-  }
-  if (c.states.size() < 2 && !c.loops) return Chain{};
-  c.closure = chain_closure(trie, cls);
-  chains[size_t(id)] = c;
-  return c;
-}
-
-namespace {
-
-struct ChainEntry {
-  std::weak_ptr<const TokenTrie> trie;
-  std::string pattern;
-  std::shared_ptr<const GrammarMasker::Tables::ChainClosure> closure;
-};
-std::mutex g_chains_mu;
-std::list<ChainEntry>& chain_cache() {  // most recent first
-  static std::list<ChainEntry> c;
-  return c;
-}
-
-}  // namespace
-
-std::shared_ptr<const GrammarMasker::Tables::ChainClosure> GrammarMasker::Tables::chain_closure(
-    const std::shared_ptr<const TokenTrie>& trie_ptr, const std::vector<TokenTrie::ByteSet>& cls) {
-  const TokenTrie& trie = *trie_ptr;
-  std::string key(reinterpret_cast<const char*>(cls.data()), cls.size() * sizeof(TokenTrie::ByteSet));
-  {
-    std::lock_guard<std::mutex> lk(g_chains_mu);
-    std::list<ChainEntry>& cache = chain_cache();
-    for (auto it = cache.begin(); it != cache.end();) {
-      std::shared_ptr<const TokenTrie> t = it->trie.lock();
-      if (!t) {
-        it = cache.erase(it);
-        continue;
-      }
-      if (t == trie_ptr && it->pattern == key) {
-        cache.splice(cache.begin(), cache, it);
-        return cache.front().closure;
-      }
-      ++it;
-    }
-  }
-  auto c = std::make_shared<ChainClosure>();
-  c->closed.assign(size_t(trie.n_vocab() + 63) / 64, 0);
-  struct Frame {
-    uint32_t node;
-    uint16_t depth;           // characters begun
-    uint8_t pending, lo, hi;  // UTF-8 continuation bytes still due, the next one's range
-  };
-  std::vector<Frame> work{{0, 0, 0, 0, 0}};
-  while (!work.empty()) {
-    const Frame f = work.back();
-    work.pop_back();
-    const TokenTrie::Node& n = trie.node(f.node);
-    for (uint32_t t = 0; t < n.n_tokens; ++t) {
-      const int32_t id = trie.token(n.first_token + t);
-      c->closed[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
-      c->tokens.push_back(id);
-      c->lengths.push_back(f.depth);
-      c->max_length = std::max(c->max_length, f.depth);
-    }
-    const TokenTrie::ByteSet& k = cls[std::min<size_t>(f.depth, cls.size() - 1)];
-    for (uint32_t e = 0; e < n.n_children; ++e) {
-      const TokenTrie::Edge& edge = trie.edge(n.first_child + e);
-      const uint8_t b = edge.byte;
-      if (f.pending > 0) {
-        if (b >= f.lo && b <= f.hi) work.push_back({edge.child, f.depth, uint8_t(f.pending - 1), 0x80, 0xBF});
-        continue;
-      }
-      uint8_t pending = 0, lo = 0, hi = 0;
-      if (f.depth < 0xFFFF && ((k[b >> 6] >> (b & 63)) & 1) != 0 && (b < 0x80 || utf8_lead(b, pending, lo, hi))) {
-        work.push_back({edge.child, uint16_t(f.depth + 1), pending, lo, hi});
-      } else {
-        c->frontier.push_back({edge.child, b, f.depth});
-      }
-    }
-  }
-  std::lock_guard<std::mutex> lk(g_chains_mu);
-  chain_cache().push_front(ChainEntry{trie_ptr, std::move(key), c});
-  if (chain_cache().size() > kChainClosures) chain_cache().pop_back();
-  return c;
 }
 
 TokenMask GrammarMasker::Tables::walk(const CompiledGrammar& g, const std::shared_ptr<const TokenTrie>& trie_ptr,

@@ -127,6 +127,8 @@ namespace {
 // last prompt token (its logits give the first generated token); a resumed
 // sequence needs no logits, so every full page of its target counts.
 int n_cacheable_pages(const Sequence& s, int page_size) {
+  // Echo with logprobs needs the logits of every prompt position.
+  if (needs_prompt_logits(s)) return 0;
   return s.resumed ? s.n_target / page_size : (s.n_target - 1) / page_size;
 }
 
@@ -280,7 +282,7 @@ void Engine::Impl::start_prefill(Sequence& s) {
   // but its last token). A first run keeps its last prompt token to
   // prefill, for the logits of the first generated token.
   const int limit = s.resumed ? s.n_target : s.n_target - 1;
-  s.n_computed += kv->reuse_partial(s.pages, s.tokens, s.n_computed, limit - s.n_computed);
+  if (!needs_prompt_logits(s)) s.n_computed += kv->reuse_partial(s.pages, s.tokens, s.n_computed, limit - s.n_computed);
   if (!s.resumed) {
     if (trace) {
       trace->request(s.id, s.cacheable_keys, s.key_where);
@@ -297,18 +299,34 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   if (!kv->ensure_pages(s.pages, s.n_computed + n)) {
     return finish(s, FinishReason::kError, "KV cache is full: no free page for the prompt (raise cache.device.budget)");
   }
-  // Logits only for the last prompt position of a first run.
+  // Logits only for the last prompt position of a first run (every
+  // position for echo with logprobs).
   const bool first_token = !s.resumed && s.n_computed + n == s.n_target;
+  const bool all_rows = needs_prompt_logits(s);
   std::vector<BatchToken> batch;
   batch.reserve(size_t(n));
   for (int pos = s.n_computed; pos < s.n_computed + n; ++pos) {
-    batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, first_token && pos == s.n_target - 1});
+    batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, all_rows || (first_token && pos == s.n_target - 1)});
   }
   SeqBlockTable table{std::span<const int32_t>(s.pages.block_table)};
-  logits.resize(size_t(n_vocab));
+  // All rows: forward calls of at most 64 MiB of logits each (the split
+  // does not change the arithmetic, engine/cpu/forward.h).
+  const int rows_per_call = all_rows ? std::max(1, int((64 << 20) / (sizeof(float) * size_t(n_vocab)))) : n;
+  logits.resize(size_t(all_rows ? std::min(n, rows_per_call) : 1) * size_t(n_vocab));
   const auto t0 = Sequence::Clock::now();
-  Status st = backend->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true, logits.data());
-  if (!st.is_ok()) return finish(s, FinishReason::kError, st.to_string());
+  for (int b = 0; b < n; b += rows_per_call) {
+    const int nb = std::min(rows_per_call, n - b);
+    Status st = backend->forward(std::span<const BatchToken>(batch).subspan(size_t(b), size_t(nb)),
+                                 std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true, logits.data());
+    if (!st.is_ok()) return finish(s, FinishReason::kError, st.to_string());
+    if (all_rows) record_prompt_logprobs(s, s.n_computed + b, nb, logits.data());
+  }
+  // The first token's row: the last one.
+  if (all_rows && first_token) {
+    const int last = (n - 1) % rows_per_call;
+    std::copy_n(logits.begin() + long(size_t(last) * size_t(n_vocab)), size_t(n_vocab), logits.begin());
+    logits.resize(size_t(n_vocab));
+  }
   if (const double secs = std::chrono::duration<double>(Sequence::Clock::now() - t0).count(); n >= 16 && secs > 0) {
     const double rate = n / secs;
     prefill_rate = prefill_rate == 0 ? rate : 0.8 * prefill_rate + 0.2 * rate;
@@ -322,12 +340,15 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   s.t_first_token = Sequence::Clock::now();
   s.have_first_token = true;
   if (s.request.return_prompt_logits) s.prompt_logits = logits;
+  if (s.request.echo) emit_echo(s, s);
   if (s.request.n > 1) {
-    // The choices fork before the next step is planned (fork_choices).
+    // The choices fork before the next step is planned (fork_choices);
+    // each echoes the prompt and, with max_tokens 0, ends there.
     s.fork_logits = logits;
     s.fork_pending = true;
     return;
   }
+  if (s.request.max_tokens == 0) return finish(s, FinishReason::kLength);
   handle_token(s, sample_next(s, logits));
 }
 

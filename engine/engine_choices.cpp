@@ -58,7 +58,16 @@ void Engine::Impl::fork_choices() {
     }
     // At the queue's front, in order: they belong to a running request.
     queued.insert(queued.begin(), std::make_move_iterator(waiting.begin()), std::make_move_iterator(waiting.end()));
-    for (Sequence* c : forked) handle_token(*c, sample_next(*c, row));
+    for (Sequence* c : forked) {
+      if (c != &s && c->request.echo) emit_echo(*c, s);  // s echoed at its prefill
+      // max_tokens 0 (echo): the prompt only.
+      if (c->request.max_tokens == 0) {
+        finish(*c, FinishReason::kLength);
+      } else {
+        handle_token(*c, sample_next(*c, row));
+      }
+    }
+    s.prompt_logprobs.clear();
   }
 }
 

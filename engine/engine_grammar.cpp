@@ -23,6 +23,13 @@ std::shared_ptr<const TokenTrie> Engine::Impl::token_trie() {
 }
 
 int32_t Engine::Impl::sample_next(Sequence& s, std::span<const float> row) {
+  const int32_t token = sample_constrained(s, row);
+  // Logprobs come from the raw row, before logit_bias and the grammar mask.
+  if (s.request.logprobs >= 0 && token >= 0 && token < n_vocab) s.next_logprob = logprob_entry(s, row, token);
+  return token;
+}
+
+int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row) {
   if (!s.request.logit_bias.empty()) {
     masked_logits_.assign(row.begin(), row.end());
     for (const auto& [id, bias] : s.request.logit_bias) {

@@ -165,12 +165,25 @@ struct Engine::Impl {
   // has one (then the grammar state moves past it). kGrammarDeadEnd when
   // the grammar allows no token of the vocabulary.
   int32_t sample_next(Sequence& s, std::span<const float> row);
+  // sample_next without the logprobs: logit_bias, grammar mask, sampler.
+  int32_t sample_constrained(Sequence& s, std::span<const float> row);
   static constexpr int32_t kGrammarDeadEnd = -2;
   // The vocabulary's byte trie for token masks, built on first use.
   std::shared_ptr<const TokenTrie> token_trie();
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<float> masked_logits_;  // (n_vocab)
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
+  // engine_logprobs.cpp (request.logprobs / request.echo).
+  // The entry of `token` at a position with raw logits `row` [n_vocab],
+  // with s.request.logprobs alternatives and the pieces filled in.
+  TokenLogprob logprob_entry(const Sequence& s, std::span<const float> row, int32_t token);
+  // Rows [n_rows][n_vocab] are the logits of prompt positions first_pos..:
+  // the entries of the prompt tokens they predict (s.prompt_logprobs).
+  void record_prompt_logprobs(Sequence& s, int first_pos, int n_rows, const float* rows);
+  // The echo event of `to`: the prompt's decoded text and (logprobs >= 0)
+  // the prompt entries of `from` (to itself, or the choice it forked from;
+  // n == 1: they are dropped afterwards, n > 1: after fork_choices).
+  void emit_echo(Sequence& to, Sequence& from);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
   void remember_answer(const Sequence& s);
   void explain_cache_miss(Sequence& s);

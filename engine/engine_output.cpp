@@ -82,7 +82,14 @@ void Engine::Impl::handle_token(Sequence& s, int32_t token) {
   if (!s.request.ignore_eos && tokenizer->is_end_of_generation(token)) {
     return finish(s, FinishReason::kStop);
   }
-  StopMatcher::Output out = s.stop.push(s.detok.push(token));
+  if (s.next_logprob) {
+    s.logprob_queue.push(std::move(*s.next_logprob));
+    s.next_logprob.reset();
+  }
+  std::string piece = s.detok.push(token);
+  s.logprob_queue.wrote(piece.size());
+  StopMatcher::Output out = s.stop.push(std::move(piece));
+  if (out.stopped) s.cut_by_stop = true;
   if (!out.text.empty()) emit(s, std::move(out.text), {token});
   if (out.stopped) {
     s.stop = StopMatcher({});  // nothing after the stop string is sent
@@ -102,6 +109,7 @@ void Engine::Impl::emit(Sequence& s, std::string text, std::vector<int32_t> toke
   ev.choice = s.request.first_choice;
   ev.text = std::move(text);
   ev.tokens = std::move(tokens);
+  if (!s.logprob_queue.empty()) ev.logprobs = s.logprob_queue.release(s.emitted_text.size());
   s.sink->on_event(std::move(ev));
 }
 
@@ -124,7 +132,10 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     // Text held by the detokenizer (an unfinished character) and by the stop
     // matcher (a possible stop-string start) is real output after all.
-    StopMatcher::Output out = s.stop.push(s.detok.flush());
+    std::string held = s.detok.flush();
+    s.logprob_queue.wrote(held.size());
+    StopMatcher::Output out = s.stop.push(std::move(held));
+    if (out.stopped) s.cut_by_stop = true;
     std::string tail = std::move(out.text);
     if (!out.stopped) tail += s.stop.flush();
     if (!tail.empty()) emit(s, std::move(tail), {});
@@ -144,6 +155,11 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
     ev.decode_ms = ms_between(s.t_first_token, now);
   }
   ev.prompt_logits = std::move(s.prompt_logits);
+  // Entries whose text is still to come ("" pieces at the end) go with the
+  // final event, unless a stop string cut the output before them.
+  if (!s.cut_by_stop && (reason == FinishReason::kStop || reason == FinishReason::kLength)) {
+    ev.logprobs = s.logprob_queue.release_all();
+  }
   if (int(s.tokens.size()) > s.n_prompt) ev.output_tokens.assign(s.tokens.begin() + s.n_prompt, s.tokens.end());
   if (reason == FinishReason::kError) spdlog::warn("request {} failed: {}", s.id, ev.error);
   if (!s.pages.keys.empty()) {

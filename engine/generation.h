@@ -13,6 +13,7 @@
 
 #include "engine/cache_admin.h"
 #include "engine/grammar/grammar_matcher.h"
+#include "engine/sampling/logprobs.h"
 #include "storage/status.h"
 
 namespace larder {
@@ -35,7 +36,7 @@ struct SamplingParams {
 struct GenerationRequest {
   std::vector<int32_t> prompt_tokens;  // already tokenized (BOS included where the model wants it)
   SamplingParams sampling;
-  int max_tokens = -1;                 // completion token cap; -1: until the context is full
+  int max_tokens = -1;                 // completion token cap; -1: until the context is full; 0: none (echo: the prompt only)
   std::vector<std::string> stop;       // stop strings (never reach the client)
   bool ignore_eos = false;
   // Tests and diagnostics: put the logits at the last prompt position into the
@@ -69,6 +70,16 @@ struct GenerationRequest {
   // choice = first_choice + j (a batch of prompts numbers its choices
   // i * n + j, as OpenAI does, through one sink).
   int first_choice = 0;
+  // Token log-probabilities (engine/sampling/logprobs.h): -1 off; 0..20:
+  // every generated token's entry with that many alternatives, carried by
+  // the event that carries its text (GenerationEvent::logprobs).
+  int logprobs = -1;
+  // Completions' echo: the first event (echo = true) carries the prompt's
+  // decoded text and, with logprobs >= 0, every prompt token's entry. Prompt
+  // entries need the logits of every prompt position, so such a request
+  // computes its whole prompt (no cached page is used; its pages still go
+  // into the cache).
+  bool echo = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -82,6 +93,12 @@ struct GenerationEvent {
   int choice = 0;                      // GenerationRequest::first_choice + j for choice j
   std::string text;                    // UTF-8 text delta (never splits a character)
   std::vector<int32_t> tokens;         // token ids this delta covers
+  // request.logprobs >= 0: the entries of the tokens whose text starts in
+  // this delta (in order; a token whose text a stop string cut off entirely,
+  // and the end-of-generation token, get none). text_offset counts bytes
+  // from the start of the generated text (echo event: of the prompt text).
+  std::vector<TokenLogprob> logprobs;
+  bool echo = false;                   // request.echo: this event is the prompt (text, logprobs), not output
   bool done = false;
   FinishReason finish = FinishReason::kNone;
   std::string error;                   // set when finish == kError

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,10 +85,23 @@ struct Sequence {
   // fork and sample their first tokens, at the start of the next step.
   bool fork_pending = false;
   std::vector<float> fork_logits;
+  // request.logprobs >= 0 (engine/engine_logprobs.cpp): the entry of the
+  // token sample_next just chose, the entries waiting for their text, and
+  // (echo) the prompt's entries by position.
+  std::optional<TokenLogprob> next_logprob;
+  LogprobQueue logprob_queue;
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool cut_by_stop = false;          // a stop string ended the output: entries after it are dropped
 
   Clock::time_point t_admit = Clock::now();
   Clock::time_point t_first_token;
   bool have_first_token = false;
 };
+
+// True while s must compute logits at every prompt position (echo with
+// logprobs, first run): no cached page may stand in for them.
+inline bool needs_prompt_logits(const Sequence& s) {
+  return !s.resumed && s.request.echo && s.request.logprobs >= 0;
+}
 
 }  // namespace larder

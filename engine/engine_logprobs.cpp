@@ -1,0 +1,51 @@
+// Engine: token log-probabilities (GenerationRequest::logprobs) and the
+// echoed prompt (GenerationRequest::echo), engine/engine_impl.h. The
+// values come from engine/sampling/logprobs.h; this file adds the token
+// pieces and the prompt's text offsets.
+#include "engine/engine_impl.h"
+
+namespace larder {
+
+TokenLogprob Engine::Impl::logprob_entry(const Sequence& s, std::span<const float> row, int32_t token) {
+  TokenLogprob e = logprobs::of_token(row, token, s.request.logprobs);
+  e.piece = tokenizer->token_to_piece(token);
+  for (TopLogprob& t : e.top) t.piece = tokenizer->token_to_piece(t.id);
+  return e;
+}
+
+void Engine::Impl::record_prompt_logprobs(Sequence& s, int first_pos, int n_rows, const float* rows) {
+  s.prompt_logprobs.resize(size_t(s.n_prompt));
+  for (int r = 0; r < n_rows; ++r) {
+    const int next = first_pos + r + 1;  // the prompt token this row predicts
+    if (next >= s.n_prompt) break;       // the last row: the first generated token's
+    std::span<const float> row(rows + size_t(r) * size_t(n_vocab), size_t(n_vocab));
+    s.prompt_logprobs[size_t(next)] = logprob_entry(s, row, s.tokens[size_t(next)]);
+  }
+}
+
+void Engine::Impl::emit_echo(Sequence& to, Sequence& from) {
+  GenerationEvent ev;
+  ev.choice = to.request.first_choice;
+  ev.echo = true;
+  const std::vector<int32_t>& prompt = from.request.prompt_tokens;
+  const bool with_logprobs = to.request.logprobs >= 0 && from.prompt_logprobs.size() == prompt.size();
+  if (with_logprobs) {
+    TokenLogprob& first = from.prompt_logprobs[0];  // no distribution predicts it
+    first = TokenLogprob{};
+    first.id = prompt[0];
+    first.has_logprob = false;
+    first.piece = tokenizer->token_to_piece(prompt[0]);
+  }
+  IncrementalDetokenizer detok(*tokenizer);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (with_logprobs) from.prompt_logprobs[i].text_offset = ev.text.size();
+    ev.text += detok.push(prompt[i]);
+  }
+  ev.text += detok.flush();
+  if (with_logprobs) ev.logprobs = from.prompt_logprobs;
+  if (from.request.n <= 1) from.prompt_logprobs.clear();
+  ev.tokens = prompt;
+  to.sink->on_event(std::move(ev));
+}
+
+}  // namespace larder

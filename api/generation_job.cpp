@@ -56,6 +56,18 @@ GenerationJob::GenerationJob(CompletionMeta meta, bool stream, bool include_usag
       layout_(choices) {
   choices_.reserve(size_t(std::max(1, layout_.n_choices())));
   for (int i = 0; i < std::max(1, layout_.n_choices()); ++i) choices_.emplace_back(tools_);
+  if (meta_.logprobs) {
+    for (Choice& c : choices_) c.logprobs.emplace(meta_.kind);
+  }
+}
+
+void GenerationJob::attach_logprobs(nlohmann::json& choice, Choice& c, bool always) {
+  if (!c.logprobs || (!always && !c.logprobs->has_pending())) return;
+  choice["logprobs"] = c.logprobs->take();
+}
+
+void GenerationJob::attach_chunk_logprobs(nlohmann::json& chunk, Choice& c) {
+  if (chunk.contains("choices") && !chunk["choices"].empty()) attach_logprobs(chunk["choices"][0], c, false);
 }
 
 void GenerationJob::observe(const QueueSink::Timed& t) {
@@ -74,7 +86,7 @@ void GenerationJob::observe(const QueueSink::Timed& t) {
     metrics_->count_generation(e, /*count_prompt=*/e.choice % std::max(1, layout_.n) == 0);
     return;
   }
-  if (e.text.empty()) return;
+  if (e.text.empty() || e.echo) return;  // the echoed prompt is not output
   // The response's first output; then the gaps within each choice.
   if (!had_output_) {
     metrics_->observe_time_to_first_token(seconds(t.at - submitted_));
@@ -88,7 +100,9 @@ void GenerationJob::observe(const QueueSink::Timed& t) {
 void GenerationJob::write_text_chunk(ResponseWriter& writer, int index, const std::string& text) {
   if (text.empty()) return;
   start_stream(writer);
-  writer.write_stream(sse_event(dump_json(with_choice_index(text_chunk_json(meta_, text), index))));
+  nlohmann::json chunk = with_choice_index(text_chunk_json(meta_, text), index);
+  attach_chunk_logprobs(chunk, choices_[size_t(index)]);
+  writer.write_stream(sse_event(dump_json(chunk)));
 }
 
 std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
@@ -162,6 +176,7 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
   const int index = e.choice;
   Choice& c = choices_[size_t(index)];
   if (!e.done) {
+    if (c.logprobs) c.logprobs->add(e);
     if (stream_) {
       if (e.text.empty()) return;
       write_text_chunk(writer, index, c.tool_stream.push(e.text));
@@ -177,6 +192,7 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
     piece.text = std::move(e.text);
     on_event(writer, piece);
   }
+  if (c.logprobs) c.logprobs->add(e);  // the final event's entries (its text went above)
   if (e.finish == FinishReason::kError) {
     finish_with_error(writer, ApiError::server(e.error.empty() ? "generation failed" : e.error));
     return;
@@ -203,6 +219,7 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
       ToolCallParse parsed = parse_tool_calls(tools_, choices_[i].text);
       body_choices.push_back(
           choice_json(meta_, int(i), parsed.content, *choices_[i].final, with_ids(std::move(parsed.calls))));
+      attach_logprobs(body_choices.back(), choices_[i], true);
     }
     writer.send(json_response(200, completion_body_json(meta_, std::move(body_choices), total_usage())));
     return;
@@ -215,7 +232,9 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
     writer.write_stream(
         sse_event(dump_json(with_choice_index(tool_call_chunk_json(meta_, static_cast<int>(i), calls[i]), index))));
   }
-  writer.write_stream(sse_event(dump_json(with_choice_index(finish_chunk_json(meta_, e, !calls.empty()), index))));
+  nlohmann::json finish_chunk = with_choice_index(finish_chunk_json(meta_, e, !calls.empty()), index);
+  attach_chunk_logprobs(finish_chunk, c);
+  writer.write_stream(sse_event(dump_json(finish_chunk)));
   c.final = std::move(e);
   if (!last) return;
   done_ = true;

@@ -26,6 +26,7 @@
 #include "api/http_message.h"
 #include "api/metrics.h"
 #include "api/openai_response.h"
+#include "api/response_logprobs.h"
 #include "api/tool_calls.h"
 #include "engine/generation.h"
 
@@ -119,6 +120,7 @@ class GenerationJob : public ResponseJob {
     ToolCallStream tool_stream;   // streaming with tools: holds back text that may be a call
     std::optional<GenerationEvent> final;  // its final event, once it ended
     std::optional<QueueSink::Clock::time_point> last_output;  // the previous text event's arrival
+    std::optional<ResponseLogprobs> logprobs;  // meta_.logprobs: its entries (api/response_logprobs.h)
   };
   void on_event(ResponseWriter& writer, GenerationEvent& event);
   void on_final(ResponseWriter& writer, int index, GenerationEvent& event);
@@ -131,6 +133,11 @@ class GenerationJob : public ResponseJob {
   GenerationEvent total_usage() const;
   // Counts the event's tokens and latencies (metrics_).
   void observe(const QueueSink::Timed& t);
+  // meta_.logprobs: sets the "logprobs" of `choice` (a choice object, or a
+  // chunk's choices[0]) to c's entries not sent yet; `always` false (a
+  // streamed chunk): only when there are some.
+  void attach_logprobs(nlohmann::json& choice, Choice& c, bool always);
+  void attach_chunk_logprobs(nlohmann::json& chunk, Choice& c);
 
   CompletionMeta meta_;
   bool stream_;

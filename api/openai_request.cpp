@@ -11,6 +11,7 @@
 #include "api/json_depth.h"
 #include "api/request_constraints.h"
 #include "api/request_json.h"
+#include "api/request_logprobs.h"
 
 namespace larder {
 namespace {
@@ -96,13 +97,11 @@ bool is_number(const json& v, double off) { return v.is_number() && v.get<double
 bool never_off(const json&) { return false; }
 
 const UnsupportedField kUnsupportedFields[] = {
-  {"echo", is_false, "the prompt is not echoed back"},
   {"suffix", is_empty_string, "no fill-in-the-middle suffix yet"},
   {"best_of", [](const json& v) { return is_number(v, 1); }, "only best_of = 1"},
   {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
   {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
   {"n_probs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
-  {"top_logprobs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
   {"chat_template_kwargs", is_empty_object, "no extra chat template variables yet"},
   {"mirostat", [](const json& v) { return is_number(v, 0); }, "no mirostat sampling"},
   {"typical_p", [](const json& v) { return is_number(v, 1); }, "no locally typical sampling"},
@@ -139,16 +138,17 @@ std::optional<ApiError> parse_object(std::string_view body, json* out) {
   return std::nullopt;
 }
 
+// min_tokens: the least max_tokens accepted (0 for a completion with echo).
 std::optional<ApiError> parse_options(const json& obj, const SamplingParams& defaults,
-                                      GenerationOptions* out) {
+                                      GenerationOptions* out, int min_tokens = 1) {
   out->sampling = defaults;
   if (const json* v = field(obj, "model")) {
     if (!v->is_string()) return ApiError::invalid("'model' must be a string", "model");
     out->model = v->get<std::string>();
   }
   // max_completion_tokens is the newer name; it wins when both are given.
-  if (auto e = read_int(obj, "max_tokens", 1, &out->max_tokens)) return e;
-  if (auto e = read_int(obj, "max_completion_tokens", 1, &out->max_tokens)) return e;
+  if (auto e = read_int(obj, "max_tokens", min_tokens, &out->max_tokens)) return e;
+  if (auto e = read_int(obj, "max_completion_tokens", min_tokens, &out->max_tokens)) return e;
 
   SamplingParams& s = out->sampling;
   if (auto e = read_float(obj, "temperature", 0, false, 2, false, &s.temperature)) return e;
@@ -217,11 +217,6 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
 
   if (auto e = read_grammar(obj, out)) return e;
   if (auto e = read_logit_bias(obj, out)) return e;
-  if (const json* v = field(obj, "logprobs")) {
-    // Chat: a boolean; completions: an integer count. Both unsupported.
-    bool wants = v->is_boolean() ? v->get<bool>() : v->is_number() ? v->get<double>() > 0 : true;
-    if (wants) return ApiError::invalid("'logprobs' is not supported", "logprobs");
-  }
 
   if (auto e = read_bool(obj, "stream", "stream", &out->stream)) return e;
   if (auto e = read_bool(obj, "ignore_eos", "ignore_eos", &out->ignore_eos)) return e;
@@ -426,6 +421,7 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
   json obj;
   if (auto e = parse_object(body, &obj)) return e;
   if (auto e = parse_options(obj, defaults, &out->options)) return e;
+  if (auto e = read_chat_logprobs(obj, &out->options)) return e;
 
   const json* msgs = field(obj, "messages");
   if (!msgs) return ApiError::invalid("'messages' is required", "messages");
@@ -529,7 +525,8 @@ std::optional<ApiError> parse_completion_request(std::string_view body,
   // tokens): control-token text in it is parsed unless parse_special is
   // false, as llama.cpp's server and vLLM do.
   out->options.parse_special = true;
-  if (auto e = parse_options(obj, defaults, &out->options)) return e;
+  if (auto e = parse_options(obj, defaults, &out->options, asks_for_echo(obj) ? 0 : 1)) return e;
+  if (auto e = read_completion_logprobs(obj, &out->options)) return e;
 
   const json* p = field(obj, "prompt");
   if (!p) return ApiError::invalid("'prompt' is required", "prompt");

@@ -12,7 +12,8 @@
 //                         {"type": "text", "text": string} parts (concatenated)
 //   prompt (completions)  string | [token id, ...] | a batch: [string or
 //                         [token id, ...], ...] (at most kMaxPrompts)
-//   max_tokens, max_completion_tokens  integer >= 1 (the latter wins)
+//   max_tokens, max_completion_tokens  integer >= 1 (the latter wins; 0 with
+//                         echo: the prompt's logprobs only)
 //   temperature [0, 2]; top_p (0, 1]; top_k integer >= 0; min_p [0, 1];
 //   presence_penalty, frequency_penalty [-2, 2]; repeat_penalty > 0;
 //   repeat_last_n integer >= -1; ranges hold for the value as a 32-bit
@@ -22,9 +23,10 @@
 //   cache_salt non-empty string of <= 1024 bytes;
 //   parse_special bool (default false for chat contents, true for a
 //   completion prompt);
-//   logprobs true / > 0 -> 400 "not supported"; so are the fields of
-//   kUnsupportedFields (echo, suffix, best_of, functions, grammar, ...)
-//   unless they hold their "off" value.
+//   logprobs: chat bool + top_logprobs 0..20; completions integer 0..20 and
+//   echo bool (api/request_logprobs.h);
+//   the fields of kUnsupportedFields (suffix, best_of, functions, n_probs,
+//   ...) -> 400 "not supported" unless they hold their "off" value.
 // Function calling (chat):
 //   tools                 array of {"type": "function", "function": {"name"
 //                         (1-64 of [A-Za-z0-9_-]), "description"?: string,
@@ -89,6 +91,10 @@ struct GenerationOptions {
   // "n": choices per prompt (>= 1; the router refuses more than the
   // server's max_n).
   int n = 1;
+  // Chat "logprobs": true + "top_logprobs": N, or completions "logprobs":
+  // N: N alternatives per token (GenerationRequest::logprobs); -1: off.
+  int logprobs = -1;
+  bool echo = false;                 // completions "echo": the prompt comes back first
 };
 
 struct ChatCompletionRequest {

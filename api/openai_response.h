@@ -27,6 +27,7 @@ struct CompletionMeta {
   std::string model;    // the served model id
   int64_t created = 0;  // unix seconds
   bool return_tokens = false;  // add "tokens" (generated ids) to the non-streaming choice
+  bool logprobs = false;       // choices carry "logprobs" (api/response_logprobs.h)
 };
 
 // "stop", "length" (OpenAI's finish_reason). kCancelled/kError map to "stop"

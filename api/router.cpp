@@ -232,6 +232,7 @@ GenerationRequest ApiRouter::generation_request(const PreparedGeneration& p, std
   const int room = info.n_ctx - static_cast<int>(prompt.size());
   int max_tokens = options.max_tokens.value_or(defaults_.max_tokens());
   if (max_tokens <= 0 || max_tokens > room) max_tokens = room;
+  if (options.max_tokens == 0) max_tokens = 0;  // echo: the prompt only (api/request_logprobs.h)
 
   GenerationRequest req;
   req.prompt_tokens = std::move(prompt);
@@ -243,6 +244,8 @@ GenerationRequest ApiRouter::generation_request(const PreparedGeneration& p, std
   req.cache_salt = options.cache_salt;
   req.grammar = options.grammar;
   req.logit_bias = options.logit_bias;
+  req.logprobs = options.logprobs;
+  req.echo = options.echo;
   req.n = options.n;
   return req;
 }
@@ -266,6 +269,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   meta.model = info.id;
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.return_tokens = options.return_tokens;
+  meta.logprobs = options.logprobs >= 0;
 
   const uint64_t tool_call_id_seed = rng_();
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,

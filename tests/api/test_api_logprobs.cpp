@@ -1,0 +1,137 @@
+// Logprobs in the API: the request fields (chat logprobs/top_logprobs,
+// completions logprobs/echo, max_tokens 0 with echo) and the response
+// shapes of api/response_logprobs.h, from hand-made engine entries.
+#include <cmath>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "api/openai_request.h"
+#include "api/openai_response.h"
+#include "api/response_logprobs.h"
+
+using nlohmann::json;
+using namespace larder;
+
+namespace {
+
+TokenLogprob entry(int32_t id, double lp, std::string piece, size_t offset, std::vector<TopLogprob> top = {}) {
+  TokenLogprob e;
+  e.id = id;
+  e.logprob = lp;
+  e.piece = std::move(piece);
+  e.text_offset = offset;
+  e.top = std::move(top);
+  return e;
+}
+
+std::optional<ApiError> chat(const std::string& extra, ChatCompletionRequest* out) {
+  return parse_chat_completion_request(R"({"messages":[{"role":"user","content":"Hi"}])" + extra + "}",
+                                       SamplingParams{}, out);
+}
+
+std::optional<ApiError> completion(const std::string& extra, CompletionRequest* out) {
+  return parse_completion_request(R"({"prompt":"Hi")" + extra + "}", SamplingParams{}, 300, out);
+}
+
+}  // namespace
+
+TEST_CASE("logprobs request fields", "[api][logprobs]") {
+  ChatCompletionRequest c;
+  REQUIRE_FALSE(chat("", &c));
+  CHECK(c.options.logprobs == -1);
+  REQUIRE_FALSE(chat(R"(,"logprobs":true)", &c));
+  CHECK(c.options.logprobs == 0);
+  REQUIRE_FALSE(chat(R"(,"logprobs":true,"top_logprobs":20)", &c));
+  CHECK(c.options.logprobs == 20);
+  REQUIRE_FALSE(chat(R"(,"logprobs":false,"top_logprobs":null)", &c));
+  CHECK(c.options.logprobs == -1);
+  for (const char* bad : {R"(,"top_logprobs":3)", R"(,"logprobs":false,"top_logprobs":0)",
+                          R"(,"logprobs":true,"top_logprobs":21)", R"(,"logprobs":true,"top_logprobs":-1)",
+                          R"(,"logprobs":true,"top_logprobs":1.5)"}) {
+    CAPTURE(bad);
+    ChatCompletionRequest r;
+    auto e = chat(bad, &r);
+    REQUIRE(e);
+    CHECK(e->param == std::optional<std::string>("top_logprobs"));
+  }
+  ChatCompletionRequest r;
+  auto e = chat(R"(,"logprobs":3)", &r);
+  REQUIRE(e);
+  CHECK(e->param == std::optional<std::string>("logprobs"));
+  e = chat(R"(,"echo":true)", &r);
+  REQUIRE(e);
+  CHECK(e->param == std::optional<std::string>("echo"));
+  e = chat(R"(,"max_tokens":0)", &r);
+  REQUIRE(e);
+  CHECK(e->param == std::optional<std::string>("max_tokens"));
+
+  CompletionRequest p;
+  REQUIRE_FALSE(completion(R"(,"logprobs":5,"echo":true,"max_tokens":0)", &p));
+  CHECK(p.options.logprobs == 5);
+  CHECK(p.options.echo);
+  CHECK(p.options.max_tokens == std::optional<int>(0));
+  REQUIRE_FALSE(completion(R"(,"logprobs":0)", &p));
+  CHECK(p.options.logprobs == 0);
+  for (auto [bad, param] : std::vector<std::pair<const char*, const char*>>{
+           {R"(,"logprobs":21)", "logprobs"},
+           {R"(,"logprobs":true)", "logprobs"},
+           {R"(,"max_tokens":0)", "max_tokens"},
+           {R"(,"echo":false,"max_tokens":0)", "max_tokens"},
+           {R"(,"echo":1)", "echo"},
+           {R"(,"top_logprobs":2)", "top_logprobs"}}) {
+    CAPTURE(bad);
+    CompletionRequest q;
+    auto err = completion(bad, &q);
+    REQUIRE(err);
+    CHECK(err->param == std::optional<std::string>(param));
+  }
+}
+
+TEST_CASE("chat logprobs shape: token, bytes, top list, -inf", "[api][logprobs]") {
+  ResponseLogprobs lp(CompletionKind::kChat);
+  GenerationEvent ev;
+  ev.text = "H\xE2\x82\xAC";
+  ev.logprobs = {entry(7, -0.25, "H", 0, {{7, -0.25, "H"}, {9, -INFINITY, "\xE2"}}),
+                 entry(9, -1.5, "\xE2", 1), entry(10, -0.125, "\x82\xAC", 1)};
+  lp.add(ev);
+  CHECK(lp.has_pending());
+  const json j = json::parse(dump_json(lp.take()));
+  CHECK_FALSE(lp.has_pending());
+  const json want = json::parse(R"({"content":[
+    {"token":"H","logprob":-0.25,"bytes":[72],"top_logprobs":[
+      {"token":"H","logprob":-0.25,"bytes":[72]},{"token":"\ufffd","logprob":-9999.0,"bytes":[226]}]},
+    {"token":"\ufffd","logprob":-1.5,"bytes":[226],"top_logprobs":[]},
+    {"token":"\ufffd\ufffd","logprob":-0.125,"bytes":[130,172],"top_logprobs":[]}],
+    "refusal":null})");
+  CHECK(j == want);
+  CHECK(lp.take() == json::parse(R"({"content":[],"refusal":null})"));
+}
+
+TEST_CASE("completions logprobs shape: echo, null first entry, offsets in characters", "[api][logprobs]") {
+  ResponseLogprobs lp(CompletionKind::kText);
+  GenerationEvent echo;
+  echo.echo = true;
+  echo.text = "H\xC3\xA9";  // "Hé": 3 bytes, 2 characters
+  TokenLogprob bos = entry(1, 0, "", 0);
+  bos.has_logprob = false;
+  echo.logprobs = {bos, entry(5, -2.0, "H\xC3\xA9", 0, {{4, -1.0, "a"}, {5, -2.0, "H\xC3\xA9"}})};
+  lp.add(echo);
+  GenerationEvent gen;
+  gen.text = "\xE2\x82\xAC";  // a character from two byte tokens
+  gen.logprobs = {entry(8, -0.5, "\xE2", 0, {{8, -0.5, "\xE2"}, {11, -0.75, "\xE3"}, {12, -3.0, "b"}}),
+                  entry(9, -0.0625, "\x82\xAC", 0)};
+  lp.add(gen);
+  GenerationEvent fin;
+  fin.done = true;
+  fin.text = "ignored: final text comes as its own piece";
+  fin.logprobs = {entry(13, -4.0, "", 3)};
+  lp.add(fin);
+  const json j = json::parse(dump_json(lp.take()));
+  const json want = json::parse(R"({
+    "tokens":["","H\u00e9","\ufffd","\ufffd\ufffd",""],
+    "token_logprobs":[null,-2.0,-0.5,-0.0625,-4.0],
+    "top_logprobs":[null,{"a":-1.0,"H\u00e9":-2.0},{"\ufffd":-0.5,"b":-3.0},{},{}],
+    "text_offset":[0,0,2,2,3]})");
+  CHECK(j == want);
+}

@@ -299,34 +299,21 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   if (!kv->ensure_pages(s.pages, s.n_computed + n)) {
     return finish(s, FinishReason::kError, "KV cache is full: no free page for the prompt (raise cache.device.budget)");
   }
-  // Logits only for the last prompt position of a first run (every
-  // position for echo with logprobs).
+  // Logits only for the last prompt position of a first run.
   const bool first_token = !s.resumed && s.n_computed + n == s.n_target;
-  const bool all_rows = needs_prompt_logits(s);
   std::vector<BatchToken> batch;
   batch.reserve(size_t(n));
   for (int pos = s.n_computed; pos < s.n_computed + n; ++pos) {
-    batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, all_rows || (first_token && pos == s.n_target - 1)});
+    batch.push_back(BatchToken{s.tokens[size_t(pos)], pos, 0, first_token && pos == s.n_target - 1});
   }
   SeqBlockTable table{std::span<const int32_t>(s.pages.block_table)};
-  // All rows: forward calls of at most 64 MiB of logits each (the split
-  // does not change the arithmetic, engine/cpu/forward.h).
-  const int rows_per_call = all_rows ? std::max(1, int((64 << 20) / (sizeof(float) * size_t(n_vocab)))) : n;
-  logits.resize(size_t(all_rows ? std::min(n, rows_per_call) : 1) * size_t(n_vocab));
+  logits.resize(size_t(n_vocab));
   const auto t0 = Sequence::Clock::now();
-  for (int b = 0; b < n; b += rows_per_call) {
-    const int nb = std::min(rows_per_call, n - b);
-    Status st = backend->forward(std::span<const BatchToken>(batch).subspan(size_t(b), size_t(nb)),
-                                 std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true, logits.data());
-    if (!st.is_ok()) return finish(s, FinishReason::kError, st.to_string());
-    if (all_rows) record_prompt_logprobs(s, s.n_computed + b, nb, logits.data());
-  }
-  // The first token's row: the last one.
-  if (all_rows && first_token) {
-    const int last = (n - 1) % rows_per_call;
-    std::copy_n(logits.begin() + long(size_t(last) * size_t(n_vocab)), size_t(n_vocab), logits.begin());
-    logits.resize(size_t(n_vocab));
-  }
+  // Echo with logprobs: every position's logits (engine_logprobs.cpp).
+  Status st = needs_prompt_logits(s)
+                  ? forward_every_row(s, batch, table)
+                  : backend->forward(batch, std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true, logits.data());
+  if (!st.is_ok()) return finish(s, FinishReason::kError, st.to_string());
   if (const double secs = std::chrono::duration<double>(Sequence::Clock::now() - t0).count(); n >= 16 && secs > 0) {
     const double rate = n / secs;
     prefill_rate = prefill_rate == 0 ? rate : 0.8 * prefill_rate + 0.2 * rate;

@@ -177,6 +177,12 @@ struct Engine::Impl {
   // The entry of `token` at a position with raw logits `row` [n_vocab],
   // with s.request.logprobs alternatives and the pieces filled in.
   TokenLogprob logprob_entry(const Sequence& s, std::span<const float> row, int32_t token);
+  // A prefill chunk of s (batch: consecutive positions of its prompt) with
+  // the logits of every position: forward calls of at most 64 MiB of logits
+  // each (the split does not change the arithmetic, engine/cpu/forward.h),
+  // each row's entry recorded in s.prompt_logprobs, and the last prompt
+  // position's row (when in the batch) left in `logits` [n_vocab].
+  Status forward_every_row(Sequence& s, std::span<BatchToken> batch, const SeqBlockTable& table);
   // Rows [n_rows][n_vocab] are the logits of prompt positions first_pos..:
   // the entries of the prompt tokens they predict (s.prompt_logprobs).
   void record_prompt_logprobs(Sequence& s, int first_pos, int n_rows, const float* rows);

@@ -2,6 +2,8 @@
 // echoed prompt (GenerationRequest::echo), engine/engine_impl.h. The
 // values come from engine/sampling/logprobs.h; this file adds the token
 // pieces and the prompt's text offsets.
+#include <algorithm>
+
 #include "engine/engine_impl.h"
 
 namespace larder {
@@ -11,6 +13,26 @@ TokenLogprob Engine::Impl::logprob_entry(const Sequence& s, std::span<const floa
   e.piece = tokenizer->token_to_piece(token);
   for (TopLogprob& t : e.top) t.piece = tokenizer->token_to_piece(t.id);
   return e;
+}
+
+Status Engine::Impl::forward_every_row(Sequence& s, std::span<BatchToken> batch, const SeqBlockTable& table) {
+  const int n = int(batch.size());
+  const int rows_per_call = std::max(1, int((size_t(64) << 20) / (sizeof(float) * size_t(n_vocab))));
+  logits.resize(size_t(std::min(n, rows_per_call)) * size_t(n_vocab));
+  for (BatchToken& t : batch) t.want_logits = true;
+  for (int b = 0; b < n; b += rows_per_call) {
+    const int nb = std::min(rows_per_call, n - b);
+    LARDER_RETURN_IF_ERROR(backend->forward(batch.subspan(size_t(b), size_t(nb)),
+                                            std::span<const SeqBlockTable>(&table, 1), /*prefill=*/true,
+                                            logits.data()));
+    record_prompt_logprobs(s, batch[size_t(b)].pos, nb, logits.data());
+  }
+  if (batch.back().pos == s.n_prompt - 1) {
+    const size_t last = size_t((n - 1) % rows_per_call);
+    std::copy_n(logits.begin() + long(last * size_t(n_vocab)), size_t(n_vocab), logits.begin());
+  }
+  logits.resize(size_t(n_vocab));
+  return Status::ok();
 }
 
 void Engine::Impl::record_prompt_logprobs(Sequence& s, int first_pos, int n_rows, const float* rows) {

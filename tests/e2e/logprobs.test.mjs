@@ -162,6 +162,26 @@ test('completions: logprobs of the generated tokens, echoed and streamed', { ski
   assert.deepEqual(got, lp);
 });
 
+test('completions: echo with logprobs and n = 2: each choice echoes the prompt with its logprobs', { skip }, async () => {
+  const comp = ref.completion;
+  for (const max_tokens of [0, 3]) {
+    const r = await c.completions.create({
+      model: 'stories260K', prompt: comp.prompt_text, max_tokens, echo: true, logprobs: 2, n: 2, seed: 5,
+    });
+    assert.equal(r.choices.length, 2);
+    for (const ch of r.choices) {
+      assert.ok(ch.text.startsWith(comp.prompt_text), `choice ${ch.index}`);
+      const lp = ch.logprobs;
+      assert.equal(lp.token_logprobs[0], null);
+      assert.equal(lp.tokens.length, comp.prompt_tokens.length + max_tokens);
+      for (let i = 1; i < comp.prompt_tokens.length; i++) {
+        near(lp.token_logprobs[i], comp.prompt[i - 1].logprob, `choice ${ch.index} prompt token ${i}`);
+      }
+    }
+    assert.equal(r.usage.completion_tokens, 2 * max_tokens);
+  }
+});
+
 test('logprobs: bad values are 400s naming the field', { skip }, async () => {
   const messages = [{ role: 'user', content: 'Hi' }];
   const bad = async (p, param) => {

@@ -383,7 +383,6 @@ TEST_CASE("unimplemented fields are refused by name; their off values pass", "[a
       {"function_call", R"("auto")", nullptr},
       {"n_probs", "5", "0"},
       {"top_logprobs", "2", "0"},
-      {"chat_template_kwargs", R"({"enable_thinking":false})", "{}"},
       {"mirostat", "2", "0"},
       {"typical_p", "0.5", "1"},
       {"tfs_z", "0.9", "1"},

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/access_policy.h"
+#include "api/generic_tools.h"
 #include "api/json_depth.h"
 #include "api/openai_request.h"
 #include "api/openai_response.h"
@@ -101,12 +102,12 @@ PromptOrError read_prompt(const std::string& body, bool evict, bool need_fit, Ge
   }
   ChatCompletionRequest parsed;
   if (auto e = parse_chat_completion_request(body, defaults, &parsed)) return *e;
-  if (!parsed.chat.tools_json.empty() && generator.tool_call_syntax() == ToolCallSyntax::kNone) {
-    return ApiError::invalid("this model cannot be offered tools: its chat template does not render them", "tools");
-  }
   parsed.chat.special_in_content = parsed.options.parse_special;
   parsed.chat.cache_salt = parsed.options.cache_salt;
-  Result<std::vector<int32_t>> tokens = generator.chat_prompt(parsed.chat);
+  // As a chat completion renders it (api/router.cpp).
+  ChatPromptInfo prompt_info;
+  Result<std::vector<int32_t>> tokens =
+      chat_prompt_with_tools(generator, parsed.parallel_tool_calls, &parsed.chat, &prompt_info);
   if (!tokens.is_ok()) {
     const StatusCode code = tokens.status().code();
     if (code == StatusCode::kOutOfRange) {

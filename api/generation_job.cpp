@@ -105,6 +105,29 @@ void GenerationJob::write_text_chunk(ResponseWriter& writer, int index, const st
   writer.write_stream(sse_event(dump_json(chunk)));
 }
 
+void GenerationJob::take_text(ResponseWriter& writer, int index, ReasoningSplit part) {
+  Choice& c = choices_[size_t(index)];
+  if (c.reasoning.raw()) {
+    // reasoning_format "none": the block is content, but never tool calls.
+    if (!stream_) {
+      c.raw_reasoning += part.reasoning;
+    } else {
+      write_text_chunk(writer, index, part.reasoning);
+    }
+    part.reasoning.clear();
+  }
+  if (!stream_) {
+    c.reasoning_text += part.reasoning;
+    c.text += part.content;
+    return;
+  }
+  if (!part.reasoning.empty()) {
+    start_stream(writer);
+    writer.write_stream(sse_event(dump_json(with_choice_index(reasoning_chunk_json(meta_, part.reasoning), index))));
+  }
+  if (!part.content.empty()) write_text_chunk(writer, index, c.tool_stream.push(part.content));
+}
+
 std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
   std::vector<ToolCall> out;
   for (ParsedToolCall& c : calls) {
@@ -177,12 +200,7 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
   Choice& c = choices_[size_t(index)];
   if (!e.done) {
     if (c.logprobs) c.logprobs->add(e);
-    if (stream_) {
-      if (e.text.empty()) return;
-      write_text_chunk(writer, index, c.tool_stream.push(e.text));
-    } else {
-      c.text += e.text;
-    }
+    if (!e.text.empty()) take_text(writer, index, c.reasoning.push(e.text, e.tokens.size()));
     return;
   }
   // The final event may carry a last piece of text.
@@ -190,6 +208,7 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
     GenerationEvent piece;
     piece.choice = index;
     piece.text = std::move(e.text);
+    piece.tokens = std::move(e.tokens);
     on_event(writer, piece);
   }
   if (c.logprobs) c.logprobs->add(e);  // the final event's entries (its text went above)
@@ -206,10 +225,18 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
   on_final(writer, index, e);
 }
 
+int GenerationJob::reasoning_tokens() const {
+  int n = 0;
+  for (const Choice& c : choices_) n += c.reasoning.reasoning_tokens();
+  return n;
+}
+
 void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent& e) {
   Choice& c = choices_[size_t(index)];
   ++n_finished_;
   const bool last = n_finished_ == int(choices_.size());
+  take_text(writer, index, c.reasoning.finish());
+  const bool reasoning = c.reasoning.active();
   if (!stream_) {
     c.final = std::move(e);
     if (!last) return;
@@ -217,11 +244,15 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
     nlohmann::json body_choices = nlohmann::json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
       ToolCallParse parsed = parse_tool_calls(tools_, choices_[i].text);
-      body_choices.push_back(
-          choice_json(meta_, int(i), parsed.content, *choices_[i].final, with_ids(std::move(parsed.calls))));
-      attach_logprobs(body_choices.back(), choices_[i], true);
+      nlohmann::json choice = choice_json(meta_, int(i), choices_[i].raw_reasoning + parsed.content,
+                                          *choices_[i].final, with_ids(std::move(parsed.calls)));
+      if (reasoning) add_reasoning_json(choice, choices_[i].reasoning_text, 0);
+      attach_logprobs(choice, choices_[i], true);
+      body_choices.push_back(std::move(choice));
     }
-    writer.send(json_response(200, completion_body_json(meta_, std::move(body_choices), total_usage())));
+    nlohmann::json body = completion_body_json(meta_, std::move(body_choices), total_usage());
+    if (reasoning) add_reasoning_json(body, "", reasoning_tokens());
+    writer.send(json_response(200, body));
     return;
   }
   ToolCallParse rest = c.tool_stream.finish();
@@ -238,7 +269,11 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
   c.final = std::move(e);
   if (!last) return;
   done_ = true;
-  if (include_usage_) writer.write_stream(sse_event(dump_json(usage_chunk_json(meta_, total_usage()))));
+  if (include_usage_) {
+    nlohmann::json usage = usage_chunk_json(meta_, total_usage());
+    if (reasoning) add_reasoning_json(usage, "", reasoning_tokens());
+    writer.write_stream(sse_event(dump_json(usage)));
+  }
   writer.write_stream(kSseDone);
   writer.end_stream();
 }

@@ -27,6 +27,7 @@
 #include "api/metrics.h"
 #include "api/openai_response.h"
 #include "api/response_logprobs.h"
+#include "api/reasoning.h"
 #include "api/tool_calls.h"
 #include "engine/generation.h"
 
@@ -109,6 +110,12 @@ class GenerationJob : public ResponseJob {
                 std::shared_ptr<ApiMetrics> metrics = nullptr, ChoiceLayout choices = {});
   ~GenerationJob() override;  // unfinished: cancel + detach the sink
 
+  // Chat with a reasoning model: the thinking goes to reasoning_content
+  // (api/reasoning.h). Call before the first pump().
+  void set_reasoning(ReasoningOptions options) {
+    for (Choice& c : choices_) c.reasoning = ReasoningStream(options);
+  }
+
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }
 
@@ -121,16 +128,24 @@ class GenerationJob : public ResponseJob {
     std::optional<GenerationEvent> final;  // its final event, once it ended
     std::optional<QueueSink::Clock::time_point> last_output;  // the previous text event's arrival
     std::optional<ResponseLogprobs> logprobs;  // meta_.logprobs: its entries (api/response_logprobs.h)
+    ReasoningStream reasoning;    // splits off the thinking (a no-op unless set_reasoning)
+    std::string reasoning_text;   // non-streaming: the whole reasoning so far
+    std::string raw_reasoning;    // non-streaming, reasoning_format "none": the block, put before the content
   };
   void on_event(ResponseWriter& writer, GenerationEvent& event);
   void on_final(ResponseWriter& writer, int index, GenerationEvent& event);
   void start_stream(ResponseWriter& writer);
   void finish_with_error(ResponseWriter& writer, const ApiError& error);
   void write_text_chunk(ResponseWriter& writer, int index, const std::string& text);
+  // A piece of choice `index`'s answer split by its reasoning stream:
+  // streamed, or kept for the body.
+  void take_text(ResponseWriter& writer, int index, ReasoningSplit part);
   std::vector<ToolCall> with_ids(std::vector<ParsedToolCall> calls);
   // The usage of all choices: each prompt's tokens once (from its first
   // choice), the completion tokens of every choice, the longest times.
   GenerationEvent total_usage() const;
+  // The reasoning tokens of all choices.
+  int reasoning_tokens() const;
   // Counts the event's tokens and latencies (metrics_).
   void observe(const QueueSink::Timed& t);
   // meta_.logprobs: sets the "logprobs" of `choice` (a choice object, or a

@@ -102,7 +102,6 @@ const UnsupportedField kUnsupportedFields[] = {
   {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
   {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
   {"n_probs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
-  {"chat_template_kwargs", is_empty_object, "no extra chat template variables yet"},
   {"mirostat", [](const json& v) { return is_number(v, 0); }, "no mirostat sampling"},
   {"typical_p", [](const json& v) { return is_number(v, 1); }, "no locally typical sampling"},
   {"tfs_z", [](const json& v) { return is_number(v, 1); }, "no tail-free sampling"},
@@ -274,6 +273,31 @@ bool valid_function_name(const std::string& name) {
   return std::all_of(name.begin(), name.end(), [](unsigned char c) {
     return std::isalnum(c) || c == '_' || c == '-';
   });
+}
+
+// "reasoning_format" and "chat_template_kwargs".
+std::optional<ApiError> parse_template_fields(const json& obj, ChatCompletionRequest* out) {
+  if (const json* v = field(obj, "reasoning_format")) {
+    std::optional<ReasoningFormat> f = v->is_string() ? reasoning_format_from_name(v->get_ref<const std::string&>())
+                                                      : std::nullopt;
+    if (!f) {
+      return ApiError::invalid("'reasoning_format' must be \"none\", \"auto\" or \"deepseek\", got " + show(*v),
+                               "reasoning_format");
+    }
+    out->reasoning_format = *f;
+  }
+  if (const json* v = field(obj, "chat_template_kwargs")) {
+    if (!v->is_object()) return ApiError::invalid("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents"}) {
+      if (v->contains(reserved)) {
+        return ApiError::invalid(std::string("'chat_template_kwargs' cannot set '") + reserved +
+                                     "': the chat template gets it from the request",
+                                 std::string("chat_template_kwargs.") + reserved);
+      }
+    }
+    if (!v->empty()) out->chat.template_kwargs_json = v->dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  return std::nullopt;
 }
 
 // "tools" -> out->chat.tools_json and out->tool_names; "tool_choice" "none"
@@ -455,12 +479,20 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
       }
       msg.tool_call_id = id->get<std::string>();
     }
+    if (const json* rc = field(m, "reasoning_content")) {
+      if (!rc->is_string() || msg.role != "assistant") {
+        return ApiError::invalid("'" + at + ".reasoning_content' must be a string, on an assistant message",
+                                 at + ".reasoning_content");
+      }
+      msg.reasoning_content = rc->get<std::string>();
+    }
     if (const json* name = field(m, "name")) {
       if (!name->is_string()) return ApiError::invalid("'" + at + ".name' must be a string", at + ".name");
       msg.name = name->get<std::string>();
     }
     out->chat.messages.push_back(std::move(msg));
   }
+  if (auto e = parse_template_fields(obj, out)) return e;
   return parse_tools(obj, out);
 }
 

@@ -32,16 +32,26 @@
 //                         (1-64 of [A-Za-z0-9_-]), "description"?: string,
 //                         "parameters"?: object, "strict"?: bool}}
 //   tool_choice           "auto" (default) | "none" (tools are then not shown
-//                         to the model and no calls are parsed); "required"
-//                         and {"type": "function", ...} -> 400: larder cannot
-//                         force a call (no constrained decoding)
-//   parallel_tool_calls   bool, accepted; every call the model writes is returned
+//                         to the model and no calls are parsed) | "required"
+//                         | {"type": "function", "function": {"name": N}}
+//                         (the answer is forced into calls by a grammar)
+//   parallel_tool_calls   bool; false: a forced answer holds one call, and
+//                         the generic tool prompt asks for one
+//                         (api/generic_tools.h)
 //   messages: assistant messages may carry "tool_calls" ([{"id": string,
 //   "type": "function", "function": {"name": string, "arguments": JSON text
 //   nesting <= kMaxJsonDepth (an object is accepted too)}}]) with content
 //   null or absent; "tool"
 //   messages need "tool_call_id" (string) and content; any message may carry
-//   a string "name".
+//   a string "name"; assistant messages a string "reasoning_content" (the
+//   thinking of an earlier answer, passed to the template).
+// Reasoning models and templates (chat):
+//   reasoning_format      "none" | "auto" (default) | "deepseek" (else 400)
+//   chat_template_kwargs  object: extra variables for the Jinja template
+//                         (e.g. {"enable_thinking": false}); the names the
+//                         template gets anyway (messages, tools,
+//                         add_generation_prompt, bos_token, eos_token,
+//                         documents) are a 400
 // Errors name the offending path, e.g. param "tools[1].function.name" or
 // "messages[2].tool_calls[0].function.arguments".
 // null counts as "not given" for every optional field; other unknown fields
@@ -57,6 +67,7 @@
 #include <vector>
 
 #include "api/api_error.h"
+#include "api/reasoning.h"
 #include "engine/generation.h"
 
 namespace larder {
@@ -107,6 +118,10 @@ struct ChatCompletionRequest {
   bool tool_required = false;
   std::string forced_tool;
   bool parallel_tool_calls = true;      // "parallel_tool_calls": false allows one call
+  // "reasoning_format" (llama.cpp): "none" leaves a reasoning model's
+  // thinking in content; "auto" (the default) and "deepseek" return it as
+  // reasoning_content (api/reasoning.h).
+  ReasoningFormat reasoning_format = ReasoningFormat::kDeepseek;
 };
 
 // One prompt of a completion request.

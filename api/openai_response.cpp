@@ -160,6 +160,17 @@ json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_e
   return body;
 }
 
+json reasoning_chunk_json(const CompletionMeta& meta, const std::string& text) {
+  json body = envelope(meta, chunk_object(meta));
+  body["choices"] = json::array({stream_choice(meta, {{"reasoning_content", text}}, nullptr)});
+  return body;
+}
+
+void add_reasoning_json(json& j, const std::string& reasoning, int reasoning_tokens) {
+  if (j.contains("usage")) j["usage"]["completion_tokens_details"]["reasoning_tokens"] = reasoning_tokens;
+  if (!reasoning.empty() && j.contains("message")) j["message"]["reasoning_content"] = reasoning;
+}
+
 std::string sse_event(std::string_view payload) {
   std::string out = "data: ";
   out += payload;

@@ -85,6 +85,13 @@ nlohmann::json usage_chunk_json(const CompletionMeta& meta, const GenerationEven
 // `index` (n > 1, several prompts).
 nlohmann::json with_choice_index(nlohmann::json chunk, int index);
 
+// Reasoning models (api/reasoning.h). Chat: delta {"reasoning_content": text}.
+nlohmann::json reasoning_chunk_json(const CompletionMeta& meta, const std::string& text);
+// Of a reasoning model: a chat body or usage chunk from above gets
+// usage.completion_tokens_details.reasoning_tokens; a choice_json (reasoning
+// not empty) gets message.reasoning_content.
+void add_reasoning_json(nlohmann::json& j, const std::string& reasoning, int reasoning_tokens);
+
 // Server-sent events framing: "data: <payload>\n\n".
 std::string sse_event(std::string_view payload);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";

@@ -18,6 +18,7 @@
 
 #include "api/api_error.h"
 #include "api/generation_job.h"
+#include "api/reasoning.h"
 #include "api/openai_request.h"
 #include "api/pool_task.h"
 #include "api/tool_calls.h"
@@ -33,6 +34,7 @@ struct PreparedGeneration {
   std::vector<std::vector<int32_t>> more_prompts;
   const char* prompt_param = "prompt";  // the field blamed for an over-long prompt
   ToolCallOptions tools;
+  ReasoningOptions reasoning;  // chat: how the answer's thinking is split off (api/reasoning.h)
 };
 // The outcome of the pool step: an error to answer, or a request to submit.
 using PreparedRequest = std::variant<ApiError, PreparedGeneration>;

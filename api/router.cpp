@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "api/generic_tools.h"
 #include "api/openai_response.h"
 #include "api/tool_call_grammar.h"
 #include "engine/grammar/grammar.h"
@@ -138,19 +139,21 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   PreparedGeneration out;
   out.kind = CompletionKind::kChat;
   out.prompt_param = "messages";
+  // The offered tools as the parser kept them (ordered_json: the
+  // properties come out in the client's order).
+  nlohmann::ordered_json tools;
+  const bool template_has_tools = generator_.tool_call_syntax() != ToolCallSyntax::kNone;
   if (!parsed.chat.tools_json.empty()) {
-    out.tools.syntax = generator_.tool_call_syntax();
+    tools = nlohmann::ordered_json::parse(parsed.chat.tools_json, nullptr, false);
+    out.tools.syntax = template_has_tools ? generator_.tool_call_syntax() : ToolCallSyntax::kJsonEnvelope;
     out.tools.tool_names = parsed.tool_names;
-    if (out.tools.syntax == ToolCallSyntax::kNone) {
-      return ApiError::invalid(
-          "this model cannot be offered tools: its chat template does not render them (a Jinja "
-          "tokenizer.chat_template that uses `tools` is needed)",
-          "tools");
-    }
   }
   parsed.chat.special_in_content = parsed.options.parse_special;
   parsed.chat.cache_salt = parsed.options.cache_salt;
-  Result<std::vector<int32_t>> tokens = generator_.chat_prompt(parsed.chat);
+  ChatPromptInfo prompt_info;
+  // A template that cannot show tools or calls: the generic tool prompt does.
+  Result<std::vector<int32_t>> tokens =
+      chat_prompt_with_tools(generator_, parsed.parallel_tool_calls, &parsed.chat, &prompt_info);
   if (!tokens.is_ok()) {
     const StatusCode code = tokens.status().code();
     if (code == StatusCode::kOutOfRange) {
@@ -159,15 +162,16 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     return ApiError::invalid(tokens.status().message(), code == StatusCode::kUnsupported ? "tools" : "messages");
   }
   if (parsed.tool_required) {
-    // The offered tools as the parser kept them (ordered_json: the
-    // properties come out in the client's order).
-    const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(parsed.chat.tools_json, nullptr, false);
     Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parsed.parallel_tool_calls);
     if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
     Result<Grammar> g = parse_gbnf(*gbnf);
     if (!g.is_ok()) return ApiError::server("forcing a tool call: " + g.status().message());
     parsed.options.grammar = std::make_shared<const CompiledGrammar>(*g);
   }
+  // A grammar constrains the answer from its first token, so even after a
+  // prompt that opened a <think> block, nothing of it is thinking.
+  out.reasoning = {generator_.reasoning_syntax(), parsed.reasoning_format,
+                   prompt_info.opens_reasoning && !parsed.options.grammar};
   out.options = std::move(parsed.options);
   out.prompt_tokens = std::move(*tokens);
   if (auto e = check_prompt(out)) return *e;
@@ -274,6 +278,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   const uint64_t tool_call_id_seed = rng_();
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
                                              std::move(p.tools), tool_call_id_seed, metrics_, layout);
+  job->set_reasoning(p.reasoning);
   if (batch.size() == 1) {
     generator_.submit(std::move(batch[0].first), std::move(batch[0].second));
   } else {

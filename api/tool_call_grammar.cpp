@@ -52,6 +52,10 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
       root = "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= block";
       if (parallel) root += " ( \"\\n\" block )*";
       break;
+    case ToolCallSyntax::kJsonEnvelope:
+      root = parallel ? "root ::= \"{\\\"tool_calls\\\": [\" call ( \", \" call )* \"]}\""
+                      : "root ::= \"{\\\"tool_call\\\": \" call \"}\"";
+      break;
     case ToolCallSyntax::kMistral:
       root = "root ::= \"[\" call";
       if (parallel) root += " ( \", \" call )*";

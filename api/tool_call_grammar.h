@@ -10,6 +10,8 @@
 //   kMistral     [{"name": N, "arguments": {...}}, ...] (its [TOOL_CALLS]
 //                tag is a control token that the parser does not need)
 //   kGeneric     {"name": N, "arguments": {...}}: one call
+//   kJsonEnvelope {"tool_call": {"name": N, "arguments": {...}}} (one call),
+//                or when parallel {"tool_calls": [call, ...]} (one or more)
 #pragma once
 
 #include <string>

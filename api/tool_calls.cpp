@@ -119,6 +119,32 @@ ToolCallParse parse_mistral(std::string_view text) {
   return out;
 }
 
+// The generic tool prompt's answer (api/generic_tools.h): {"tool_call":
+// call}, {"tool_calls": [call, ...]} or {"response": "..."}.
+ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view text) {
+  std::optional<OrderedJson> j = parse_json(trim(text));
+  if (!j || !j->is_object()) return no_calls(text);
+  ToolCallParse out;
+  OrderedJson calls;
+  if (auto c = j->find("tool_call"); c != j->end()) {
+    calls = OrderedJson::array({*c});
+  } else if (auto cs = j->find("tool_calls"); cs != j->end() && cs->is_array()) {
+    calls = *cs;
+  } else if (auto r = j->find("response"); r != j->end()) {
+    out.content = r->is_string() ? r->get<std::string>() : dump(*r);
+    return out;
+  } else {
+    return no_calls(text);
+  }
+  for (const OrderedJson& item : calls) {
+    std::optional<ParsedToolCall> call = call_from_json(item);
+    if (!call || !offered(options, call->name)) return no_calls(text);
+    out.calls.push_back(std::move(*call));
+  }
+  if (out.calls.empty()) return no_calls(text);
+  return out;
+}
+
 // Length of the longest proper prefix of `tag` that `s` ends with.
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
   for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k) {
@@ -134,6 +160,7 @@ ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view 
     case ToolCallSyntax::kHermes: return parse_hermes(text);
     case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);
     case ToolCallSyntax::kMistral: return parse_mistral(text);
+    case ToolCallSyntax::kJsonEnvelope: return parse_envelope(options, text);
     case ToolCallSyntax::kGeneric:
       if (text.find(kHermesOpen) != std::string_view::npos) return parse_hermes(text);
       return parse_bare_json(options, text);
@@ -156,7 +183,8 @@ std::string ToolCallStream::push(std::string_view delta) {
     std::string_view tag;
     if (syntax == ToolCallSyntax::kLlama3Json || syntax == ToolCallSyntax::kGeneric) tag = kPythonTag;
     if (syntax == ToolCallSyntax::kMistral) tag = kMistralTag;
-    if (!tag.empty() || syntax == ToolCallSyntax::kGeneric) {
+    const bool opens_with_object = syntax == ToolCallSyntax::kGeneric || syntax == ToolCallSyntax::kJsonEnvelope;
+    if (!tag.empty() || opens_with_object) {
       const bool opens = (syntax == ToolCallSyntax::kMistral ? t.front() == '[' : t.front() == '{') ||
                          (!tag.empty() && t.starts_with(tag));
       if (opens) {

@@ -15,6 +15,10 @@
 //                {"name": N, "arguments": {...}} (Mistral, Nemo)
 //   kGeneric     kHermes blocks, or the whole answer is one JSON object as
 //                for kLlama3Json
+//   kJsonEnvelope the whole answer is {"tool_call": {"name": N, "arguments":
+//                {...}}}, {"tool_calls": [...]} or {"response": "text"} (the
+//                generic tool prompt, api/generic_tools.h); a response's
+//                text is the content
 // In every call object "arguments" and "parameters" are both accepted, and
 // the arguments must be a JSON object (or a string holding one). A bare JSON
 // answer (kLlama3Json, kGeneric without tags) only counts as a call when it

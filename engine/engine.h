@@ -55,6 +55,9 @@ class Engine : public Generator {
   ToolCallSyntax tool_call_syntax() const override;
   bool chat_uses_special_tokens() const override;
   Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request) const override;
+  Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request, ChatPromptInfo* info) const override;
+  // kThinkTags when the chat template or the vocabulary has "<think>".
+  ReasoningSyntax reasoning_syntax() const override;
   void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
   void submit_batch(std::vector<std::pair<GenerationRequest, std::shared_ptr<GenerationSink>>> batch) override;
 

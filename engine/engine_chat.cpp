@@ -78,10 +78,17 @@ Result<tmpl::Rendered> Engine::Impl::render_chat_text(const ChatRequest& request
 }
 
 Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) const {
+  ChatPromptInfo info;
+  return chat_prompt(request, &info);
+}
+
+Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request, ChatPromptInfo* info) const {
   Impl& m = *impl_;
   Result<tmpl::Rendered> rendered = m.render_chat_text(request);
   if (!rendered.is_ok()) return rendered.status();
   const std::string& text = rendered->text;
+  *info = ChatPromptInfo{};
+  info->opens_reasoning = reasoning_syntax() == ReasoningSyntax::kThinkTags && ChatFormat::opens_reasoning(text);
   // The plain format has no control tokens of its own; parse_special still
   // parses control-token text in its contents.
   const bool special = chat_uses_special_tokens() || request.special_in_content;
@@ -107,6 +114,15 @@ Result<std::vector<int32_t>> Engine::chat_prompt(const ChatRequest& request) con
 }
 
 ToolCallSyntax Engine::tool_call_syntax() const { return impl_->chat->tool_call_syntax(); }
+
+ReasoningSyntax Engine::reasoning_syntax() const {
+  const Impl& m = *impl_;
+  if (m.chat->reasoning_syntax() != ReasoningSyntax::kNone) return m.chat->reasoning_syntax();
+  if (m.tokenizer->find_token("<think>") >= 0 && m.tokenizer->find_token("</think>") >= 0) {
+    return ReasoningSyntax::kThinkTags;
+  }
+  return ReasoningSyntax::kNone;
+}
 
 bool Engine::chat_uses_special_tokens() const { return impl_->chat->uses_special_tokens(); }
 

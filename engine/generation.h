@@ -151,6 +151,11 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls; // assistant turns
   std::string tool_call_id;         // "tool" turns: the call answered ("" when not given)
   std::string name;                 // optional "name" field of the message ("" when not given)
+  // Assistant turns: the thinking the client sends back (llama.cpp's and
+  // DeepSeek's "reasoning_content"); templates that show it (Qwen 3, for
+  // the turns after the last user message) get it as
+  // message.reasoning_content. nullopt when not given.
+  std::optional<std::string> reasoning_content{};
 };
 
 // Everything the chat template renders for one request.
@@ -168,6 +173,26 @@ struct ChatRequest {
   // The request's cache salt (GenerationRequest::cache_salt): remembered
   // answers are looked up under it.
   std::string cache_salt{};
+  // llama.cpp's `chat_template_kwargs`: the JSON text of an object whose
+  // keys become extra variables of the Jinja template (e.g.
+  // {"enable_thinking": false}); "" when none. Validated by the API layer
+  // (an object, none of the names the template gets anyway).
+  std::string template_kwargs_json{};
+};
+
+// How a model marks its reasoning (its "thinking") in the output, detected
+// from its chat template and vocabulary (engine/tokenizer/chat_format.h).
+enum class ReasoningSyntax {
+  kNone,       // no reasoning markers
+  kThinkTags,  // <think> ... </think> before the answer (Qwen 3, QwQ, DeepSeek R1 distills)
+};
+
+// What Generator::chat_prompt found out about a prompt besides its ids.
+struct ChatPromptInfo {
+  // The rendering ends inside an open reasoning block (a generation prompt
+  // ending in "<think>\n", as DeepSeek R1 distills' and QwQ's do): the
+  // answer starts with the model's thinking and has no opening tag.
+  bool opens_reasoning = false;
 };
 
 // How a model writes a tool call in its output, detected from its chat
@@ -178,8 +203,12 @@ enum class ToolCallSyntax {
   kLlama3Json, // the whole answer is {"name": ..., "parameters": {...}} (Llama 3.1/3.2), maybe after <|python_tag|>
   kMistral,    // [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral / Nemo)
   kGeneric,    // a template that renders tools in another way: Hermes tags or a bare JSON object are accepted
+  // Never a template's: the API layer's generic tool prompt for kNone models
+  // (api/generic_tools.h) asks for {"tool_call": {...}} or {"response": "..."}.
+  kJsonEnvelope,
 };
-const char* tool_call_syntax_name(ToolCallSyntax s);  // "none", "hermes", "llama3_json", "mistral", "generic"
+// "none", "hermes", "llama3_json", "mistral", "generic", "json_envelope"
+const char* tool_call_syntax_name(ToolCallSyntax s);
 
 struct ModelInfo {
   std::string id;       // model id shown by /v1/models (file stem unless configured)
@@ -224,6 +253,14 @@ class Generator {
     if (!rendered.is_ok()) return rendered.status();
     return tokenize(*rendered, chat_uses_special_tokens());
   }
+  // chat_prompt(), also filling *info (not null). The default says nothing
+  // about the prompt (info left at its defaults).
+  virtual Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request, ChatPromptInfo* info) const {
+    *info = ChatPromptInfo{};
+    return chat_prompt(request);
+  }
+  // How this model marks its reasoning; kNone: it does not.
+  virtual ReasoningSyntax reasoning_syntax() const { return ReasoningSyntax::kNone; }
   // Queues a request; events arrive on `sink`. Never blocks on the engine.
   virtual void submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
   // Queues several requests at once (a completion request's array of

@@ -72,14 +72,25 @@ Result<ChatFormat> ChatFormat::from_jinja(std::string_view chat_template, std::s
   f.bos_token_ = std::move(bos_token);
   f.eos_token_ = std::move(eos_token);
   f.probe_tool_support(chat_template);
+  if (chat_template.find("<think>") != std::string_view::npos) f.reasoning_syntax_ = ReasoningSyntax::kThinkTags;
   return f;
 }
 
+bool ChatFormat::opens_reasoning(std::string_view rendered) {
+  const size_t open = rendered.rfind("<think>");
+  if (open == std::string_view::npos) return false;
+  return rendered.find_first_not_of(" \t\n\r", open + 7) == std::string_view::npos;
+}
+
 Result<tmpl::Rendered> ChatFormat::render_jinja(const tmpl::Value& messages, const tmpl::Value& tools,
-                                                bool add_generation_prompt) const {
+                                                bool add_generation_prompt, const tmpl::Value& extra) const {
   if (kind_ != ChatFormatKind::kJinja) return Status::unsupported("chat: render_values needs a Jinja template");
   if (!load_error_.is_ok()) return load_error_;
   tmpl::Dict g;
+  // Template kwargs first: the standard variables below replace any of them.
+  if (extra.is_dict()) {
+    for (const auto& [key, value] : extra.dict().items()) g.set(key, value);
+  }
   g.set("messages", messages);
   g.set("tools", tools);
   g.set("documents", tmpl::Value::none());
@@ -128,7 +139,7 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
 }
 
 Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage>& messages,
-                                                   const tmpl::Value& tools) const {
+                                                   const tmpl::Value& tools, const tmpl::Value& extra) const {
   if (messages.empty()) return Status::invalid_argument("chat: no messages to render");
   for (const ChatMessage& m : messages) {
     if (!is_one_of(m.role, {"system", "developer", "user", "assistant", "tool"})) {
@@ -148,7 +159,7 @@ Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage
       }
     }
   }
-  if (kind_ == ChatFormatKind::kJinja) return render_jinja(message_values(messages), tools, true);
+  if (kind_ == ChatFormatKind::kJinja) return render_jinja(message_values(messages), tools, true, extra);
   // The fixed formats: contents are marked with their message index.
   tmpl::TextBuilder out;
   auto content = [&](size_t i, std::string_view text) { out.append_text(text, true, static_cast<int32_t>(i)); };

@@ -46,7 +46,7 @@
 // passes it: `tools` is the request's "tools" array as sent (None when no
 // tools are offered); a message is {"role", "content"} plus "tool_calls"
 // ([{"id", "type": "function", "function": {"name", "arguments"}}]) when it
-// has any, "tool_call_id" and "name" when given. Two adaptations, found by
+// has any, "tool_call_id", "name" and "reasoning_content" when given. Two adaptations, found by
 // rendering a probe conversation once at load (as llama.cpp's minja does):
 //   - OpenAI clients send `arguments` as a JSON string. Templates that print
 //     `arguments | tojson` (Llama 3.2, Qwen 2.5, Mistral Nemo) would print
@@ -58,8 +58,9 @@
 //     fails on that or prints "None" (Qwen 3, Phi, SmolLM2, Llama 3.1), it
 //     gets "" instead.
 // The tool-call syntax of the output is read from the template text: no
-// mention of "tools" -> kNone (tools are refused: the model would never see
-// them); "<tool_call>" -> kHermes; "[TOOL_CALLS]" -> kMistral;
+// mention of "tools" -> kNone (render_text refuses tools: the template
+// would never show them; the API layer then describes them in a system
+// message of its own, api/generic_tools.h); "<tool_call>" -> kHermes; "[TOOL_CALLS]" -> kMistral;
 // "<|start_header_id|>" -> kLlama3Json; else kGeneric.
 //
 // Prefix property (what the KV prefix cache relies on): for every format the
@@ -80,6 +81,17 @@
 // answer with surrounding whitespace differently from how it was generated.
 // first_difference() gives the byte offset where two renderings part, for a
 // log line explaining a cache miss.
+//
+// Reasoning (kJinja): a template that mentions "<think>" (Qwen 3, QwQ,
+// DeepSeek R1 distills) gives reasoning_syntax() kThinkTags; the engine
+// also says so when the vocabulary has "<think>" and "</think>" tokens.
+// opens_reasoning() tells whether a rendering ends inside an open block
+// (a generation prompt ending in "<think>\n"), so that the answer starts
+// with the thinking. Template kwargs (ChatRequest::template_kwargs_json,
+// llama.cpp's chat_template_kwargs, e.g. {"enable_thinking": false}) become
+// extra template variables, their strings marked as the client's; the
+// variables the template gets anyway (messages, tools, ...) win over them.
+// The fixed formats have nothing to pass them to.
 #pragma once
 
 #include <optional>
@@ -160,6 +172,11 @@ class ChatFormat {
 
   // How the model writes tool calls (kNone unless kJinja; see "Tools").
   ToolCallSyntax tool_call_syntax() const { return tool_syntax_; }
+  // kThinkTags when the template mentions "<think>" (see "Reasoning").
+  ReasoningSyntax reasoning_syntax() const { return reasoning_syntax_; }
+  // Whether `rendered` ends inside an open <think> block: its last
+  // "<think>" is followed by nothing but whitespace.
+  static bool opens_reasoning(std::string_view rendered);
   // What probing the template found (kJinja; both false otherwise).
   bool requires_object_arguments() const { return requires_object_arguments_; }
   bool requires_non_null_content() const { return requires_non_null_content_; }
@@ -193,15 +210,19 @@ class ChatFormat {
   // (chat_tools.cpp).
   tmpl::Value message_values(const std::vector<ChatMessage>& messages) const;
   // render() and render_text() (chat_format.cpp); tools: none or a list.
-  Result<tmpl::Rendered> render_messages(const std::vector<ChatMessage>& messages, const tmpl::Value& tools) const;
+  // extra: none or a dict of further template variables (template kwargs).
+  Result<tmpl::Rendered> render_messages(const std::vector<ChatMessage>& messages, const tmpl::Value& tools,
+                                         const tmpl::Value& extra = tmpl::Value::none()) const;
   Result<tmpl::Rendered> render_jinja(const tmpl::Value& messages, const tmpl::Value& tools,
-                                      bool add_generation_prompt) const;
+                                      bool add_generation_prompt,
+                                      const tmpl::Value& extra = tmpl::Value::none()) const;
   // Sets tool_syntax_ and the requires_* flags from the template (chat_tools.cpp).
   void probe_tool_support(std::string_view chat_template);
 
   ChatFormatKind kind_ = ChatFormatKind::kPlain;
   std::string reason_ = "default";
   ToolCallSyntax tool_syntax_ = ToolCallSyntax::kNone;
+  ReasoningSyntax reasoning_syntax_ = ReasoningSyntax::kNone;
   bool requires_object_arguments_ = false;
   bool requires_non_null_content_ = false;
   // kJinja:

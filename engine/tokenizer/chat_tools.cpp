@@ -12,6 +12,7 @@ const char* tool_call_syntax_name(ToolCallSyntax s) {
     case ToolCallSyntax::kLlama3Json: return "llama3_json";
     case ToolCallSyntax::kMistral: return "mistral";
     case ToolCallSyntax::kGeneric: return "generic";
+    case ToolCallSyntax::kJsonEnvelope: return "json_envelope";
     case ToolCallSyntax::kNone: break;
   }
   return "none";
@@ -89,6 +90,7 @@ tmpl::Value ChatFormat::message_values(const std::vector<ChatMessage>& messages)
       }
       d.set("tool_calls", tmpl::Value(std::move(calls)));
     }
+    if (m.reasoning_content) d.set("reasoning_content", client(*m.reasoning_content));
     if (!m.tool_call_id.empty()) d.set("tool_call_id", client(m.tool_call_id));
     if (!m.name.empty()) d.set("name", client(m.name));
     list.push_back(tmpl::Value(std::move(d)));
@@ -103,7 +105,16 @@ Result<std::string> ChatFormat::render_request(const ChatRequest& request) const
 }
 
 Result<tmpl::Rendered> ChatFormat::render_text(const ChatRequest& request) const {
-  if (request.tools_json.empty()) return render_messages(request.messages, tmpl::Value::none());
+  tmpl::Value kwargs = tmpl::Value::none();
+  if (!request.template_kwargs_json.empty()) {
+    std::optional<tmpl::Value> parsed = parse_value(request.template_kwargs_json);
+    if (!parsed || !parsed->is_dict()) {
+      return Status::invalid_argument("chat: chat_template_kwargs must be a JSON object nested at most " +
+                                      std::to_string(tmpl::kMaxValueDepth) + " levels deep");
+    }
+    kwargs = std::move(*parsed);
+  }
+  if (request.tools_json.empty()) return render_messages(request.messages, tmpl::Value::none(), kwargs);
   if (tool_syntax_ == ToolCallSyntax::kNone) {
     if (kind_ != ChatFormatKind::kJinja) {
       return Status::unsupported(std::string("this model has no Jinja chat template (it uses the ") + name() +
@@ -117,7 +128,7 @@ Result<tmpl::Rendered> ChatFormat::render_text(const ChatRequest& request) const
     return Status::invalid_argument("chat: tools must be a JSON array nested at most " +
                                     std::to_string(tmpl::kMaxValueDepth) + " levels deep");
   }
-  return render_messages(request.messages, *tools);
+  return render_messages(request.messages, *tools, kwargs);
 }
 
 void ChatFormat::probe_tool_support(std::string_view chat_template) {

@@ -5,6 +5,8 @@
 //                 tool), each tool call as "role: content call(id name args)\n";
 //                 it keeps the last ChatRequest it got
 //   tool_call_syntax: kHermes unless set_tool_call_syntax() says otherwise
+//   reasoning_syntax: kNone unless set_reasoning(); chat_prompt's info says
+//                 the prompt opens a reasoning block when set_reasoning(.., true)
 //   submit:       answers on its own thread with the scripted text pieces, then
 //                 a final event with usage numbers, for each of the request's
 //                 n choices (see answer()); honours cancel().
@@ -137,6 +139,16 @@ class FakeGenerator : public Generator {
 
   ToolCallSyntax tool_call_syntax() const override { return syntax_; }
   void set_tool_call_syntax(ToolCallSyntax s) { syntax_ = s; }
+  ReasoningSyntax reasoning_syntax() const override { return reasoning_; }
+  void set_reasoning(ReasoningSyntax s, bool opens = false) {
+    reasoning_ = s;
+    opens_reasoning_ = opens;
+  }
+  using Generator::chat_prompt;
+  Result<std::vector<int32_t>> chat_prompt(const ChatRequest& request, ChatPromptInfo* info) const override {
+    info->opens_reasoning = opens_reasoning_;
+    return chat_prompt(request);
+  }
   ChatRequest last_chat() const {
     std::lock_guard<std::mutex> lock(mu_);
     return last_chat_;
@@ -311,6 +323,8 @@ class FakeGenerator : public Generator {
   Status admin_status_;
   std::vector<AdminCall> admin_calls_;
   std::atomic<ToolCallSyntax> syntax_{ToolCallSyntax::kHermes};
+  std::atomic<ReasoningSyntax> reasoning_{ReasoningSyntax::kNone};
+  std::atomic<bool> opens_reasoning_{false};
   mutable ChatRequest last_chat_;
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;

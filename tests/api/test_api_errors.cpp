@@ -381,7 +381,6 @@ TEST_CASE("unimplemented fields are refused by name; their off values pass", "[a
       {"functions", R"([{"name":"f"}])", nullptr},
       {"function_call", R"("auto")", nullptr},
       {"n_probs", "5", "0"},
-      {"chat_template_kwargs", R"({"enable_thinking":false})", "{}"},
       {"mirostat", "2", "0"},
       {"typical_p", "0.5", "1"},
       {"tfs_z", "0.9", "1"},

@@ -224,19 +224,70 @@ TEST_CASE("Mistral ids have 9 alphanumerics; Llama JSON answers are calls", "[ap
   CHECK(json::parse(events[2])["choices"][0]["finish_reason"] == "tool_calls");
 }
 
-TEST_CASE("a model whose template cannot render tools refuses them with 400", "[api][tools]") {
+TEST_CASE("a model whose template cannot render tools gets the generic tool prompt", "[api][tools]") {
   TestServer ts;
-  ts.fake().set_n_ctx(4096);
+  ts.fake().set_n_ctx(8192);
   ts.fake().set_tool_call_syntax(ToolCallSyntax::kNone);
-  auto r = http(ts.port(), "POST", "/v1/chat/completions", chat_body(""));
+  FakeScript script;
+  script.pieces = {R"({"tool_call": {"name": "get_weather", )", R"("arguments": {"city": "Paris"}}})"};
+  ts.fake().set_script(script);
+  auto r = http(ts.port(), "POST", "/v1/chat/completions", chat_body(R"(,"parallel_tool_calls":false)"));
   REQUIRE(r);
-  CHECK(r->status == 400);
-  json err = r->json()["error"];
-  CHECK(err["param"] == "tools");
-  CHECK(err["type"] == "invalid_request_error");
-  CHECK(ts.fake().requests().empty());
-  // tool_choice "none" offers no tools, so that request is fine.
-  auto none = http(ts.port(), "POST", "/v1/chat/completions", chat_body(R"(,"tool_choice":"none")"));
-  REQUIRE(none);
-  CHECK(none->status == 200);
+  REQUIRE(r->status == 200);
+  json msg = r->json()["choices"][0]["message"];
+  CHECK(r->json()["choices"][0]["finish_reason"] == "tool_calls");
+  REQUIRE(msg["tool_calls"].size() == 1);
+  CHECK(msg["tool_calls"][0]["function"]["name"] == "get_weather");
+  CHECK(msg["tool_calls"][0]["function"]["arguments"] == R"({"city":"Paris"})");
+  CHECK(msg["content"].is_null());
+  // The template got no tools: a system message describes them, in
+  // llama.cpp's words, with the tools as indented JSON.
+  ChatRequest got = ts.fake().last_chat();
+  CHECK(got.tools_json.empty());
+  REQUIRE(got.messages.size() == 2);
+  CHECK(got.messages[0].role == "system");
+  const std::string& sys = got.messages[0].content;
+  CHECK(sys.rfind("Respond in JSON format, either with `tool_call` (a request to call tools) or with `response` "
+                  "reply to the user's request.\n\nYou can call any of the following tools to satisfy the user's "
+                  "requests: [\n  {\n    \"type\": \"function\",\n    \"function\": {\n      \"name\": "
+                  "\"get_weather\",\n",
+                  0) == 0);
+  CHECK(sys.find(R"({"tool_call": {"name": "tool_name", "arguments": {"arg1": "some_value"}}})") != std::string::npos);
+  CHECK(got.messages[1].content == "Weather in Paris?");
+
+  // History with calls and results: the calls become the assistant's JSON,
+  // the results user messages; a client system prompt comes first.
+  const std::string history =
+      R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather?"},)"
+      R"({"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",)"
+      R"("function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},)"
+      R"({"role":"tool","tool_call_id":"call_1","content":"21 C"}],"tools":)" + kTools + "}";
+  auto h = http(ts.port(), "POST", "/v1/chat/completions", history);
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  got = ts.fake().last_chat();
+  REQUIRE(got.messages.size() == 4);
+  CHECK(got.messages[0].content.rfind("Be brief.\n\nRespond in JSON format", 0) == 0);
+  CHECK(got.messages[0].content.find(R"({"tool_calls": [{"name": "tool_name")") != std::string::npos);  // parallel
+  CHECK(got.messages[2].role == "assistant");
+  CHECK(got.messages[2].content == R"({"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}})");
+  CHECK(got.messages[2].tool_calls.empty());
+  CHECK(got.messages[3].role == "user");
+  CHECK(got.messages[3].content == R"({"tool_response": {"tool_call_id": "call_1", "content": "21 C"}})");
+
+  // tool_choice "required": the grammar of the envelope goes to the engine.
+  auto forced = http(ts.port(), "POST", "/v1/chat/completions", chat_body(R"(,"tool_choice":"required")"));
+  REQUIRE(forced);
+  CHECK(forced->status == 200);
+  auto reqs = ts.fake().requests();
+  REQUIRE(reqs.size() == 3);
+  CHECK(reqs[0].grammar == nullptr);
+  CHECK(reqs[2].grammar != nullptr);
+  // A plain reply in the envelope is content.
+  script.pieces = {R"({"response": "I cannot tell."})"};
+  ts.fake().set_script(script);
+  auto reply = http(ts.port(), "POST", "/v1/chat/completions", chat_body(""));
+  REQUIRE(reply);
+  CHECK(reply->json()["choices"][0]["message"]["content"] == "I cannot tell.");
+  CHECK(reply->json()["choices"][0]["finish_reason"] == "stop");
 }

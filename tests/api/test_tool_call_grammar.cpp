@@ -79,6 +79,30 @@ TEST_CASE("forced tool calls: a named function, and the other syntaxes", "[api][
   CHECK(parse(ToolCallSyntax::kGeneric, R"({"name":"ping","arguments":{}})").calls.size() == 1);
 }
 
+TEST_CASE("forced tool calls: the generic tool prompt's JSON envelope", "[api][tools]") {
+  // parallel_tool_calls false: exactly one {"tool_call": ...}.
+  auto one = grammar(ToolCallSyntax::kJsonEnvelope, "", false);
+  const std::string call = R"({"tool_call": {"name":"get_weather","arguments":{"city":"Oslo","unit":"c"}}})";
+  CHECK(accepts(*one, call));
+  CHECK_FALSE(accepts(*one, R"({"tool_call": {"name":"get_weather","arguments":{"unit":"c"}}})"));  // city required
+  CHECK_FALSE(accepts(*one, R"({"tool_calls": [{"name":"ping","arguments":{}}]})"));
+  CHECK_FALSE(accepts(*one, R"({"response": "hello"})"));  // a reply is not a call
+  ToolCallParse p = parse(ToolCallSyntax::kJsonEnvelope, call);
+  REQUIRE(p.calls.size() == 1);
+  CHECK(p.calls[0].name == "get_weather");
+  CHECK(p.calls[0].arguments == R"({"city":"Oslo","unit":"c"})");
+
+  // Parallel: a list of one or more; a named function only.
+  auto many = grammar(ToolCallSyntax::kJsonEnvelope, "", true);
+  const std::string two = R"({"tool_calls": [{"name":"ping","arguments":{}}, {"name":"get_time","arguments":{"tz":"CET"}}]})";
+  CHECK(accepts(*many, two));
+  CHECK_FALSE(accepts(*many, R"({"tool_calls": []})"));
+  CHECK(parse(ToolCallSyntax::kJsonEnvelope, two).calls.size() == 2);
+  auto named = grammar(ToolCallSyntax::kJsonEnvelope, "get_time", false);
+  CHECK(accepts(*named, R"({"tool_call": {"name":"get_time","arguments":{"tz":"UTC"}}})"));
+  CHECK_FALSE(accepts(*named, R"({"tool_call": {"name":"ping","arguments":{}}})"));
+}
+
 TEST_CASE("forced tool calls: what cannot be forced is refused, naming the tool", "[api][tools]") {
   const ojson bad = ojson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
       "properties":{"n":{"type":"integer","minimum":0}}}}}])");

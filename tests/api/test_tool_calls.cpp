@@ -161,6 +161,37 @@ TEST_CASE("Generic: Hermes tags or a bare JSON object", "[api][tools]") {
   CHECK(parse_tool_calls(o, "{\"answer\": 42}").calls.empty());
 }
 
+TEST_CASE("JSON envelope (generic tool prompt): tool_call, tool_calls or response", "[api][tools]") {
+  const auto o = opts(ToolCallSyntax::kJsonEnvelope);
+  ToolCallParse one = parse_tool_calls(o, R"( {"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}} )");
+  REQUIRE(one.calls.size() == 1);
+  CHECK(one.calls[0].name == "get_weather");
+  CHECK(one.calls[0].arguments == R"({"city":"Paris"})");
+  CHECK(one.content.empty());
+  ToolCallParse two = parse_tool_calls(
+      o, R"({"tool_calls": [{"name": "get_time", "arguments": {}, "id": "call_1"}, {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}]})");
+  REQUIRE(two.calls.size() == 2);
+  CHECK(two.calls[0].name == "get_time");
+  CHECK(two.calls[1].arguments == R"({"city":"Oslo"})");
+  // A reply: its text is the content, no calls.
+  ToolCallParse reply = parse_tool_calls(o, R"({"response": "It is sunny.\nEnjoy."})");
+  CHECK(reply.calls.empty());
+  CHECK(reply.content == "It is sunny.\nEnjoy.");
+  // Anything else stays the whole text: free text, other JSON, a tool not offered.
+  for (const char* text : {"Once upon a time", R"({"answer": 42})", R"({"tool_call": {"name": "rm_rf", "arguments": {}}})",
+                           R"({"tool_calls": []})", R"({"tool_call": {"name": "get_time", "arguments": {})"}) {
+    ToolCallParse p = parse_tool_calls(o, text);
+    CHECK(p.calls.empty());
+    CHECK(p.content == text);
+  }
+  // Streaming: an answer opening with '{' is held to the end; text streams.
+  Streamed held = stream(o, {" {\"response\"", ": \"Hi\"}"});
+  CHECK(held.sent.empty());
+  CHECK(held.rest.content == "Hi");
+  Streamed text = stream(o, {"Once", " upon"});
+  CHECK(text.sent == std::vector<std::string>{"Once", " upon"});
+}
+
 TEST_CASE("streaming: content flows, a call is held back and parsed at the end", "[api][tools]") {
   const auto hermes = opts(ToolCallSyntax::kHermes);
   SECTION("plain text streams as it comes, except a possible tag start") {

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "api/openai_request.h"
+#include "api/reasoning.h"
 #include "api/tool_calls.h"
 #include "tests/fuzz/harness.h"
 
@@ -52,14 +53,29 @@ int request_body(const uint8_t* data, size_t size) {
     default: {
       // Model output with tool calls, whole and streamed in 7-byte deltas.
       static const ToolCallSyntax kSyntaxes[] = {ToolCallSyntax::kHermes, ToolCallSyntax::kLlama3Json,
-                                                 ToolCallSyntax::kMistral, ToolCallSyntax::kGeneric};
+                                                 ToolCallSyntax::kMistral, ToolCallSyntax::kGeneric,
+                                                 ToolCallSyntax::kJsonEnvelope};
       ToolCallOptions options;
-      options.syntax = kSyntaxes[(data[0] / 3) % 4];
+      options.syntax = kSyntaxes[(data[0] / 3) % 5];
       options.tool_names = {"get_weather", "f"};
       (void)parse_tool_calls(options, body);
       ToolCallStream stream(options);
       for (size_t i = 0; i < body.size(); i += 7) (void)stream.push(std::string(body.substr(i, 7)));
       (void)stream.finish();
+      // Reasoning split off the same text: streamed in 7-byte deltas it is
+      // the same as whole.
+      const ReasoningOptions ro{ReasoningSyntax::kThinkTags, ReasoningFormat::kDeepseek, (data[0] & 1) != 0};
+      const ReasoningSplit whole = split_reasoning(ro, body);
+      ReasoningStream rs(ro);
+      ReasoningSplit streamed;
+      for (size_t i = 0; i < body.size(); i += 7) {
+        ReasoningSplit p = rs.push(body.substr(i, 7), 1);
+        streamed.reasoning += p.reasoning;
+        streamed.content += p.content;
+      }
+      ReasoningSplit rest = rs.finish();
+      LARDER_FUZZ_ASSERT(streamed.reasoning + rest.reasoning == whole.reasoning);
+      LARDER_FUZZ_ASSERT(streamed.content + rest.content == whole.content);
       break;
     }
   }

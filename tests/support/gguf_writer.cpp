@@ -332,6 +332,23 @@ Status write_file_bytes(const std::string& path, const std::vector<uint8_t>& byt
   return Status::ok();
 }
 
+Status copy_gguf_with_chat_template(const std::string& src, const std::string& dst, const std::string& chat_template) {
+  auto in = GgufFile::open(src);
+  if (!in.is_ok()) return in.status();
+  const GgufFile& f = **in;
+  GgufWriter w;
+  w.set_alignment(f.alignment(), /*write_key=*/false);  // general.alignment, if any, is copied below
+  for (const auto& [key, value] : f.metadata()) {
+    if (key != "tokenizer.chat_template") w.add(key, value);
+  }
+  w.add("tokenizer.chat_template", gguf_str(chat_template));
+  for (const GgufTensorInfo& t : f.tensors()) {
+    w.add_tensor_raw(t.name, std::vector<int64_t>(t.ne, t.ne + t.n_dims), static_cast<uint32_t>(t.type),
+                     std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  }
+  return w.write(dst);
+}
+
 // ---- random llama -------------------------------------------------------------
 
 namespace {

@@ -116,6 +116,12 @@ class GgufWriter {
 // Writes `bytes` to `path` (replacing it). Errors: kIOError.
 Status write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
+// A copy of the GGUF file `src` at `dst` with tokenizer.chat_template set to
+// `chat_template` (every other key and tensor as in src), so that a test can
+// run a real model (stories260K has no template) with a real template.
+// Errors: those of GgufFile::open and write.
+Status copy_gguf_with_chat_template(const std::string& src, const std::string& dst, const std::string& chat_template);
+
 // How write_random_llama_gguf picks each matrix's storage type
 // (random_llama_matrix_type has the rule).
 enum class WeightMix {

@@ -393,6 +393,10 @@ TEST_CASE("unimplemented fields are refused by name; their off values pass", "[a
       {"samplers", R"(["top_k"])", nullptr},
       {"audio", R"({"voice":"alloy","format":"wav"})", nullptr},
       {"modalities", R"(["text","audio"])", R"(["text"])"},
+      {"reasoning_format", R"("deepseek")", R"("none")"},
+      {"reasoning_effort", R"("low")", nullptr},
+      {"verbosity", R"("high")", R"("medium")"},
+      {"web_search_options", "{}", nullptr},
   };
   TestServer ts;
   for (const Field& f : fields) {
@@ -454,7 +458,7 @@ TEST_CASE("grammar and response_format json_object reach the engine as a compile
   CHECK_FALSE(reqs[2].grammar);
 }
 
-TEST_CASE("developer messages reach the template as system; cache_salt and repeat_last_n reach the engine",
+TEST_CASE("developer messages reach the chat format as developer; cache_salt and repeat_last_n reach the engine",
           "[api]") {
   TestServer ts;
   auto r = http(ts.port(), "POST", "/v1/chat/completions",
@@ -464,7 +468,9 @@ TEST_CASE("developer messages reach the template as system; cache_salt and repea
   CHECK(r->status == 200);
   const ChatRequest chat = ts.fake().last_chat();
   REQUIRE(chat.messages.size() == 2);
-  CHECK(chat.messages[0].role == "system");
+  // The chat format maps it to "system" unless the template has a developer
+  // role (engine/tokenizer/chat_format.h; tests/tokenizer/chat_prefill_test.cpp).
+  CHECK(chat.messages[0].role == "developer");
   CHECK(chat.messages[0].content == "Be brief.");
   CHECK(chat.cache_salt == "tenant-a");
   auto reqs = ts.fake().requests();

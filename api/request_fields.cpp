@@ -67,7 +67,7 @@ constexpr KnownField kKnownFields[] = {
     {"echo", kBoth, Use::kRead},
     {"suffix", kBoth, Use::kRead},
     // The chat template and reasoning.
-    {"chat_template_kwargs", kChat, Use::kRead},
+    {"chat_template_kwargs", kBoth, Use::kRead},
     {"reasoning_format", kBoth, Use::kRead},
     {"reasoning_effort", kBoth, Use::kRead},
     {"verbosity", kBoth, Use::kRead},

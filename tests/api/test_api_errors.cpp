@@ -282,8 +282,8 @@ TEST_CASE("deeply nested JSON is refused with a 400, not a crash", "[api]") {
   }
   // 128 levels in all (the body object is level 1) are fine, and brackets
   // inside strings do not count.
-  const std::string ok = R"({"messages":[{"role":"user","content":"[[[[{{{{"}],"x":)" + std::string(127, '[') +
-                         std::string(127, ']') + "}";
+  const std::string ok = R"({"messages":[{"role":"user","content":"[[[[{{{{"}],"metadata":{"x":)" +
+                         std::string(126, '[') + std::string(126, ']') + "}}";
   auto r = http(ts.port(), "POST", "/v1/chat/completions", ok);
   REQUIRE(r);
   CHECK(r->status == 200);

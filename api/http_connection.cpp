@@ -2,6 +2,8 @@
 
 #include <cassert>
 #include <cstdio>
+#include <random>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -27,6 +29,15 @@ std::string seconds(uint64_t ms) {
   return s;
 }
 
+// OpenAI's form: "req_" + 32 random hex digits.
+std::string new_request_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return std::string("req_") + hex;
+}
+
 }  // namespace
 
 HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, ConnectionLimits limits)
@@ -35,6 +46,7 @@ HttpConnection::HttpConnection(uv_loop_t* loop, ConnectionHost& host, Connection
       parser_(HttpRequestParser::Limits{limits.max_head_bytes, limits.max_body_bytes},
               [this] {
                 request_start_ms_ = uv_now(tcp_.loop);
+                request_id_ = new_request_id();
                 exchange_headers_.clear();
                 exchange_path_.clear();
                 head_answer_.reset();
@@ -196,6 +208,8 @@ void HttpConnection::dispatch(HttpRequest request) {
   // A preflight needs only its head: answered without routing.
   std::optional<HttpResponse> head_answer = std::move(head_answer_);
   head_answer_.reset();
+  request.request_id = request_id_;
+  spdlog::debug("api: {} {} {}", request_id_, request.method, clip_for_message(request.target));
   HandlerResult result = head_answer ? HandlerResult(std::move(*head_answer)) : host_.handle_request(request);
   request = HttpRequest();  // free the body now
   if (auto* response = std::get_if<HttpResponse>(&result)) {
@@ -241,6 +255,7 @@ void HttpConnection::answer_and_close(HttpResponse response) {
 }
 
 void HttpConnection::fail(int status, std::string message) {
+  if (request_id_.empty()) request_id_ = new_request_id();
   head_only_ = false;
   exchange_headers_.clear();
   answer_and_close(
@@ -363,6 +378,7 @@ void HttpConnection::write(std::string data) {
 void HttpConnection::add_common_headers(HttpHeaders* headers) const {
   headers->emplace_back("Connection", keep_alive_ && !host_.stopping() ? "keep-alive" : "close");
   headers->emplace_back("Server", "larder");
+  if (!request_id_.empty()) headers->emplace_back("x-request-id", request_id_);
   for (const auto& h : exchange_headers_) headers->push_back(h);
 }
 

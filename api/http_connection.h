@@ -159,6 +159,7 @@ class HttpConnection : public ResponseWriter {
   bool chunked_ = false;          // the streamed response uses chunked framing
   HttpHeaders exchange_headers_;  // the host's headers for every response of this exchange
   std::string exchange_path_;     // the path of the request being answered ("" before its head parsed)
+  std::string request_id_;        // x-request-id of the request being answered (new for each request)
   std::unique_ptr<ResponseJob> job_;
   int pending_writes_ = 0;
   bool in_process_ = false;

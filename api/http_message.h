@@ -19,6 +19,7 @@ struct HttpRequest {
   std::string body;     // de-chunked
   int http_major = 1;
   int http_minor = 1;
+  std::string request_id;  // "req_..." (set by the connection; sent back as x-request-id)
 
   // The target without its query string ("/v1/models").
   std::string_view path() const;

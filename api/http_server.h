@@ -60,6 +60,7 @@ struct ServerOptions {
   SamplingParams default_sampling;          // used for every knob a request leaves unset
   int default_max_tokens = -1;              // when the request gives none (-1: until the context is full)
   int max_n = 8;                            // most choices per prompt a request may ask for ("n"); more: 400
+  std::string build;                        // the server's version: part of every response's system_fingerprint
   // SIGINT/SIGTERM -> request_stop(), a second one cancels in-flight
   // responses at once; SIGHUP -> `reload` on the admin thread (logged), or logged
   // and ignored without one (uv_signal on the loop).

@@ -27,9 +27,9 @@ const prometheus::Histogram::BucketBoundaries kItlBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2.5,
     5, 10};
 
-constexpr std::array<std::string_view, 9> kEndpoints = {
-    "/v1/chat/completions", "/v1/completions", "/v1/models",   "/health", "/admin/cache",
-    "/admin/cache/pin",     "/admin/cache/evict", "/admin/reload", "/metrics"};
+constexpr std::array<std::string_view, 12> kEndpoints = {
+    "/v1/chat/completions", "/v1/completions",    "/v1/models",    "/health",   "/tokenize",  "/detokenize",
+    "/apply-template",      "/admin/cache",       "/admin/cache/pin", "/admin/cache/evict", "/admin/reload", "/metrics"};
 
 MetricFamily family(std::string name, std::string help, MetricType type) {
   MetricFamily f;
@@ -142,6 +142,9 @@ std::string_view ApiMetrics::endpoint_label(std::string_view path) {
   if (p == "/chat/completions") return "/v1/chat/completions";
   if (p == "/completions") return "/v1/completions";
   if (p == "/health") return "/health";
+  if (p == "/tokenize") return "/tokenize";
+  if (p == "/detokenize") return "/detokenize";
+  if (p == "/apply-template") return "/apply-template";
   for (std::string_view e : kEndpoints) {
     if (path == e) return e;
   }

@@ -10,6 +10,7 @@
 
 #include "api/json_depth.h"
 #include "api/request_constraints.h"
+#include "api/request_fields.h"
 #include "api/request_json.h"
 #include "api/request_logprobs.h"
 
@@ -102,6 +103,9 @@ const UnsupportedField kUnsupportedFields[] = {
   {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
   {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
   {"n_probs", [](const json& v) { return is_number(v, 0); }, "no token probabilities yet"},
+  {"reasoning_effort", never_off, "no reasoning effort control"},
+  {"verbosity", [](const json& v) { return v == "medium"; }, "only the model's own verbosity (\"medium\")"},
+  {"web_search_options", never_off, "no web search"},
   {"mirostat", [](const json& v) { return is_number(v, 0); }, "no mirostat sampling"},
   {"typical_p", [](const json& v) { return is_number(v, 1); }, "no locally typical sampling"},
   {"tfs_z", [](const json& v) { return is_number(v, 1); }, "no tail-free sampling"},
@@ -146,6 +150,10 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
     out->model = v->get<std::string>();
   }
   // max_completion_tokens is the newer name; it wins when both are given.
+  // llama.cpp's n_predict counts least; its -1 means "no limit" (not given).
+  if (auto e = read_int(obj, "n_predict", -1, &out->max_tokens)) return e;
+  if (out->max_tokens == -1) out->max_tokens.reset();
+  if (out->max_tokens == 0) return ApiError::invalid("'n_predict' must be -1 or >= 1, got 0", "n_predict");
   if (auto e = read_int(obj, "max_tokens", min_tokens, &out->max_tokens)) return e;
   if (auto e = read_int(obj, "max_completion_tokens", min_tokens, &out->max_tokens)) return e;
 
@@ -224,6 +232,16 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   if (const json* v = field(obj, "stream_options")) {
     if (!v->is_object()) return ApiError::invalid("'stream_options' must be an object", "stream_options");
     if (auto e = read_bool(*v, "include_usage", "stream_options.include_usage", &out->include_usage)) return e;
+    // include_obfuscation (OpenAI: random padding against length side
+    // channels on the network) is accepted and ignored: larder serves localhost.
+    bool obfuscation = false;
+    if (auto e = read_bool(*v, "include_obfuscation", "stream_options.include_obfuscation", &obfuscation)) return e;
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (it.key() != "include_usage" && it.key() != "include_obfuscation") {
+        return ApiError::invalid("Unrecognized request argument supplied: stream_options." + it.key(),
+                                 "stream_options." + it.key());
+      }
+    }
   }
   return std::nullopt;
 }
@@ -444,6 +462,7 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
                                                       ChatCompletionRequest* out) {
   json obj;
   if (auto e = parse_object(body, &obj)) return e;
+  if (auto e = check_known_fields(obj, RequestEndpoint::kChat)) return e;
   if (auto e = parse_options(obj, defaults, &out->options)) return e;
   if (auto e = read_chat_logprobs(obj, &out->options)) return e;
 
@@ -467,8 +486,8 @@ std::optional<ApiError> parse_chat_completion_request(std::string_view body,
                                "\"assistant\" or \"tool\", got " + show(*role),
                                at + ".role");
     }
-    // OpenAI's "developer" messages are what a chat template calls "system".
-    if (msg.role == "developer") msg.role = "system";
+    // "developer" reaches the chat format as is: it becomes "system" there
+    // unless the template has a developer role (engine/tokenizer/chat_format.h).
     if (auto e = parse_content(m, msg.role, &msg.content, &msg.content_null)) return e;
     if (auto e = parse_tool_calls_field(m, at, &msg)) return e;
     if (msg.role == "tool") {
@@ -553,6 +572,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body,
                                                  CompletionRequest* out) {
   json obj;
   if (auto e = parse_object(body, &obj)) return e;
+  if (auto e = check_known_fields(obj, RequestEndpoint::kCompletion)) return e;
   // A raw completion prompt is the client's own rendering (its template, FIM
   // tokens): control-token text in it is parsed unless parse_special is
   // false, as llama.cpp's server and vLLM do.

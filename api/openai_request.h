@@ -6,27 +6,34 @@
 // Accepted fields (OpenAI API reference, plus llama.cpp extensions):
 //   model                 string (checked against the served id by the caller)
 //   messages (chat)       non-empty array of {role, content}; role one of
-//                         system, developer (becomes "system"), user,
+//                         system, developer (the chat format makes it "system"
+//                         unless the template has a developer role), user,
 //                         assistant, tool (else 400 naming messages[i].role); content is
 //                         a string, null (assistant only), or an array of
-//                         {"type": "text", "text": string} parts (concatenated)
+//                         {"type": "text", "text": string} parts (concatenated).
+//                         A last assistant message is continued (prefill:
+//                         engine/tokenizer/chat_format.h)
 //   prompt (completions)  string | [token id, ...] | a batch: [string or
 //                         [token id, ...], ...] (at most kMaxPrompts)
 //   max_tokens, max_completion_tokens  integer >= 1 (the latter wins; 0 with
-//                         echo: the prompt's logprobs only)
+//                         echo: the prompt's logprobs only);
+//   n_predict (llama.cpp) integer >= 1 or -1 (no limit), below both
 //   temperature [0, 2]; top_p (0, 1]; top_k integer >= 0; min_p [0, 1];
 //   presence_penalty, frequency_penalty [-2, 2]; repeat_penalty > 0;
 //   repeat_last_n integer >= -1; ranges hold for the value as a 32-bit
 //   float too (1e-50 is 0 as a float);
 //   seed integer (-1: random); stop string | array of <= 4 strings;
-//   n integer >= 1 (at most [server] max_n, checked by the router); stream bool; stream_options.include_usage bool;
+//   n integer >= 1 (at most [server] max_n, checked by the router); stream bool;
+//   stream_options {include_usage bool, include_obfuscation bool (accepted, ignored)};
 //   cache_salt non-empty string of <= 1024 bytes;
 //   parse_special bool (default false for chat contents, true for a
 //   completion prompt);
+//   grammar, json_schema, response_format (api/request_constraints.h);
+//   logit_bias; ignore_eos, return_tokens bool;
 //   logprobs: chat bool + top_logprobs 0..20; completions integer 0..20 and
 //   echo bool (api/request_logprobs.h);
 //   the fields of kUnsupportedFields (suffix, best_of, functions, n_probs,
-//   ...) -> 400 "not supported" unless they hold their "off" value.
+//   reasoning_effort, verbosity, ...) -> 400 "not supported" unless they hold their "off" value.
 // Function calling (chat):
 //   tools                 array of {"type": "function", "function": {"name"
 //                         (1-64 of [A-Za-z0-9_-]), "description"?: string,
@@ -54,8 +61,11 @@
 //                         documents) are a 400
 // Errors name the offending path, e.g. param "tools[1].function.name" or
 // "messages[2].tool_calls[0].function.arguments".
-// null counts as "not given" for every optional field; other unknown fields
-// are ignored.
+// null counts as "not given" for every optional field. Any other top-level
+// field is refused with a 400 naming it ("Unrecognized request argument
+// supplied: X"); the table of known fields, including those accepted and
+// ignored on purpose (user, metadata, store, service_tier, ...), is
+// api/request_fields.cpp.
 // Thread-safe (pure functions): the router calls them on libuv's pool.
 #pragma once
 

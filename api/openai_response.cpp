@@ -1,5 +1,9 @@
 #include "api/openai_response.h"
 
+#include <cstdio>
+
+#include <xxhash.h>
+
 namespace larder {
 
 using nlohmann::json;
@@ -21,6 +25,15 @@ std::string make_tool_call_id(bool short_id, std::mt19937_64& rng) {
   std::string id = make_completion_id("", rng);
   id.resize(9);
   return id;
+}
+
+std::string make_system_fingerprint(std::string_view model_fingerprint, std::string_view build) {
+  std::string input(model_fingerprint);
+  input += '|';
+  input += build;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(input.data(), input.size())));
+  return "fp_" + std::string(hex, 10);
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -46,7 +59,9 @@ json usage_json(const GenerationEvent& e) {
   return {{"prompt_tokens", e.prompt_tokens},
           {"completion_tokens", e.completion_tokens},
           {"total_tokens", e.prompt_tokens + e.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}}};
+          {"prompt_tokens_details", {{"cached_tokens", e.cached_tokens}}},
+          {"completion_tokens_details",
+           {{"reasoning_tokens", 0}, {"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}}}};
 }
 
 json timings_json(const GenerationEvent& e) {
@@ -59,11 +74,18 @@ json timings_json(const GenerationEvent& e) {
 namespace {
 
 json envelope(const CompletionMeta& meta, const char* object) {
-  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+  return {{"id", meta.id},
+          {"object", object},
+          {"created", meta.created},
+          {"model", meta.model},
+          {"system_fingerprint", meta.system_fingerprint}};
 }
 
-const char* chunk_object(const CompletionMeta& meta) {
-  return meta.kind == CompletionKind::kChat ? "chat.completion.chunk" : "text_completion";
+// A streamed chunk's envelope; "usage": null when the stream ends with a usage chunk.
+json chunk_envelope(const CompletionMeta& meta) {
+  json body = envelope(meta, meta.kind == CompletionKind::kChat ? "chat.completion.chunk" : "text_completion");
+  if (meta.stream_usage) body["usage"] = nullptr;
+  return body;
 }
 
 // One streamed choice: chat carries `delta`, text carries `text`.
@@ -123,20 +145,20 @@ json with_choice_index(json chunk, int index) {
 }
 
 json role_chunk_json(const CompletionMeta& meta) {
-  json body = envelope(meta, chunk_object(meta));
+  json body = chunk_envelope(meta);
   body["choices"] = json::array({stream_choice(meta, {{"role", "assistant"}, {"content", ""}}, nullptr)});
   return body;
 }
 
 json text_chunk_json(const CompletionMeta& meta, const std::string& text) {
-  json body = envelope(meta, chunk_object(meta));
+  json body = chunk_envelope(meta);
   json payload = meta.kind == CompletionKind::kChat ? json{{"content", text}} : json(text);
   body["choices"] = json::array({stream_choice(meta, std::move(payload), nullptr)});
   return body;
 }
 
 json tool_call_chunk_json(const CompletionMeta& meta, int index, const ToolCall& call) {
-  json body = envelope(meta, chunk_object(meta));
+  json body = chunk_envelope(meta);
   json c = tool_call_json(call);
   json entry = {{"index", index}};
   for (auto& [k, v] : c.items()) entry[k] = v;
@@ -145,7 +167,7 @@ json tool_call_chunk_json(const CompletionMeta& meta, int index, const ToolCall&
 }
 
 json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event, bool tool_calls) {
-  json body = envelope(meta, chunk_object(meta));
+  json body = chunk_envelope(meta);
   json payload = meta.kind == CompletionKind::kChat ? json::object() : json("");
   json reason = tool_calls ? "tool_calls" : openai_finish_reason(final_event.finish);
   body["choices"] = json::array({stream_choice(meta, std::move(payload), std::move(reason))});
@@ -154,7 +176,7 @@ json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_
 }
 
 json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event) {
-  json body = envelope(meta, chunk_object(meta));
+  json body = chunk_envelope(meta);
   body["choices"] = json::array();
   body["usage"] = usage_json(final_event);
   return body;

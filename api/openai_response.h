@@ -28,7 +28,18 @@ struct CompletionMeta {
   int64_t created = 0;  // unix seconds
   bool return_tokens = false;  // add "tokens" (generated ids) to the non-streaming choice
   bool logprobs = false;       // choices carry "logprobs" (api/response_logprobs.h)
+  std::string system_fingerprint;  // on every body and chunk (make_system_fingerprint)
+  // Streaming with stream_options.include_usage: every chunk carries
+  // "usage": null, and the usage chunk (choices []) the numbers (OpenAI).
+  bool stream_usage = false;
 };
+
+// OpenAI's system_fingerprint: "fp_" + 10 lower-case hex digits of
+// XXH3-64(model_fingerprint | build). model_fingerprint is
+// ModelInfo::fingerprint (weights, KV layout, kernels), build the server's
+// version: either changing changes the fingerprint, as OpenAI's changes with
+// the backend configuration that can change outputs.
+std::string make_system_fingerprint(std::string_view model_fingerprint, std::string_view build);
 
 // "stop", "length" (OpenAI's finish_reason). kCancelled/kError map to "stop"
 // (callers send an error instead where that matters).
@@ -46,7 +57,10 @@ HttpResponse error_response(const ApiError& error);
 HttpResponse json_response(int status, const nlohmann::json& body);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens",
-//  "prompt_tokens_details": {"cached_tokens"}} from a final event.
+//  "prompt_tokens_details": {"cached_tokens"},
+//  "completion_tokens_details": {"reasoning_tokens", "accepted_prediction_tokens",
+//  "rejected_prediction_tokens"}} from a final event (the details are 0: no
+//  reasoning split, no predicted outputs).
 nlohmann::json usage_json(const GenerationEvent& final_event);
 // llama.cpp-style {"prompt_n", "prompt_ms", "predicted_n", "predicted_ms"}.
 nlohmann::json timings_json(const GenerationEvent& final_event);

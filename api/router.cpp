@@ -7,6 +7,8 @@
 
 #include "api/generic_tools.h"
 #include "api/openai_response.h"
+#include "api/pool_job.h"
+#include "api/text_routes.h"
 #include "api/tool_call_grammar.h"
 #include "engine/grammar/grammar.h"
 
@@ -39,13 +41,15 @@ ApiRouter::ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions&
       metrics_(metrics ? std::move(metrics) : std::make_shared<ApiMetrics>()),
       defaults_(options.default_sampling, options.default_max_tokens),
       admin_(loop, generator, options, std::move(waker), metrics_, defaults_),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()),
+      system_fingerprint_(make_system_fingerprint(generator.model_info().fingerprint, options.build)) {}
 
 HandlerResult ApiRouter::handle(HttpRequest& request) {
   try {
     return dispatch(request);
   } catch (const std::exception& e) {
-    spdlog::error("api: {} {} failed: {}", request.method, request.target, e.what());
+    spdlog::error("api: {} {} {} failed: {}", request.request_id, request.method, clip_for_message(request.target),
+                  e.what());
     return error_response(ApiError::server(std::string("internal error: ") + e.what()));
   } catch (...) {
     return error_response(ApiError::server("internal error"));
@@ -75,6 +79,10 @@ HandlerResult ApiRouter::dispatch(HttpRequest& request) {
     if (method != "POST") return method_not_allowed("POST");
     return completions(request);
   }
+  if (path == "/tokenize" || path == "/detokenize" || path == "/apply-template") {
+    if (method != "POST") return method_not_allowed("POST");
+    return text_job(path, request);
+  }
   if (path == "/models" || path.starts_with("/models/")) {
     if (method != "GET" && method != "HEAD") return method_not_allowed("GET, HEAD");
     return models(path == "/models" ? std::string_view() : path.substr(8));
@@ -85,6 +93,39 @@ HandlerResult ApiRouter::dispatch(HttpRequest& request) {
   }
   return error_response(ApiError::not_found("unknown endpoint " + std::string(request.path()), std::nullopt,
                                             "unknown_url"));
+}
+
+HandlerResult ApiRouter::text_job(std::string_view path, HttpRequest& request) {
+  std::function<HttpResponse(const std::string&)> work;
+  if (path == "/tokenize") {
+    work = [this](const std::string& body) { return tokenize_response(generator_, body); };
+  } else if (path == "/detokenize") {
+    work = [this](const std::string& body) { return detokenize_response(generator_, body); };
+  } else {
+    work = [this](const std::string& body) { return apply_template(body); };
+  }
+  return std::make_unique<PoolJob>(loop_, waker_,
+                                   [work = std::move(work), body = std::move(request.body)] { return work(body); });
+}
+
+HttpResponse ApiRouter::apply_template(const std::string& body) const {
+  ChatCompletionRequest parsed;
+  if (auto e = parse_chat_completion_request(body, defaults_.sampling(), &parsed)) return error_response(*e);
+  if (auto e = check_model(parsed.options)) return error_response(*e);
+  parsed.chat.special_in_content = parsed.options.parse_special;
+  // As a chat request renders it: the generic tool prompt where the
+  // template cannot show tools.
+  use_generic_tools(generator_.tool_call_syntax(), parsed.parallel_tool_calls, &parsed.chat);
+  Result<std::string> prompt = generator_.render_chat(parsed.chat);
+  if (!prompt.is_ok()) return error_response(chat_error(prompt.status()));
+  return json_response(200, {{"prompt", std::move(*prompt)}});
+}
+
+ApiError ApiRouter::chat_error(const Status& status) {
+  if (status.code() == StatusCode::kOutOfRange) {
+    return ApiError::invalid(status.message(), "messages", "context_length_exceeded");
+  }
+  return ApiError::invalid(status.message(), status.code() == StatusCode::kUnsupported ? "tools" : "messages");
 }
 
 HttpResponse ApiRouter::models(std::string_view model_id) const {
@@ -154,13 +195,7 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   // A template that cannot show tools or calls: the generic tool prompt does.
   Result<std::vector<int32_t>> tokens =
       chat_prompt_with_tools(generator_, parsed.parallel_tool_calls, &parsed.chat, &prompt_info);
-  if (!tokens.is_ok()) {
-    const StatusCode code = tokens.status().code();
-    if (code == StatusCode::kOutOfRange) {
-      return ApiError::invalid(tokens.status().message(), "messages", "context_length_exceeded");
-    }
-    return ApiError::invalid(tokens.status().message(), code == StatusCode::kUnsupported ? "tools" : "messages");
-  }
+  if (!tokens.is_ok()) return chat_error(tokens.status());
   if (parsed.tool_required) {
     Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parsed.parallel_tool_calls);
     if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
@@ -274,6 +309,8 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   meta.created = static_cast<int64_t>(std::time(nullptr));
   meta.return_tokens = options.return_tokens;
   meta.logprobs = options.logprobs >= 0;
+  meta.system_fingerprint = system_fingerprint_;
+  meta.stream_usage = options.stream && options.include_usage;
 
   const uint64_t tool_call_id_seed = rng_();
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,

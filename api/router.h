@@ -1,5 +1,8 @@
 // ApiRouter: maps a parsed HTTP request to an endpoint handler, and the
 // handlers themselves (validate -> render/tokenize -> submit to the engine).
+// Endpoints (each also under /v1/): POST /chat/completions, /completions,
+// /tokenize, /detokenize, /apply-template; GET /models, /models/{id},
+// /health; the admin routes (api/admin_routes.h).
 // Runs on the loop thread and never blocks: parsing, template rendering and
 // tokenizing of generation requests run on libuv's thread pool
 // (api/prompt_job.h); Generator::submit only queues.
@@ -41,6 +44,14 @@ class ApiRouter {
   HandlerResult chat_completions(HttpRequest& request);
   HandlerResult completions(HttpRequest& request);
   HttpResponse models(std::string_view model_id) const;
+  // /tokenize, /detokenize (api/text_routes.h) and /apply-template, on the pool.
+  HandlerResult text_job(std::string_view path, HttpRequest& request);
+  // Pool thread: POST /apply-template, a chat completion body (every chat
+  // field, validated as for /v1/chat/completions) -> {"prompt": the
+  // rendered chat template, generation prompt or assistant prefill included}.
+  HttpResponse apply_template(const std::string& body) const;
+  // A render_chat / chat_prompt error as the 400 the chat endpoint answers.
+  static ApiError chat_error(const Status& status);
   HandlerResult prompt_job(std::function<PreparedRequest()> prepare);
   // Pool thread (thread-safe: they read only the generator and options_):
   // parse and validate a body, render and tokenize its prompt.
@@ -66,6 +77,7 @@ class ApiRouter {
   GenerationDefaults defaults_;  // [sampling]: a reload changes them
   AdminRoutes admin_;
   std::mt19937_64 rng_;  // completion ids (loop thread)
+  std::string system_fingerprint_;  // make_system_fingerprint(model, build)
 };
 
 }  // namespace larder

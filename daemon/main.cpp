@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   larder::ConfigReloader reloader(std::vector<std::string>(argv, argv + argc), config,
                                   [&running](const larder::CacheOptions& c) { return running.reconfigure(c); });
   config.server.reload = [&reloader] { return reloader.reload(); };
+  config.server.build = std::string("larderd ") + larder::kLarderVersion;  // in system_fingerprint
   config.server.handle_signals = true;  // SIGINT/SIGTERM -> request_stop(); run() returns
   auto server = larder::HttpServer::create(config.server, **engine);
   if (!server.is_ok()) {

@@ -469,6 +469,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   m.info.id = options.model_id.empty() ? std::filesystem::path(options.model_path).stem().string()
                                        : options.model_id;
   m.info.n_ctx = m.n_ctx;
+  m.info.fingerprint = prefix_root(m.meta.fingerprint, m.layout, m.backend->numerics_id(), "").to_hex();
   m.info.n_vocab = m.n_vocab;
   m.info.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())

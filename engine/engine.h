@@ -51,6 +51,8 @@ class Engine : public Generator {
 
   const ModelInfo& model_info() const override;
   std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const override;
+  std::vector<int32_t> tokenize_text(const std::string& text, bool add_special, bool parse_special) const override;
+  std::string token_piece(int32_t id) const override;
   Result<std::string> render_chat(const ChatRequest& request) const override;
   ToolCallSyntax tool_call_syntax() const override;
   bool chat_uses_special_tokens() const override;

@@ -54,6 +54,22 @@ std::vector<int32_t> Engine::tokenize(const std::string& text, bool parse_specia
   return ids;
 }
 
+std::vector<int32_t> Engine::tokenize_text(const std::string& text, bool add_special, bool parse_special) const {
+  const Tokenizer& tok = *impl_->tokenizer;
+  std::vector<int32_t> ids = tok.encode(text, /*add_bos=*/false, parse_special);
+  if (add_special && tok.add_bos() && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
+  if (add_special && tok.add_eos() && tok.eos_id() >= 0) ids.push_back(tok.eos_id());
+  return ids;
+}
+
+std::string Engine::token_piece(int32_t id) const {
+  const Tokenizer& tok = *impl_->tokenizer;
+  // llama.cpp's token_to_piece(special = true) prints control tokens as
+  // their text; the tokenizer's own piece of a control token is empty.
+  if (tok.token_type(id) == TokenType::kControl) return tok.token_text(id);
+  return tok.token_to_piece(id);
+}
+
 Result<std::string> Engine::render_chat(const ChatRequest& request) const {
   Result<tmpl::Rendered> r = impl_->render_chat_text(request);
   if (!r.is_ok()) return r.status();

@@ -145,7 +145,7 @@ struct ChatMessage {
   ChatMessage() = default;
   ChatMessage(std::string role_, std::string content_) : role(std::move(role_)), content(std::move(content_)) {}
 
-  std::string role;     // "system", "user", "assistant", "tool"
+  std::string role;     // "system", "developer", "user", "assistant", "tool"
   std::string content;
   bool content_null = false;        // content was null or absent (an assistant turn with only tool calls)
   std::vector<ToolCall> tool_calls; // assistant turns
@@ -215,6 +215,10 @@ struct ModelInfo {
   int n_ctx = 0;        // context length served (tokens)
   int n_vocab = 0;
   int64_t created = 0;  // unix seconds
+  // 32 hex digits naming what can change the outputs: the KV chain root
+  // without salts (engine/kv/prefix_hash.h prefix_root: the model's
+  // fingerprint, KV layout and the backend's numerics); "" when unknown.
+  std::string fingerprint;
   // A prompt text longer than this many bytes cannot fit the context (it
   // encodes to more than n_ctx - 1 tokens: (n_ctx - 1) x the longest token
   // text), so it is refused before it is tokenized; 0: no such bound.
@@ -230,6 +234,16 @@ class Generator {
   // Text -> token ids. add_bos follows the model's add_bos_token;
   // parse_special: text like "<|im_start|>" becomes its control token.
   virtual std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const = 0;
+  // Text -> token ids as llama.cpp's /tokenize does it: add_special puts
+  // BOS first where the vocabulary adds one (add_bos_token) and EOS last
+  // where it adds one (add_eos_token); parse_special as in tokenize().
+  virtual std::vector<int32_t> tokenize_text(const std::string& text, bool add_special,
+                                             bool parse_special) const = 0;
+  // The bytes token `id` stands for, as llama.cpp's token_to_piece with
+  // special = true gives them (a control token as its text, a byte token as
+  // its one raw byte, which may be part of a UTF-8 character). id must lie
+  // in [0, n_vocab).
+  virtual std::string token_piece(int32_t id) const = 0;
   // Renders messages (and tools) with the model's chat format, ending with
   // the prompt for the assistant's turn. Errors: kInvalidArgument (e.g.
   // unknown role, a template's raise_exception, a template over its render

@@ -1,6 +1,7 @@
 // Fixed chat renderings (see chat_format.h).
 #include "engine/tokenizer/chat_format.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "engine/gguf/gguf.h"
@@ -73,6 +74,9 @@ Result<ChatFormat> ChatFormat::from_jinja(std::string_view chat_template, std::s
   f.eos_token_ = std::move(eos_token);
   f.probe_tool_support(chat_template);
   if (chat_template.find("<think>") != std::string_view::npos) f.reasoning_syntax_ = ReasoningSyntax::kThinkTags;
+  // A template with a developer role compares or prints it as a string.
+  f.has_developer_role_ = chat_template.find("'developer'") != std::string_view::npos ||
+                          chat_template.find("\"developer\"") != std::string_view::npos;
   return f;
 }
 
@@ -138,15 +142,26 @@ Result<std::string> ChatFormat::render(const std::vector<ChatMessage>& messages)
   return std::move(r->text);
 }
 
-Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage>& messages,
+Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage>& all_messages,
                                                    const tmpl::Value& tools, const tmpl::Value& extra) const {
-  if (messages.empty()) return Status::invalid_argument("chat: no messages to render");
-  for (const ChatMessage& m : messages) {
+  if (all_messages.empty()) return Status::invalid_argument("chat: no messages to render");
+  for (const ChatMessage& m : all_messages) {
     if (!is_one_of(m.role, {"system", "developer", "user", "assistant", "tool"})) {
       return Status::invalid_argument("chat: role '" + m.role +
                                       "' is not one of system, developer, user, assistant, tool");
     }
   }
+  // OpenAI's developer role: the template's own where it has one, else system.
+  std::vector<ChatMessage> adapted;
+  const bool has_developer = std::any_of(all_messages.begin(), all_messages.end(),
+                                         [](const ChatMessage& m) { return m.role == "developer"; });
+  if (has_developer && !has_developer_role_) {
+    adapted = all_messages;
+    for (ChatMessage& m : adapted) {
+      if (m.role == "developer") m.role = "system";
+    }
+  }
+  const std::vector<ChatMessage>& messages = adapted.empty() ? all_messages : adapted;
   auto bad_role = [&](const ChatMessage& m) {
     return Status::invalid_argument("chat: role '" + m.role + "' is not supported by the " + name() +
                                     " chat format");
@@ -159,14 +174,29 @@ Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage
       }
     }
   }
-  if (kind_ == ChatFormatKind::kJinja) return render_jinja(message_values(messages), tools, true, extra);
+  // Assistant prefill: a last assistant message without tool calls is
+  // continued, not answered (see chat_format.h).
+  const bool prefill = is_prefill(messages);
+  const size_t n_turns = prefill ? messages.size() - 1 : messages.size();
+  const size_t last = messages.size() - 1;
+  if (kind_ == ChatFormatKind::kJinja) {
+    if (!prefill) return render_jinja(message_values(messages), tools, true, extra);
+    if (std::optional<Result<tmpl::Rendered>> cut = render_continued(messages, tools, extra)) return std::move(*cut);
+    const std::vector<ChatMessage> turns(messages.begin(), messages.begin() + static_cast<ptrdiff_t>(n_turns));
+    Result<tmpl::Rendered> r = render_jinja(message_values(turns), tools, true, extra);
+    if (!r.is_ok() || messages[last].content.empty()) return r;
+    const size_t begin = r->text.size();
+    r->text += messages[last].content;
+    r->spans.push_back({begin, r->text.size(), static_cast<int32_t>(last)});
+    return r;
+  }
   // The fixed formats: contents are marked with their message index.
   tmpl::TextBuilder out;
   auto content = [&](size_t i, std::string_view text) { out.append_text(text, true, static_cast<int32_t>(i)); };
   switch (kind_) {
     case ChatFormatKind::kJinja: break;
     case ChatFormatKind::kChatML:
-      for (size_t i = 0; i < messages.size(); ++i) {
+      for (size_t i = 0; i < n_turns; ++i) {
         const ChatMessage& m = messages[i];
         if (!is_one_of(m.role, {"system", "user", "assistant", "tool"})) return bad_role(m);
         out.append_trusted("<|im_start|>" + m.role + "\n");
@@ -174,10 +204,11 @@ Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage
         out.append_trusted("<|im_end|>\n");
       }
       out.append_trusted("<|im_start|>assistant\n");
+      if (prefill) content(last, messages[last].content);
       break;
     case ChatFormatKind::kLlama3:
       out.append_trusted("<|begin_of_text|>");
-      for (size_t i = 0; i < messages.size(); ++i) {
+      for (size_t i = 0; i < n_turns; ++i) {
         const ChatMessage& m = messages[i];
         if (!is_one_of(m.role, {"system", "user", "assistant"})) return bad_role(m);
         out.append_trusted("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n");
@@ -185,6 +216,7 @@ Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage
         out.append_trusted("<|eot_id|>");
       }
       out.append_trusted("<|start_header_id|>assistant<|end_header_id|>\n\n");
+      if (prefill) content(last, trim(messages[last].content));
       break;
     case ChatFormatKind::kPlain:
       for (size_t i = 0; i < messages.size(); ++i) {
@@ -203,22 +235,48 @@ Result<tmpl::Rendered> ChatFormat::render_messages(const std::vector<ChatMessage
           // the prompt plus those tokens did, or the chat misses the cache.
           // A space is put in only before an ASCII letter or digit (a first
           // piece without a space that starts so is rare): a client-written
-          // "Hello" reads "Assistant: Hello".
+          // "Hello" reads "Assistant: Hello". A prefill ends right after its
+          // content.
           const unsigned char c0 = m.content.empty() ? 0 : static_cast<unsigned char>(m.content[0]);
           const bool add_space = c0 < 0x80 && std::isalnum(c0) != 0;
           out.append_trusted(add_space ? "Assistant: " : "Assistant:");
           content(i, m.content);
-          out.append_trusted("\n");
+          if (!(prefill && i == last)) out.append_trusted("\n");
         } else {
           return bad_role(m);
         }
       }
-      out.append_trusted("Assistant:");
+      if (!prefill) out.append_trusted("Assistant:");
       break;
   }
   tmpl::Rendered r;
   r.text = out.take_text(&r.spans);
   return r;
+}
+
+std::optional<Result<tmpl::Rendered>> ChatFormat::render_continued(const std::vector<ChatMessage>& messages,
+                                                                   const tmpl::Value& tools,
+                                                                   const tmpl::Value& extra) const {
+  Result<tmpl::Rendered> full = render_jinja(message_values(messages), tools, false, extra);
+  // Too long for the context: so is the other form.
+  if (!full.is_ok() && full.status().code() == StatusCode::kOutOfRange) return full;
+  if (!full.is_ok()) return std::nullopt;
+  const auto last = static_cast<int32_t>(messages.size() - 1);
+  size_t end = 0;
+  bool found = false;
+  for (const tmpl::TextSpan& sp : full->spans) {
+    if (sp.origin == last && sp.end > sp.begin) end = sp.end, found = true;
+  }
+  if (!found) return std::nullopt;
+  tmpl::Rendered r = std::move(full).value();
+  r.text.resize(end);
+  std::erase_if(r.spans, [&](const tmpl::TextSpan& sp) { return sp.begin >= end; });
+  for (tmpl::TextSpan& sp : r.spans) sp.end = std::min(sp.end, end);
+  return Result<tmpl::Rendered>(std::move(r));
+}
+
+bool ChatFormat::is_prefill(const std::vector<ChatMessage>& messages) {
+  return !messages.empty() && messages.back().role == "assistant" && messages.back().tool_calls.empty();
 }
 
 }  // namespace larder

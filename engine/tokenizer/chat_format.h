@@ -39,7 +39,25 @@
 //
 // Roles: system, developer, user, assistant, tool (OpenAI's); any other is
 // refused before the template runs (a role is printed as it is, so it must
-// not carry text of its own).
+// not carry text of its own). "developer" is passed on as "developer" only
+// to a Jinja template whose text has it as a quoted string ('developer' or
+// "developer": a template with a developer role); every other format and
+// template gets it as "system" (Qwen 2.5's
+// template would drop it, Llama 3's print an unknown header).
+//
+// Assistant prefill: when the last message is an assistant message without
+// tool calls, the model continues it, and the prompt ends inside that
+// assistant turn, right after its content (no end-of-turn marker). Jinja: as
+// transformers' continue_final_message, the whole conversation is rendered
+// without the generation prompt and cut after the last text the template
+// printed from that message's content (so a template that trims content,
+// like Llama 3's, loses the trailing whitespace, and one that opens an
+// answer with "<think>\n\n</think>\n\n", like Qwen 3's, keeps it). Where
+// the template does not print that content (it raises or drops it), as
+// llama.cpp's server does: the messages before it with the generation
+// prompt, then the content as is. The fixed formats cut their own rendering
+// the same way (plain: "Assistant:" and its usual space, then the content).
+// An empty content continues nothing: the prompt is the generation prompt.
 //
 // Tools (kJinja only; the fixed formats refuse tools and tool calls). The
 // request's data reaches the template as transformers' apply_chat_template
@@ -138,7 +156,8 @@ class ChatFormat {
   // <|im_start|>" or "no tokenizer.chat_template in the metadata".
   const std::string& detect_reason() const { return reason_; }
 
-  // Renders `messages`, ending with the prompt of the assistant's turn.
+  // Renders `messages`, ending with the prompt of the assistant's turn (or
+  // inside the last assistant message: prefill, see the top of this file).
   // Errors (Status::invalid_argument): an empty list; a role that is not
   // one of system, developer, user, assistant, tool (OpenAI's roles), or
   // one the format does not know (the message names the role and the
@@ -197,6 +216,10 @@ class ChatFormat {
     return kind_ == ChatFormatKind::kLlama3 || kind_ == ChatFormatKind::kJinja;
   }
 
+  // True when `messages` ends with an assistant message that a rendering
+  // continues (assistant prefill, see the top of this file).
+  static bool is_prefill(const std::vector<ChatMessage>& messages);
+
   // Byte offset where two renderings part: -1 when `before` is a prefix of
   // `after` (e.g. the prompt of turn k against the prompt of turn k+1).
   static int64_t first_difference(std::string_view before, std::string_view after) {
@@ -213,6 +236,13 @@ class ChatFormat {
   // extra: none or a dict of further template variables (template kwargs).
   Result<tmpl::Rendered> render_messages(const std::vector<ChatMessage>& messages, const tmpl::Value& tools,
                                          const tmpl::Value& extra = tmpl::Value::none()) const;
+  // Prefill, the transformers way (see the top of this file); nullopt when
+  // the template fails or does not print the last message's content (the
+  // caller falls back to llama.cpp's form), a kOutOfRange error when the
+  // rendering is too long.
+  std::optional<Result<tmpl::Rendered>> render_continued(const std::vector<ChatMessage>& messages,
+                                                         const tmpl::Value& tools,
+                                                         const tmpl::Value& extra) const;
   Result<tmpl::Rendered> render_jinja(const tmpl::Value& messages, const tmpl::Value& tools,
                                       bool add_generation_prompt,
                                       const tmpl::Value& extra = tmpl::Value::none()) const;
@@ -225,6 +255,7 @@ class ChatFormat {
   ReasoningSyntax reasoning_syntax_ = ReasoningSyntax::kNone;
   bool requires_object_arguments_ = false;
   bool requires_non_null_content_ = false;
+  bool has_developer_role_ = false;  // the Jinja template has 'developer' as a string
   // kJinja:
   std::optional<tmpl::Template> template_;
   std::string bos_token_;

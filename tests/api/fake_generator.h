@@ -1,9 +1,11 @@
 // FakeGenerator: a scripted Generator for the API tests.
 //   tokenize:     a BOS (id 256) then one token per byte
 //   render_chat:  "tools: <tools_json>\n" when tools are offered, then
-//                 "role: content\n" per message (roles system/user/assistant/
-//                 tool), each tool call as "role: content call(id name args)\n";
+//                 "role: content\n" per message (roles system/developer/user/
+//                 assistant/tool), each tool call as "role: content call(id name args)\n";
 //                 it keeps the last ChatRequest it got
+//   tokenize_text / token_piece: one token per byte (BOS only with
+//                 add_special); a byte token's piece is that byte, BOS's "<s>"
 //   tool_call_syntax: kHermes unless set_tool_call_syntax() says otherwise
 //   reasoning_syntax: kNone unless set_reasoning(); chat_prompt's info says
 //                 the prompt opens a reasoning block when set_reasoning(.., true)
@@ -79,6 +81,15 @@ class FakeGenerator : public Generator {
     return out;
   }
 
+  // /tokenize: one token per byte, BOS first when add_special. Pieces: a
+  // byte token is that byte, BOS is "<s>".
+  std::vector<int32_t> tokenize_text(const std::string& text, bool add_special, bool parse_special) const override {
+    std::vector<int32_t> out = tokenize(text, parse_special);
+    if (!add_special) out.erase(out.begin());
+    return out;
+  }
+  std::string token_piece(int32_t id) const override { return id == kBos ? "<s>" : std::string(1, char(id)); }
+
   // A slow prompt: while the gate is closed, render_chat and tokenize wait
   // (as a huge template rendering would) until open_prompt_gate().
   void close_prompt_gate() {
@@ -127,7 +138,8 @@ class FakeGenerator : public Generator {
       out += "tools: " + request.tools_json + "\n";
     }
     for (const auto& m : request.messages) {
-      if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool") {
+      if (m.role != "system" && m.role != "developer" && m.role != "user" && m.role != "assistant" &&
+          m.role != "tool") {
         return Status::invalid_argument("unknown role '" + m.role + "'");
       }
       out += m.role + ": " + m.content;

@@ -24,7 +24,10 @@ json usage(int prompt, int completion) {
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", 0}}}};
+          {"prompt_tokens_details", {{"cached_tokens", 0}}},
+          // No reasoning split, no predicted outputs.
+          {"completion_tokens_details",
+           {{"reasoning_tokens", 0}, {"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}}}};
 }
 
 }  // namespace

@@ -19,6 +19,12 @@ namespace {
 // answers "Hel" "lo" " world": 3 completion tokens (one per event).
 const std::string kChatHi = R"({"model":"fake-model","messages":[{"role":"user","content":"Hi"}]})";
 
+// system_fingerprint of the fake ("" fingerprint, "" build): "fp_" + the
+// first 10 hex digits of XXH3-64("|"), by xxhsum -H3.
+const char* const kFingerprint = "fp_d2c01b5588";
+// usage.completion_tokens_details: no reasoning, no predicted outputs.
+const json kNoDetails = {{"reasoning_tokens", 0}, {"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}};
+
 bool is_id(const json& v, const std::string& prefix) {
   if (!v.is_string()) return false;
   std::string s = v.get<std::string>();
@@ -52,6 +58,7 @@ TEST_CASE("non-streaming chat completion body, field by field", "[api]") {
       {"object", "chat.completion"},
       {"created", body["created"]},
       {"model", "fake-model"},
+      {"system_fingerprint", kFingerprint},
       {"choices",
        {{{"index", 0},
          {"message", {{"role", "assistant"}, {"content", "Hello world"}}},
@@ -61,7 +68,8 @@ TEST_CASE("non-streaming chat completion body, field by field", "[api]") {
        {{"prompt_tokens", 10},
         {"completion_tokens", 3},
         {"total_tokens", 13},
-        {"prompt_tokens_details", {{"cached_tokens", 0}}}}},  // present also when 0
+        {"prompt_tokens_details", {{"cached_tokens", 0}}},
+        {"completion_tokens_details", kNoDetails}}},  // present also when 0
       // llama.cpp extension: prompt_n = 10 - 0 cached, the fake's times.
       {"timings", {{"prompt_n", 10}, {"prompt_ms", 12.5}, {"predicted_n", 3}, {"predicted_ms", 30.25}}},
   };
@@ -92,7 +100,8 @@ TEST_CASE("cached tokens and a length finish are reported", "[api]") {
   CHECK(body["usage"] == json{{"prompt_tokens", 10},
                               {"completion_tokens", 2},
                               {"total_tokens", 12},
-                              {"prompt_tokens_details", {{"cached_tokens", 8}}}});
+                              {"prompt_tokens_details", {{"cached_tokens", 8}}},
+                              {"completion_tokens_details", kNoDetails}});
   CHECK(body["timings"]["prompt_n"] == 2);  // 10 prompt tokens, 8 of them cached
 }
 
@@ -119,11 +128,14 @@ TEST_CASE("streaming chat: exact SSE event sequence and chunked framing", "[api]
   REQUIRE(is_id(first["id"], "chatcmpl-"));
   CHECK(is_recent(first["created"]));
   auto chunk = [&](json delta, json finish) {
-    return json{{"id", first["id"]},
-                {"object", "chat.completion.chunk"},
-                {"created", first["created"]},
-                {"model", "fake-model"},
-                {"choices", {{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}}}};
+    json c = {{"id", first["id"]},
+              {"object", "chat.completion.chunk"},
+              {"created", first["created"]},
+              {"model", "fake-model"},
+              {"system_fingerprint", kFingerprint},
+              {"choices", {{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}}}};
+    if (include_usage) c["usage"] = nullptr;  // OpenAI: on every chunk but the usage chunk
+    return c;
   };
   CHECK(first == chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
   CHECK(json::parse(events[1]) == chunk({{"content", "Hel"}}, nullptr));
@@ -138,12 +150,14 @@ TEST_CASE("streaming chat: exact SSE event sequence and chunked framing", "[api]
                   {"object", "chat.completion.chunk"},
                   {"created", first["created"]},
                   {"model", "fake-model"},
+                  {"system_fingerprint", kFingerprint},
                   {"choices", json::array()},
                   {"usage",
                    {{"prompt_tokens", 10},
                     {"completion_tokens", 3},
                     {"total_tokens", 13},
-                    {"prompt_tokens_details", {{"cached_tokens", 0}}}}}};
+                    {"prompt_tokens_details", {{"cached_tokens", 0}}},
+                    {"completion_tokens_details", kNoDetails}}}};
     CHECK(json::parse(events[5]) == usage);
   }
   // Chunked framing: each chunk carries whole SSE events and the chunks
@@ -172,13 +186,15 @@ TEST_CASE("completions endpoint, non-streaming and streaming", "[api]") {
         {"object", "text_completion"},
         {"created", body["created"]},
         {"model", "fake-model"},
+        {"system_fingerprint", kFingerprint},
         {"choices", {{{"index", 0}, {"text", "Hello world"}, {"logprobs", nullptr}, {"finish_reason", "stop"}}}},
         // "abc" -> BOS + 3 bytes = 4 prompt tokens
         {"usage",
          {{"prompt_tokens", 4},
           {"completion_tokens", 3},
           {"total_tokens", 7},
-          {"prompt_tokens_details", {{"cached_tokens", 0}}}}},
+          {"prompt_tokens_details", {{"cached_tokens", 0}}},
+          {"completion_tokens_details", kNoDetails}}},
         {"timings", {{"prompt_n", 4}, {"prompt_ms", 12.5}, {"predicted_n", 3}, {"predicted_ms", 30.25}}},
     };
     CHECK(body == expected);
@@ -242,6 +258,8 @@ TEST_CASE("completions endpoint, non-streaming and streaming", "[api]") {
                   {"object", "text_completion"},
                   {"created", first["created"]},
                   {"model", "fake-model"},
+                  {"system_fingerprint", kFingerprint},
+                  {"usage", nullptr},  // include_usage
                   {"choices", {{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}}}};
     };
     CHECK(first == chunk("Hel", nullptr));

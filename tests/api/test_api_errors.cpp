@@ -282,8 +282,8 @@ TEST_CASE("deeply nested JSON is refused with a 400, not a crash", "[api]") {
   }
   // 128 levels in all (the body object is level 1) are fine, and brackets
   // inside strings do not count.
-  const std::string ok = R"({"messages":[{"role":"user","content":"[[[[{{{{"}],"x":)" + std::string(127, '[') +
-                         std::string(127, ']') + "}";
+  const std::string ok = R"({"messages":[{"role":"user","content":"[[[[{{{{"}],"metadata":{"x":)" +
+                         std::string(126, '[') + std::string(126, ']') + "}}";
   auto r = http(ts.port(), "POST", "/v1/chat/completions", ok);
   REQUIRE(r);
   CHECK(r->status == 200);
@@ -390,6 +390,10 @@ TEST_CASE("unimplemented fields are refused by name; their off values pass", "[a
       {"samplers", R"(["top_k"])", nullptr},
       {"audio", R"({"voice":"alloy","format":"wav"})", nullptr},
       {"modalities", R"(["text","audio"])", R"(["text"])"},
+      {"reasoning_format", R"("deepseek")", R"("none")"},
+      {"reasoning_effort", R"("low")", nullptr},
+      {"verbosity", R"("high")", R"("medium")"},
+      {"web_search_options", "{}", nullptr},
   };
   TestServer ts;
   for (const Field& f : fields) {
@@ -451,7 +455,7 @@ TEST_CASE("grammar and response_format json_object reach the engine as a compile
   CHECK_FALSE(reqs[2].grammar);
 }
 
-TEST_CASE("developer messages reach the template as system; cache_salt and repeat_last_n reach the engine",
+TEST_CASE("developer messages reach the chat format as developer; cache_salt and repeat_last_n reach the engine",
           "[api]") {
   TestServer ts;
   auto r = http(ts.port(), "POST", "/v1/chat/completions",
@@ -461,7 +465,9 @@ TEST_CASE("developer messages reach the template as system; cache_salt and repea
   CHECK(r->status == 200);
   const ChatRequest chat = ts.fake().last_chat();
   REQUIRE(chat.messages.size() == 2);
-  CHECK(chat.messages[0].role == "system");
+  // The chat format maps it to "system" unless the template has a developer
+  // role (engine/tokenizer/chat_format.h; tests/tokenizer/chat_prefill_test.cpp).
+  CHECK(chat.messages[0].role == "developer");
   CHECK(chat.messages[0].content == "Be brief.");
   CHECK(chat.cache_salt == "tenant-a");
   auto reqs = ts.fake().requests();

@@ -28,9 +28,10 @@ TEST_CASE("ServerOptions defaults reach the engine; request values override them
   options.default_max_tokens = 5;
   TestServer ts(options);
 
-  // Unknown fields (and null knobs) change nothing.
+  // Fields ignored on purpose (and null knobs) change nothing; an unknown
+  // one is refused (tests/api/test_api_surface.cpp).
   auto r1 = http(ts.port(), "POST", "/v1/chat/completions",
-                 "{" + kUserHi + R"(,"user":"u1","tools":[],"foo":{"bar":[1,2]},"top_p":null})");
+                 "{" + kUserHi + R"(,"user":"u1","tools":[],"metadata":{"bar":"1"},"top_p":null})");
   REQUIRE(r1);
   REQUIRE(r1->status == 200);
   auto r2 = http(ts.port(), "POST", "/v1/chat/completions",

@@ -220,9 +220,13 @@ TEST_CASE("roles other than system, developer, user, assistant, tool are refused
     INFO(role);
     CHECK_FALSE(chat->engine->chat_prompt(ChatRequest{{msg(role, "hi")}, ""}).is_ok());
   }
-  // developer is one of them; Llama 3.2's template prints it as a role.
+  // developer is one of them; Llama 3.2's template has no developer role
+  // (it would print an unknown "developer" header), so it gets "system" and
+  // the system block (after the template's date lines) holds it.
   const std::string dev = chat->engine->render_chat(ChatRequest{{msg("developer", "be brief"), msg("user", "hi")}, ""}).value();
-  CHECK(dev.find("<|start_header_id|>developer<|end_header_id|>\n\nbe brief<|eot_id|>") != std::string::npos);
+  CHECK(dev.find("<|start_header_id|>developer") == std::string::npos);
+  CHECK(dev.find("Today Date: ") != std::string::npos);
+  CHECK(dev.find("\n\nbe brief<|eot_id|><|start_header_id|>user<|end_header_id|>") != std::string::npos);
 }
 
 TEST_CASE("a conversation far longer than the context is refused before it is tokenized", "[engine][chat][untrusted]") {

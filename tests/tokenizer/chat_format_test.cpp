@@ -17,6 +17,7 @@ const std::vector<ChatMessage> kConversation = {
     {"system", "You are a helpful assistant."},
     {"user", "  What is 2+2?\n"},
     {"assistant", "4"},
+    {"user", "And 3+3?"},  // (a last assistant message would be continued: chat_prefill_test.cpp)
 };
 
 std::string render_ok(const ChatFormat& f, const std::vector<ChatMessage>& messages) {
@@ -37,6 +38,7 @@ TEST_CASE("ChatML rendering", "[chat]") {
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
         "<|im_start|>user\n  What is 2+2?\n<|im_end|>\n"
         "<|im_start|>assistant\n4<|im_end|>\n"
+        "<|im_start|>user\nAnd 3+3?<|im_end|>\n"
         "<|im_start|>assistant\n");
   CHECK(render_ok(f, {{"tool", "{\"x\":1}"}}) ==
         "<|im_start|>tool\n{\"x\":1}<|im_end|>\n<|im_start|>assistant\n");
@@ -52,6 +54,7 @@ TEST_CASE("Llama-3 rendering trims content and adds BOS text", "[chat]") {
         "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant.<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nWhat is 2+2?<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nAnd 3+3?<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
   auto tool = f.render({{"tool", "x"}});
   REQUIRE_FALSE(tool.is_ok());
@@ -68,6 +71,7 @@ TEST_CASE("plain fallback rendering", "[chat]") {
         "You are a helpful assistant.\n\n"
         "User:   What is 2+2?\n\n"
         "Assistant: 4\n"
+        "User: And 3+3?\n"
         "Assistant:");
   CHECK(render_ok(f, {{"user", "Hi"}}) == "User: Hi\nAssistant:");
   // Answers as the model writes them follow "Assistant:" directly.

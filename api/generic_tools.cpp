@@ -96,7 +96,9 @@ ChatRequest generic_tool_request(const ChatRequest& request, const ojson& tools,
     } else if (m.role == "tool") {
       const bool joins = i > first && request.messages[i - 1].role == "tool";
       if (joins) {
-        out.messages.back().content += "\n" + tool_response_content(m);
+        // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "\n" + f().
+        out.messages.back().content += '\n';
+        out.messages.back().content += tool_response_content(m);
       } else {
         out.messages.emplace_back("user", tool_response_content(m));
       }

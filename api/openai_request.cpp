@@ -93,7 +93,6 @@ struct UnsupportedField {
   const char* what;               // completes "'<name>' is not supported: ..."
 };
 
-bool is_false(const json& v) { return v.is_boolean() && !v.get<bool>(); }
 bool is_number(const json& v, double off) { return v.is_number() && v.get<double>() == off; }
 bool never_off(const json&) { return false; }
 

@@ -183,7 +183,7 @@ json usage_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_e
 }
 
 json reasoning_chunk_json(const CompletionMeta& meta, const std::string& text) {
-  json body = envelope(meta, chunk_object(meta));
+  json body = chunk_envelope(meta);
   body["choices"] = json::array({stream_choice(meta, {{"reasoning_content", text}}, nullptr)});
   return body;
 }

@@ -150,9 +150,10 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   }
   // max_completion_tokens is the newer name; it wins when both are given.
   // llama.cpp's n_predict counts least; its -1 means "no limit" (not given).
-  if (auto e = read_int(obj, "n_predict", -1, &out->max_tokens)) return e;
-  if (out->max_tokens == -1) out->max_tokens.reset();
-  if (out->max_tokens == 0) return ApiError::invalid("'n_predict' must be -1 or >= 1, got 0", "n_predict");
+  std::optional<int> n_predict;
+  if (auto e = read_int(obj, "n_predict", -1, &n_predict)) return e;
+  if (n_predict == 0) return ApiError::invalid("'n_predict' must be -1 or >= 1, got 0", "n_predict");
+  out->max_tokens = n_predict == -1 ? std::nullopt : n_predict;
   if (auto e = read_int(obj, "max_tokens", min_tokens, &out->max_tokens)) return e;
   if (auto e = read_int(obj, "max_completion_tokens", min_tokens, &out->max_tokens)) return e;
 

@@ -67,8 +67,8 @@ constexpr KnownField kKnownFields[] = {
     {"echo", kBoth, Use::kRead},
     {"suffix", kBoth, Use::kRead},
     // The chat template and reasoning.
-    {"chat_template_kwargs", kBoth, Use::kRead},
-    {"reasoning_format", kBoth, Use::kRead},
+    {"chat_template_kwargs", kChat, Use::kRead},
+    {"reasoning_format", kChat, Use::kRead},
     {"reasoning_effort", kBoth, Use::kRead},
     {"verbosity", kBoth, Use::kRead},
     // Tokens and caching.

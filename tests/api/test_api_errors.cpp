@@ -390,7 +390,6 @@ TEST_CASE("unimplemented fields are refused by name; their off values pass", "[a
       {"samplers", R"(["top_k"])", nullptr},
       {"audio", R"({"voice":"alloy","format":"wav"})", nullptr},
       {"modalities", R"(["text","audio"])", R"(["text"])"},
-      {"reasoning_format", R"("deepseek")", R"("none")"},
       {"reasoning_effort", R"("low")", nullptr},
       {"verbosity", R"("high")", R"("medium")"},
       {"web_search_options", "{}", nullptr},

@@ -293,10 +293,16 @@ TEST_CASE("/apply-template renders a chat body without generating", "[api][surfa
   check_400(http(ts.port(), "POST", "/apply-template", R"({"messages":[]})"), "messages", "must not be empty");
   check_400(http(ts.port(), "POST", "/apply-template", "{" + kHi + R"(,"nope":1})"), "nope",
             "Unrecognized request argument supplied: nope");
+  // A template that cannot show tools: rendered as a chat request is, with
+  // the generic tool prompt (api/generic_tools.h) in a system message.
   ts.fake().set_tool_call_syntax(ToolCallSyntax::kNone);
-  check_400(http(ts.port(), "POST", "/apply-template",
-                 "{" + kHi + R"(,"tools":[{"type":"function","function":{"name":"f"}}]})"),
-            "tools", "no tools here");
+  r = http(ts.port(), "POST", "/apply-template", "{" + kHi + R"(,"tools":[{"type":"function","function":{"name":"f"}}]})");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  const std::string prompt = r->json().value("prompt", "");
+  CHECK(prompt.rfind("system: Respond in JSON format, either with `tool_call`", 0) == 0);
+  CHECK(prompt.find("\"name\": \"f\"") != std::string::npos);
+  CHECK(prompt.find("user: Hi\n") != std::string::npos);
 }
 
 TEST_CASE("tokenizing and rendering run on the pool, never on the loop thread", "[api][surface]") {

@@ -336,8 +336,9 @@ void HttpConnection::on_shutdown_done(int status) {
 
 // ---- output -----------------------------------------------------------------
 
-void HttpConnection::write(std::string data) {
+void HttpConnection::write(std::string data, bool whole_response) {
   if (closing_ || data.empty()) return;
+  const size_t size = data.size();
   auto w = std::make_unique<WriteRequest>();
   w->data = std::move(data);
   uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
@@ -366,7 +367,11 @@ void HttpConnection::write(std::string data) {
   ++pending_writes_;
   (void)w.release();  // freed by the callback
   const size_t queued = queued_bytes();
-  if (queued > limits_.max_queued_write_bytes) {
+  // A whole response (send()) is already made and in memory: waiting for the
+  // client to take it costs nothing more, so only what is queued beyond it
+  // counts (the stall timer still closes a client that takes nothing).
+  // Streams count every byte: they would keep growing behind a slow reader.
+  if (queued > limits_.max_queued_write_bytes + (whole_response ? size : 0)) {
     spdlog::warn("api: a client left {} response bytes unread (max {}): closing its connection", queued,
                  limits_.max_queued_write_bytes);
     close();
@@ -392,7 +397,7 @@ void HttpConnection::send(HttpResponse response) {
   for (auto& h : response.headers) headers.push_back(std::move(h));
   std::string out = encode_response_head(response.status, headers);
   if (response.status != 204 && !head_only_) out += response.body;
-  write(std::move(out));
+  write(std::move(out), /*whole_response=*/true);
 }
 
 void HttpConnection::start_stream(int status, std::string_view content_type) {

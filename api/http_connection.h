@@ -129,7 +129,10 @@ class HttpConnection : public ResponseWriter {
   void fail(int status, std::string message);
   void close_after_flush();
   void on_shutdown_done(int status);
-  void write(std::string data);
+  // Queues bytes on the socket. The connection closes when more than
+  // max_queued_write_bytes wait unread, not counting `data` itself when it is
+  // a whole response (whole_response: send(); it is in memory already).
+  void write(std::string data, bool whole_response = false);
   void add_common_headers(HttpHeaders* headers) const;
   size_t queued_bytes() const;
   void start_timer(TimerMode mode, uint64_t ms);

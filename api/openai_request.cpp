@@ -293,6 +293,8 @@ bool valid_function_name(const std::string& name) {
   });
 }
 
+constexpr size_t kMaxTemplateKwargsBytes = 64 << 10;
+
 // "reasoning_format" and "chat_template_kwargs".
 std::optional<ApiError> parse_template_fields(const json& obj, ChatCompletionRequest* out) {
   if (const json* v = field(obj, "reasoning_format")) {
@@ -306,6 +308,14 @@ std::optional<ApiError> parse_template_fields(const json& obj, ChatCompletionReq
   }
   if (const json* v = field(obj, "chat_template_kwargs")) {
     if (!v->is_object()) return ApiError::invalid("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    // Template variables are flags and short strings; a big object only
+    // costs render time (converting it into template values), so it is
+    // refused before that work.
+    if (v->dump().size() > kMaxTemplateKwargsBytes) {
+      return ApiError::invalid("'chat_template_kwargs' is over " + std::to_string(kMaxTemplateKwargsBytes) +
+                                   " bytes of JSON",
+                               "chat_template_kwargs");
+    }
     for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "documents"}) {
       if (v->contains(reserved)) {
         return ApiError::invalid(std::string("'chat_template_kwargs' cannot set '") + reserved +

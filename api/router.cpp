@@ -200,7 +200,9 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parsed.parallel_tool_calls);
     if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
     Result<Grammar> g = parse_gbnf(*gbnf);
-    if (!g.is_ok()) return ApiError::server("forcing a tool call: " + g.status().message());
+    // The grammar comes from the client's schemas (a $ref that refers only
+    // to itself is left-recursive): their fault, a 400.
+    if (!g.is_ok()) return ApiError::invalid("forcing a tool call: " + g.status().message(), "tools");
     parsed.options.grammar = std::make_shared<const CompiledGrammar>(*g);
   }
   // A grammar constrains the answer from its first token, so even after a

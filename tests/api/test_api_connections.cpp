@@ -293,6 +293,27 @@ TEST_CASE("a client that reads nothing is disconnected; its generation is cancel
   CHECK(reader.wait_closed(10000ms));  // what was sent, then the end
 }
 
+TEST_CASE("a whole response larger than max_queued_write_bytes reaches a client that reads it", "[api][conn]") {
+  // A non-streaming body is made before a byte is sent; the unread-bytes
+  // limit is for streams behind slow readers, not for a big finished body
+  // (it cut a 39 MB completions body with n = 8 and echo at 4.8 MB).
+  ServerOptions o;
+  o.max_queued_write_bytes = 256 << 10;
+  TestServer ts(o);
+  FakeScript script;
+  script.pieces.assign(128, std::string(32 << 10, 'z'));  // 4 MiB of text, 16x the limit
+  ts.fake().set_script(script);
+  TestClient c(ts.port(), 4096);  // a small receive buffer: most of the body waits in the server
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}]})";
+  REQUIRE(c.send_raw(post_head("/v1/chat/completions", body.size()) + body));
+  auto r = c.read_response();
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  REQUIRE(r->complete);
+  const json j = json::parse(r->body);
+  CHECK(j["choices"][0]["message"]["content"].get<std::string>() == std::string(128 * (32 << 10), 'z'));
+}
+
 TEST_CASE("idle connections hold no read buffer", "[api][conn]") {
   TestServer ts;
   constexpr int kConnections = 200;

@@ -111,6 +111,15 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
       {"tool_choice naming a function without tools", chat.c_str(),
        "{" + user + R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})", 400, "invalid_request_error",
        "tool_choice", nullptr},
+      // A schema whose $ref refers only to itself: left recursion in the
+      // grammar is the client's schema's fault (was a 500).
+      {"forced call, self-referring parameters schema", chat.c_str(),
+       "{" + user +
+           R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}}}}],"tool_choice":"required"})",
+       400, "invalid_request_error", "tools", nullptr},
+      {"chat_template_kwargs over 64 KiB", chat.c_str(),
+       "{" + user + R"(,"chat_template_kwargs":{"x":")" + std::string(70000, 'a') + R"("}})", 400,
+       "invalid_request_error", "chat_template_kwargs", nullptr},
       {"tool_choice unknown", chat.c_str(), "{" + user + R"(,"tool_choice":"sometimes"})", 400,
        "invalid_request_error", "tool_choice", nullptr},
       {"parallel_tool_calls not bool", chat.c_str(), "{" + user + R"(,"parallel_tool_calls":"yes"})", 400,

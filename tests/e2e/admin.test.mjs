@@ -137,7 +137,8 @@ test('/metrics and /admin/cache after chat requests; SIGHUP reloads', { skip }, 
     d.proc.kill('SIGHUP');
     const budgetNow = async () => (await (await admin(d, 'GET', '/admin/cache')).json()).tiers[0].budget_bytes;
     await waitFor('the new budget', async () => (await budgetNow()) === 51 * PAGE_BYTES);  // 1 MiB / 20480 = 51 pages
-    assert.match(d.logs.join(''), /config reloaded from .*cache\.device\.budget: "2MiB" -> "1MiB"/);
+    // The reload's log line is written after the budget is applied: wait for it too.
+    await waitFor('the reload line', () => /config reloaded from .*cache\.device\.budget: "2MiB" -> "1MiB"/.test(d.logs.join('')));
 
     // A broken file: refused with a line naming the key; the budget stays.
     writeFileSync(config, '[cache.device]\nbudget = "1 potato"\n');

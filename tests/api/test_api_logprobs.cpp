@@ -73,6 +73,11 @@ TEST_CASE("logprobs request fields", "[api][logprobs]") {
   CHECK(p.options.max_tokens == std::optional<int>(0));
   REQUIRE_FALSE(completion(R"(,"logprobs":0)", &p));
   CHECK(p.options.logprobs == 0);
+  // llama.cpp's n_probs is refused with a pointer to the OpenAI fields.
+  std::optional<ApiError> n_probs = completion(R"(,"n_probs":5)", &p);
+  REQUIRE(n_probs);
+  CHECK(n_probs->param == std::optional<std::string>("n_probs"));
+  CHECK(n_probs->message.find("use 'logprobs'") != std::string::npos);
   for (auto [bad, param] : std::vector<std::pair<const char*, const char*>>{
            {R"(,"logprobs":21)", "logprobs"},
            {R"(,"logprobs":true)", "logprobs"},

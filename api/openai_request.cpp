@@ -84,51 +84,6 @@ std::optional<ApiError> read_bool(const json& obj, const char* name, const char*
   return std::nullopt;
 }
 
-// Fields of the OpenAI API or of llama.cpp's server that larder does not
-// implement yet. Each is refused with a 400 naming it when it asks for
-// something (a value other than its "off" value), rather than being ignored.
-struct UnsupportedField {
-  const char* name;
-  bool (*is_off)(const json& v);  // the value changes nothing
-  const char* what;               // completes "'<name>' is not supported: ..."
-};
-
-bool is_number(const json& v, double off) { return v.is_number() && v.get<double>() == off; }
-bool never_off(const json&) { return false; }
-
-const UnsupportedField kUnsupportedFields[] = {
-  {"suffix", is_empty_string, "no fill-in-the-middle suffix yet"},
-  {"best_of", [](const json& v) { return is_number(v, 1); }, "only best_of = 1"},
-  {"functions", never_off, "the legacy function-calling fields are not supported; use 'tools'"},
-  {"function_call", never_off, "the legacy function-calling fields are not supported; use 'tool_choice'"},
-  {"n_probs", [](const json& v) { return is_number(v, 0); },
-   "llama.cpp's probability format is not offered; use 'logprobs' with 'top_logprobs' (chat) or 'logprobs': N (completions)"},
-  {"reasoning_effort", never_off, "no reasoning effort control"},
-  {"verbosity", [](const json& v) { return v == "medium"; }, "only the model's own verbosity (\"medium\")"},
-  {"web_search_options", never_off, "no web search"},
-  {"mirostat", [](const json& v) { return is_number(v, 0); }, "no mirostat sampling"},
-  {"typical_p", [](const json& v) { return is_number(v, 1); }, "no locally typical sampling"},
-  {"tfs_z", [](const json& v) { return is_number(v, 1); }, "no tail-free sampling"},
-  {"dynatemp_range", [](const json& v) { return is_number(v, 0); }, "no dynamic temperature"},
-  {"xtc_probability", [](const json& v) { return is_number(v, 0); }, "no XTC sampling"},
-  {"dry_multiplier", [](const json& v) { return is_number(v, 0); }, "no DRY sampling"},
-  {"samplers", never_off, "the sampler chain is fixed (penalties, temperature, top-k, top-p, min-p)"},
-  {"audio", never_off, "no audio output"},
-  {"modalities", [](const json& v) { return v.is_array() && v.size() == 1 && v[0] == "text"; }, "text output only"},
-  {"image_data", is_empty_object, "no image input"},
-  {"lora", is_empty_object, "no LoRA adapters"},
-};
-
-std::optional<ApiError> refuse_unsupported(const json& obj) {
-  for (const UnsupportedField& f : kUnsupportedFields) {
-    const json* v = field(obj, f.name);
-    if (v && !f.is_off(*v)) {
-      return ApiError::invalid(quoted(f.name) + " is not supported: " + f.what, f.name);
-    }
-  }
-  return std::nullopt;
-}
-
 // Body -> JSON object.
 std::optional<ApiError> parse_object(std::string_view body, json* out) {
   if (json_nesting_exceeds(body)) {

@@ -32,7 +32,7 @@
 //   logit_bias; ignore_eos, return_tokens bool;
 //   logprobs: chat bool + top_logprobs 0..20; completions integer 0..20 and
 //   echo bool (api/request_logprobs.h);
-//   the fields of kUnsupportedFields (suffix, best_of, functions, n_probs,
+//   the fields of kUnsupportedFields (api/request_fields.h: suffix, best_of, functions, n_probs,
 //   reasoning_effort, verbosity, ...) -> 400 "not supported" unless they hold their "off" value.
 // Function calling (chat):
 //   tools                 array of {"type": "function", "function": {"name"

@@ -6,7 +6,7 @@
 // Each entry is one of:
 //   read     parsed by api/openai_request.cpp or api/request_constraints.cpp
 //            (which refuse the values they cannot honour, e.g. the
-//            kUnsupportedFields of openai_request.cpp);
+//            kUnsupportedFields below);
 //   ignored  accepted on purpose and without effect, because the field asks
 //            for nothing that changes the answer here (`user`, `metadata`,
 //            `store`, ...). Their value's JSON type is still checked. The
@@ -33,5 +33,12 @@ std::optional<ApiError> check_known_fields(const request_json::json& obj, Reques
 
 // Whether `name` is a known top-level field of `endpoint` (read or ignored).
 bool is_known_field(std::string_view name, RequestEndpoint endpoint);
+
+// The fields of OpenAI's API or llama.cpp's server that larder does not
+// implement (request_fields.cpp, kUnsupportedFields: suffix, best_of > 1,
+// functions, n_probs, mirostat, ...): a 400 "'<name>' is not supported: ..."
+// naming the first one that holds a value other than its "off" value;
+// nullopt when none does.
+std::optional<ApiError> refuse_unsupported(const request_json::json& obj);
 
 }  // namespace larder

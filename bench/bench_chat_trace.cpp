@@ -34,6 +34,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "storage/open_tiers.h"
 #include "tests/support/gguf_writer.h"
@@ -47,41 +48,18 @@ struct Args {
   std::vector<std::string> configs{"off", "lru", "lfu", "priority_lru"};
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= s.size()) {
-    size_t comma = s.find(',', at);
-    if (comma == std::string::npos) comma = s.size();
-    if (comma > at) out.push_back(s.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return out;
-}
-
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", s.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (s == "--users") a.users = std::atoi(next().c_str());
-    else if (s == "--turns") a.turns = std::atoi(next().c_str());
-    else if (s == "--system-tokens") a.system_tokens = std::atoi(next().c_str());
-    else if (s == "--threads") a.threads = std::atoi(next().c_str());
-    else if (s == "--disk-mib") a.disk_mib = std::atoi(next().c_str());
-    else if (s == "--configs") a.configs = split(next());
-    else {
-      std::fprintf(stderr, "usage: bench_chat_trace [--users N] [--turns N] [--system-tokens N] [--threads N] "
-                           "[--disk-mib N] [--configs off,lru,lfu,priority_lru,priority_lfu]\n");
-      std::exit(2);
-    }
-  }
+  CLI::App app("bench_chat_trace: prefix-cache hit rates of eviction policies on a chat trace");
+  app.add_option("--users", a.users, "conversations")->check(larder::bench::kPositive);
+  app.add_option("--turns", a.turns, "turns per conversation")->check(larder::bench::kPositive);
+  app.add_option("--system-tokens", a.system_tokens, "shared system prompt length in tokens")->check(larder::bench::kPositive);
+  app.add_option("--threads", a.threads, "engine threads")->check(larder::bench::kPositive);
+  app.add_option("--disk-mib", a.disk_mib, "disk tier budget in MiB")->check(larder::bench::kNonNegative);
+  app.add_option("--configs", a.configs, "policies to run, comma-separated (off: no reuse)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"off", "lru", "lfu", "priority_lru", "priority_lfu"}));
+  lb::parse_or_exit(app, argc, argv);
   return a;
 }
 

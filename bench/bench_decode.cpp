@@ -13,12 +13,12 @@
 //                     [--reference FILE] [--json-only] MODEL.gguf...
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 
 namespace lb = larder::bench;
@@ -36,39 +36,16 @@ struct Args {
   std::vector<std::string> models;
 };
 
-std::vector<int> parse_int_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::atoi(item.c_str()));
-  return out;
-}
-
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: bench_decode [--threads 1,2] [--runs N] [--decode-tokens N] "
-               "[--reference reference.json] [--json-only] MODEL.gguf...\n");
-  std::exit(2);
-}
-
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
-    if (s == "--threads") a.threads = parse_int_list(next());
-    else if (s == "--runs") a.runs = std::atoi(next().c_str());
-    else if (s == "--decode-tokens") a.decode_tokens = std::atoi(next().c_str());
-    else if (s == "--reference") a.reference = next();
-    else if (s == "--json-only") a.json_only = true;
-    else if (s == "-h" || s == "--help") usage();
-    else if (!s.empty() && s[0] == '-') usage();
-    else a.models.push_back(s);
-  }
-  if (a.models.empty() || a.runs < 1 || a.decode_tokens < 2 || a.threads.empty()) usage();
+  CLI::App app("bench_decode: larder's decode and prefill tok/s through the Engine");
+  app.add_option("--threads", a.threads, "thread counts to run, comma-separated")->delimiter(',')->check(larder::bench::kPositive);
+  app.add_option("--runs", a.runs, "timed runs per row")->check(larder::bench::kPositive);
+  app.add_option("--decode-tokens", a.decode_tokens, "tokens per decode run")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--reference", a.reference, "reference.json (default: beside the first model)");
+  app.add_flag("--json-only", a.json_only, "print only the JSON lines");
+  app.add_option("models", a.models, "GGUF files")->required()->check(CLI::ExistingFile);
+  lb::parse_or_exit(app, argc, argv);
   return a;
 }
 

@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/json_schema_grammar.h"
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "engine/grammar/grammar.h"
 
@@ -44,30 +45,16 @@ struct Args {
   std::vector<std::string> models;
 };
 
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: bench_decode_grammar [--threads N] [--runs N] [--decode-tokens N] [--prompt TEXT] "
-               "[--json-only] MODEL.gguf...\n");
-  std::exit(2);
-}
-
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
-    if (s == "--threads") a.threads = std::atoi(next().c_str());
-    else if (s == "--runs") a.runs = std::atoi(next().c_str());
-    else if (s == "--decode-tokens") a.decode_tokens = std::atoi(next().c_str());
-    else if (s == "--prompt") a.prompt = next();
-    else if (s == "--json-only") a.json_only = true;
-    else if (!s.empty() && s[0] == '-') usage();
-    else a.models.push_back(s);
-  }
-  if (a.models.empty() || a.runs < 1 || a.decode_tokens < 2) usage();
+  CLI::App app("bench_decode_grammar: decode tok/s with and without a JSON-schema grammar");
+  app.add_option("--threads", a.threads, "engine threads")->check(larder::bench::kPositive);
+  app.add_option("--runs", a.runs, "timed runs per row")->check(larder::bench::kPositive);
+  app.add_option("--decode-tokens", a.decode_tokens, "tokens per decode run")->check(CLI::Range(2, 1 << 20));
+  app.add_option("--prompt", a.prompt, "prompt text");
+  app.add_flag("--json-only", a.json_only, "print only the JSON lines");
+  app.add_option("models", a.models, "GGUF files")->required()->check(CLI::ExistingFile);
+  lb::parse_or_exit(app, argc, argv);
   return a;
 }
 

@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 #include <zstd.h>
 
+#include "bench/bench_cli.h"
 #include "bench/disk_pages.h"
 #include "tests/support/test_models.h"
 
@@ -141,21 +142,13 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   int n_requests = 12, max_tokens = 240, threads = 2, reps = 3;
   std::string model;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> int {
-      if (i + 1 >= argc) std::exit(2);
-      return std::atoi(argv[++i]);
-    };
-    if (a == "--requests") n_requests = next();
-    else if (a == "--tokens") max_tokens = next();
-    else if (a == "--threads") threads = next();
-    else if (a == "--reps") reps = next();
-    else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "usage: bench_disk_compression [--requests N] [--tokens N] [--threads N] [--reps N] [MODEL.gguf]\n");
-      return 2;
-    } else model = a;
-  }
+  CLI::App app("bench_disk_compression: LZ4 and ZSTD on real KV page records");
+  app.add_option("--requests", n_requests, "requests whose pages are collected")->check(larder::bench::kPositive);
+  app.add_option("--tokens", max_tokens, "tokens generated per request")->check(larder::bench::kPositive);
+  app.add_option("--threads", threads, "engine threads")->check(larder::bench::kPositive);
+  app.add_option("--reps", reps, "timed repetitions per codec")->check(larder::bench::kPositive);
+  app.add_option("model", model, "GGUF file (default: the test model stories260K)")->check(CLI::ExistingFile);
+  lb::parse_or_exit(app, argc, argv);
   if (model.empty()) {
     auto p = larder::testing::test_model_path("stories260K.gguf");
     if (!p) {

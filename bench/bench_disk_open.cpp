@@ -14,12 +14,12 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "storage/rocksdb_store.h"
 
@@ -53,21 +53,11 @@ int main(int argc, char** argv) {
   std::vector<int64_t> counts{1000, 10000, 100000};
   int64_t record_bytes = 4096;
   int reps = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--counts" && i + 1 < argc) {
-      counts.clear();
-      std::stringstream ss(argv[++i]);
-      for (std::string item; std::getline(ss, item, ',');) counts.push_back(std::atoll(item.c_str()));
-    } else if (a == "--record-bytes" && i + 1 < argc) {
-      record_bytes = std::atoll(argv[++i]);
-    } else if (a == "--reps" && i + 1 < argc) {
-      reps = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: bench_disk_open [--counts 1000,10000,100000] [--record-bytes 4096] [--reps 3]\n");
-      return 2;
-    }
-  }
+  CLI::App app("bench_disk_open: opening a disk tier of N page records");
+  app.add_option("--counts", counts, "record counts, comma-separated")->delimiter(',')->check(larder::bench::kPositive);
+  app.add_option("--record-bytes", record_bytes, "bytes per record")->check(larder::bench::kPositive);
+  app.add_option("--reps", reps, "timed opens per count")->check(larder::bench::kPositive);
+  lb::parse_or_exit(app, argc, argv);
   std::vector<Row> rows;
   for (int64_t n : counts) {
     lb::TempDir dir("larder-bench-open");

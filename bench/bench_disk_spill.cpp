@@ -38,12 +38,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "storage/rocksdb_store.h"
 
@@ -209,19 +209,10 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   std::vector<int64_t> sizes{20620, 1048716, 2097292};
   int64_t total_mb = 256;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--sizes" && i + 1 < argc) {
-      sizes.clear();
-      std::stringstream ss(argv[++i]);
-      for (std::string item; std::getline(ss, item, ',');) sizes.push_back(std::atoll(item.c_str()));
-    } else if (a == "--total-mb" && i + 1 < argc) {
-      total_mb = std::atoll(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: bench_disk_spill [--sizes 20620,1048716,2097292] [--total-mb 256]\n");
-      return 2;
-    }
-  }
+  CLI::App app("bench_disk_spill: spill throughput of the disk tier by record size");
+  app.add_option("--sizes", sizes, "record sizes in bytes, comma-separated")->delimiter(',')->check(larder::bench::kPositive);
+  app.add_option("--total-mb", total_mb, "MB written per size")->check(larder::bench::kPositive);
+  lb::parse_or_exit(app, argc, argv);
   lb::TempDir dir("larder-bench-spill");
   struct statvfs vfs {};
   if (::statvfs(dir.str().c_str(), &vfs) == 0 &&

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_cli.h"
 #include "engine/backend.h"
 #include "engine/cuda/plan/weight_plan.h"
 #include "tests/support/gguf_writer.h"
@@ -76,10 +77,10 @@ struct Bench {
 
 int main(int argc, char** argv) {
   std::string dir = std::filesystem::temp_directory_path().string(), out_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--dir") dir = argv[i + 1];
-    if (std::string(argv[i]) == "--out") out_path = argv[i + 1];
-  }
+  CLI::App app("bench_gpu: decode, prefill and restore on the CUDA device against its ceilings");
+  app.add_option("--dir", dir, "folder for the synthetic model files");
+  app.add_option("--out", out_path, "also write the markdown table to this file");
+  larder::bench::parse_or_exit(app, argc, argv);
   auto ceil_r = measure_cuda_ceilings();
   if (!ceil_r.is_ok()) {
     std::printf("bench_gpu: skipped: %s\n", ceil_r.status().to_string().c_str());

@@ -37,13 +37,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "api/json_schema_grammar.h"
+#include "bench/bench_cli.h"
 #include "api/tool_call_grammar.h"
 #include "engine/gguf/gguf.h"
 #include "engine/grammar/grammar.h"
@@ -92,43 +92,22 @@ struct Args {
   std::string vocab;
 };
 
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream ss(list);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
-
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: bench_grammar [--walks N] [--max-tokens N] [--seed S] [--check N] [--grammars a,b] "
-               "[--modes shared,private,plain] [--json-only] VOCAB.gguf\n");
-  std::exit(2);
-}
-
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
-    if (s == "--walks") a.walks = std::atoi(next().c_str());
-    else if (s == "--max-tokens") a.max_tokens = std::atoi(next().c_str());
-    else if (s == "--seed") a.seed = uint32_t(std::atoi(next().c_str()));
-    else if (s == "--check") a.check = std::atoi(next().c_str());
-    else if (s == "--grammars") a.grammars = split(next());
-    else if (s == "--modes") a.modes = split(next());
-    else if (s == "--json-only") a.json_only = true;
-    else if (!s.empty() && s[0] == '-') usage();
-    else a.vocab = s;
-  }
-  if (a.vocab.empty() || a.walks < 1 || a.max_tokens < 1) usage();
-  for (const std::string& m : a.modes) {
-    if (m != "shared" && m != "private" && m != "plain") usage();
-  }
+  CLI::App app("bench_grammar: time to compute a grammar token mask on a vocabulary");
+  app.add_option("--walks", a.walks, "random walks per grammar")->check(larder::bench::kPositive);
+  app.add_option("--max-tokens", a.max_tokens, "tokens per walk at most")->check(larder::bench::kPositive);
+  app.add_option("--seed", a.seed, "seed of the walks");
+  app.add_option("--check", a.check, "steps checked against the reference walk")->check(larder::bench::kNonNegative);
+  app.add_option("--grammars", a.grammars, "grammars to run, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"json_object", "schema_record", "tool_call", "gbnf_list"}));
+  app.add_option("--modes", a.modes, "mask modes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"shared", "private", "plain"}));
+  app.add_flag("--json-only", a.json_only, "print only the JSON lines");
+  app.add_option("vocab", a.vocab, "GGUF file with the vocabulary")->required()->check(CLI::ExistingFile);
+  larder::bench::parse_or_exit(app, argc, argv);
   return a;
 }
 

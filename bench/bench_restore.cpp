@@ -19,12 +19,12 @@
 //                      [--reference FILE] [--json-only] MODEL.gguf...
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "storage/open_tiers.h"
 #include "tests/support/gguf_writer.h"
@@ -46,45 +46,25 @@ struct Args {
   std::vector<std::string> models;
 };
 
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: bench_restore [--runs N] [--synthetic-runs N] [--threads N] "
-               "[--prompt-tokens N] [--synthetic q8_0,f16|none] [--reference reference.json] "
-               "[--json-only] MODEL.gguf...\n");
-  std::exit(2);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty() && item != "none") out.push_back(item);
-  }
-  return out;
-}
-
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
-    if (s == "--runs") a.runs = std::atoi(next().c_str());
-    else if (s == "--synthetic-runs") a.synthetic_runs = std::atoi(next().c_str());
-    else if (s == "--threads") a.threads = std::atoi(next().c_str());
-    else if (s == "--prompt-tokens") a.prompt_tokens = std::atoi(next().c_str());
-    else if (s == "--synthetic") a.synthetic = split(next());
-    else if (s == "--reference") a.reference = next();
-    else if (s == "--json-only") a.json_only = true;
-    else if (s == "-h" || s == "--help") usage();
-    else if (!s.empty() && s[0] == '-') usage();
-    else a.models.push_back(s);
+  CLI::App app("bench_restore: restoring a prompt's pages from the tiers against a cold prefill");
+  app.add_option("--runs", a.runs, "timed runs per model")->check(larder::bench::kPositive);
+  app.add_option("--synthetic-runs", a.synthetic_runs, "timed runs per synthetic file")->check(larder::bench::kPositive);
+  app.add_option("--threads", a.threads, "engine threads")->check(larder::bench::kPositive);
+  app.add_option("--prompt-tokens", a.prompt_tokens, "prompt length in tokens (BOS included)")->check(CLI::Range(17, 1 << 20));
+  app.add_option("--synthetic", a.synthetic, "synthetic weight types, comma-separated, or none")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"q8_0", "f16", "f32", "none"}));
+  app.add_option("--reference", a.reference, "reference.json (default: beside the first model)");
+  app.add_flag("--json-only", a.json_only, "print only the JSON lines");
+  app.add_option("models", a.models, "GGUF files")->check(CLI::ExistingFile);
+  lb::parse_or_exit(app, argc, argv);
+  std::erase(a.synthetic, "none");
+  if (a.models.empty() && a.synthetic.empty()) {
+    std::fprintf(stderr, "bench_restore: nothing to run (no model and --synthetic none)\n%s", app.help().c_str());
+    std::exit(2);
   }
-  if (a.runs < 1 || a.synthetic_runs < 1 || a.prompt_tokens < 17) usage();
-  if (a.models.empty() && a.synthetic.empty()) usage();
   return a;
 }
 

@@ -21,37 +21,27 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/tokenizer.h"
-
-namespace {
-
-[[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: bench_tokenizer [--runs N] [--parse-special] [--ids-out FILE] [--json-only] VOCAB.gguf TEXT\n");
-  std::exit(2);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int runs = 5;
   bool json_only = false;
   bool parse_special = false;
   std::string ids_out;
-  std::vector<std::string> pos;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (a == "--ids-out" && i + 1 < argc) ids_out = argv[++i];
-    else if (a == "--json-only") json_only = true;
-    else if (a == "--parse-special") parse_special = true;
-    else if (!a.empty() && a[0] == '-') usage();
-    else pos.push_back(a);
-  }
-  if (pos.size() != 2 || runs < 1) usage();
+  std::string vocab_path, text_path;
+  CLI::App app("bench_tokenizer: tokenizer throughput on a text file");
+  app.add_option("--runs", runs, "timed runs (best and median printed)")->check(larder::bench::kPositive);
+  app.add_option("--ids-out", ids_out, "write the token ids as a JSON array to this file");
+  app.add_flag("--json-only", json_only, "print only the JSON line");
+  app.add_flag("--parse-special", parse_special, "control-token text in the input becomes the control token");
+  app.add_option("vocab", vocab_path, "GGUF file with the vocabulary")->required()->check(CLI::ExistingFile);
+  app.add_option("text", text_path, "UTF-8 text file")->required()->check(CLI::ExistingFile);
+  larder::bench::parse_or_exit(app, argc, argv);
 
-  auto gguf = larder::GgufFile::open(pos[0]);
+  auto gguf = larder::GgufFile::open(vocab_path);
   if (!gguf.is_ok()) {
     std::fprintf(stderr, "bench_tokenizer: %s\n", gguf.status().message().c_str());
     return 1;
@@ -64,9 +54,9 @@ int main(int argc, char** argv) {
   }
   const double load_s = larder::bench::ms_since(t_load) / 1e3;
 
-  std::ifstream in(pos[1], std::ios::binary);
+  std::ifstream in(text_path, std::ios::binary);
   if (!in) {
-    std::fprintf(stderr, "bench_tokenizer: cannot read %s\n", pos[1].c_str());
+    std::fprintf(stderr, "bench_tokenizer: cannot read %s\n", text_path.c_str());
     return 1;
   }
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -80,7 +70,7 @@ int main(int argc, char** argv) {
   }
   const double best = larder::bench::min_of(seconds);
   nlohmann::json j = {{"tool", "larder"},
-                      {"vocab", larder::bench::file_name(pos[0])},
+                      {"vocab", larder::bench::file_name(vocab_path)},
                       {"bytes", text.size()},
                       {"tokens", ids.size()},
                       {"parse_special", parse_special},
@@ -90,7 +80,7 @@ int main(int argc, char** argv) {
                       {"mb_per_s", static_cast<double>(text.size()) / best / 1e6}};
   if (!json_only) {
     std::fprintf(stderr, "larder: %s: %zu bytes -> %zu tokens, best %.3f s = %.2f MB/s (load %.2f s)\n",
-                 larder::bench::file_name(pos[0]).c_str(), text.size(), ids.size(), best,
+                 larder::bench::file_name(vocab_path).c_str(), text.size(), ids.size(), best,
                  static_cast<double>(text.size()) / best / 1e6, load_s);
   }
   larder::bench::print_json_line(j);

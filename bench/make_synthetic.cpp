@@ -16,49 +16,15 @@
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "bench/bench_cli.h"
 #include "tests/support/gguf_writer.h"
-
-namespace {
-
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: make_synthetic [--preset llama-3.2-1b|small] [--type TYPE] [--layers N] "
-               "[--seed N] OUT.gguf\n"
-               "  TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m q5_k_m\n");
-  std::exit(2);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   larder::testing::RandomLlamaSpec spec;
   std::string preset = "llama-3.2-1b", type = "q8_0", out;
   int layers = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage();
-      return argv[++i];
-    };
-    if (a == "--preset") preset = next();
-    else if (a == "--type") type = next();
-    else if (a == "--layers") layers = std::atoi(next().c_str());
-    else if (a == "--seed") spec.seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (!a.empty() && a[0] == '-') usage();
-    else out = a;
-  }
-  if (out.empty()) usage();
-  if (preset == "llama-3.2-1b") {
-    spec.n_vocab = 128256; spec.n_embd = 2048; spec.n_layer = 16; spec.n_head = 32;
-    spec.n_head_kv = 8; spec.n_ff = 8192; spec.n_ctx = 4096; spec.tied_output = true;
-  } else if (preset == "small") {
-    spec.n_vocab = 32000; spec.n_embd = 1024; spec.n_layer = 8; spec.n_head = 16;
-    spec.n_head_kv = 4; spec.n_ff = 2816; spec.n_ctx = 2048;
-  } else {
-    usage();
-  }
-  if (layers > 0) spec.n_layer = layers;
   using larder::GgmlType;
   static const std::pair<const char*, GgmlType> kTypes[] = {
       {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"bf16", GgmlType::kBF16},
@@ -66,16 +32,29 @@ int main(int argc, char** argv) {
       {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1}, {"q2_k", GgmlType::kQ2_K},
       {"q3_k", GgmlType::kQ3_K}, {"q4_k", GgmlType::kQ4_K}, {"q5_k", GgmlType::kQ5_K},
       {"q6_k", GgmlType::kQ6_K}};
-  bool known = false;
+  std::vector<std::string> type_names{"q4_k_m", "q5_k_m"};
+  for (const auto& [name, t] : kTypes) type_names.push_back(name);
+  CLI::App app("make_synthetic: a random-weight llama GGUF of a given shape");
+  app.add_option("--preset", preset, "shape")->check(CLI::IsMember({"llama-3.2-1b", "small"}));
+  app.add_option("--type", type, "weight type")
+      ->check(CLI::IsMember(type_names));
+  app.add_option("--layers", layers, "layers (default: the preset's)")->check(larder::bench::kPositive);
+  app.add_option("--seed", spec.seed, "weight seed");
+  app.add_option("out", out, "output GGUF file")->required();
+  larder::bench::parse_or_exit(app, argc, argv);
+  if (preset == "llama-3.2-1b") {
+    spec.n_vocab = 128256; spec.n_embd = 2048; spec.n_layer = 16; spec.n_head = 32;
+    spec.n_head_kv = 8; spec.n_ff = 8192; spec.n_ctx = 4096; spec.tied_output = true;
+  } else if (preset == "small") {
+    spec.n_vocab = 32000; spec.n_embd = 1024; spec.n_layer = 8; spec.n_head = 16;
+    spec.n_head_kv = 4; spec.n_ff = 2816; spec.n_ctx = 2048;
+  }
+  if (layers > 0) spec.n_layer = layers;
   for (const auto& [name, t] : kTypes) {
-    if (type == name) {
-      spec.weight_type = t;
-      known = true;
-    }
+    if (type == name) spec.weight_type = t;
   }
   if (type == "q4_k_m") spec.mix = larder::testing::WeightMix::kQ4_K_M;
-  else if (type == "q5_k_m") spec.mix = larder::testing::WeightMix::kQ5_K_M;
-  else if (!known) usage();
+  if (type == "q5_k_m") spec.mix = larder::testing::WeightMix::kQ5_K_M;
   larder::Status st = larder::testing::write_random_llama_gguf(out, spec);
   if (!st.is_ok()) {
     std::fprintf(stderr, "make_synthetic: %s\n", st.to_string().c_str());

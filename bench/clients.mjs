@@ -30,12 +30,12 @@
 // --threads: the daemon's --threads (0: all cores); --max-running: the
 // daemon's [engine] max_running (default: the daemon's own default, 8);
 // --json: also write the rows as JSON. Exits 1 when any request failed.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import OpenAI from 'openai';
+
+import { Daemon } from '../tests/e2e/daemon.mjs';
 
 function parseArgs(argv) {
   const a = { clients: [1, 8, 32], duration: 60, maxTokens: 64, threads: 0, maxRunning: 0, bin: '', model: '', json: '' };
@@ -66,41 +66,14 @@ function usage() {
   process.exit(2);
 }
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
-
 async function startDaemon(a, dir) {
-  const port = await freePort();
-  const args = ['--model', a.model, '--port', String(port), '--threads', String(a.threads), '--cache-dir', '',
-                '--log-level', 'warn'];
+  const extraArgs = ['--log-level', 'warn'];
   if (a.maxRunning > 0) {
     const cfg = join(dir, 'larder.toml');
     writeFileSync(cfg, `[engine]\nmax_running = ${a.maxRunning}\n`);
-    args.push('--config', cfg);
+    extraArgs.push('--config', cfg);
   }
-  const logs = [];
-  const proc = spawn(a.bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  proc.stdout.on('data', (d) => logs.push(d.toString()));
-  proc.stderr.on('data', (d) => logs.push(d.toString()));
-  const deadline = Date.now() + 120000;
-  while (Date.now() < deadline) {
-    if (proc.exitCode !== null) throw new Error(`larderd exited ${proc.exitCode}: ${logs.join('')}`);
-    try {
-      const r = await fetch(`http://127.0.0.1:${port}/health`);
-      if (r.ok) return { proc, port, logs };
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill('SIGKILL');
-  throw new Error(`larderd did not become healthy: ${logs.join('')}`);
+  return Daemon.start({ model: a.model, bin: a.bin, threads: a.threads, extraArgs, startTimeoutMs: 120000 });
 }
 
 function peakKiB(pid) {
@@ -212,8 +185,7 @@ try {
     console.error(JSON.stringify(r));
   }
 } finally {
-  d.proc.kill('SIGTERM');
-  await new Promise((r) => (d.proc.exitCode !== null ? r() : d.proc.on('exit', r)));
+  await d.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 

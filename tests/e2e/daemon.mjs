@@ -48,12 +48,15 @@ export class Daemon {
     this.baseURL = `http://127.0.0.1:${port}/v1`;
   }
 
-  // env: variables added to larderd's environment (e.g. LARDER_API_KEY).
-  static async start({ model, cacheDir, extraArgs = [], env = {} }) {
-    const bin = process.env.LARDER_BIN;
-    if (!bin || !existsSync(bin)) throw new Error(`LARDER_BIN not found: ${bin}`);
+  // env: variables added to larderd's environment (e.g. LARDER_API_KEY);
+  // bin: the larderd binary (default: $LARDER_BIN); threads: its --threads
+  // (0: all cores); startTimeoutMs: how long to wait for /health (a large
+  // model loads for a while).
+  static async start({ model, cacheDir, extraArgs = [], env = {}, bin = process.env.LARDER_BIN, threads = 1,
+                       startTimeoutMs = 30000 }) {
+    if (!bin || !existsSync(bin)) throw new Error(`larderd binary not found: ${bin} (set LARDER_BIN)`);
     const port = await freePort();
-    const args = ['--model', model, '--port', String(port), '--threads', '1', ...extraArgs];
+    const args = ['--model', model, '--port', String(port), '--threads', String(threads), ...extraArgs];
     // No cache dir given: no disk tier (never the user's ~/.cache/larder).
     args.push('--cache-dir', cacheDir ?? '');
     const logs = [];
@@ -61,7 +64,7 @@ export class Daemon {
     proc.stdout.on('data', (d) => logs.push(d.toString()));
     proc.stderr.on('data', (d) => logs.push(d.toString()));
     const d = new Daemon(proc, port, logs);
-    const deadline = Date.now() + 30000;
+    const deadline = Date.now() + startTimeoutMs;
     while (Date.now() < deadline) {
       if (proc.exitCode !== null) throw new Error(`larderd exited ${proc.exitCode}: ${logs.join('')}`);
       try {

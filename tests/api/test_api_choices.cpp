@@ -30,6 +30,19 @@ json usage(int prompt, int completion) {
            {{"reasoning_tokens", 0}, {"accepted_prediction_tokens", 0}, {"rejected_prediction_tokens", 0}}}};
 }
 
+// A chat request for n = 2 choices with one tool, get_time, that the fake
+// calls in the template's syntax (Qwen's <tool_call> form) in every choice.
+std::optional<ClientResponse> post_tool_call_choices(TestServer& ts, bool stream) {
+  ts.fake().set_n_ctx(4096);
+  FakeScript s;
+  s.pieces = {"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"};
+  ts.fake().set_script(s);
+  const std::string tools = R"([{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}])";
+  return http(ts.port(), "POST", "/v1/chat/completions",
+              std::string(R"({"messages":[{"role":"user","content":"Time?"}],"n":2,)") +
+                  (stream ? R"("stream":true,)" : "") + R"("tools":)" + tools + "}");
+}
+
 }  // namespace
 
 TEST_CASE("chat n = 3: three indexed choices, the prompt counted once", "[api][choices]") {
@@ -159,13 +172,7 @@ TEST_CASE("a streamed completion with two prompts indexes every chunk", "[api][c
 
 TEST_CASE("tool calls are parsed per choice", "[api][choices]") {
   TestServer ts;
-  ts.fake().set_n_ctx(4096);
-  FakeScript s;
-  s.pieces = {"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"};
-  ts.fake().set_script(s);
-  const std::string tools = R"([{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}])";
-  auto r = http(ts.port(), "POST", "/v1/chat/completions",
-                R"({"messages":[{"role":"user","content":"Time?"}],"n":2,"tools":)" + tools + "}");
+  auto r = post_tool_call_choices(ts, /*stream=*/false);
   REQUIRE(r);
   REQUIRE(r->status == 200);
   const json body = r->json();
@@ -186,13 +193,7 @@ TEST_CASE("tool calls are parsed per choice", "[api][choices]") {
 
 TEST_CASE("streamed tool calls come per choice, under its index", "[api][choices]") {
   TestServer ts;
-  ts.fake().set_n_ctx(4096);
-  FakeScript s;
-  s.pieces = {"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"};
-  ts.fake().set_script(s);
-  const std::string tools = R"([{"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}])";
-  auto r = http(ts.port(), "POST", "/v1/chat/completions",
-                R"({"messages":[{"role":"user","content":"Time?"}],"n":2,"stream":true,"tools":)" + tools + "}");
+  auto r = post_tool_call_choices(ts, /*stream=*/true);
   REQUIRE(r);
   REQUIRE(r->status == 200);
   std::map<int, int> n_calls;

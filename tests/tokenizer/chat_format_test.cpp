@@ -8,6 +8,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/tokenizer/chat_format.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/chat_fixture_format.h"
 #include "tests/support/test_models.h"
 
 namespace larder {
@@ -20,12 +21,7 @@ const std::vector<ChatMessage> kConversation = {
     {"user", "And 3+3?"},  // (a last assistant message would be continued: chat_prefill_test.cpp)
 };
 
-std::string render_ok(const ChatFormat& f, const std::vector<ChatMessage>& messages) {
-  auto r = f.render(messages);
-  INFO(r.status().to_string());
-  REQUIRE(r.is_ok());
-  return *r;
-}
+using testing::render_ok;
 
 }  // namespace
 

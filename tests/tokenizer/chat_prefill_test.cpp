@@ -7,47 +7,17 @@
 // prompt, cut after the rindex of the final content, or of its strip()).
 #include <catch2/catch.hpp>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/tokenizer/chat_format.h"
-#include "tests/support/fixed_clock.h"
+#include "tests/support/chat_fixture_format.h"
 
 namespace larder {
 namespace {
 
-std::filesystem::path fixture_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "template" / "fixtures";
-}
-
-ChatFormat fixture_format(const std::string& name) {
-  std::ifstream specs_file(fixture_dir() / "templates.json");
-  const nlohmann::json specs = nlohmann::json::parse(specs_file);
-  for (const nlohmann::json& spec : specs) {
-    if (spec["name"] != name) continue;
-    std::ifstream f(fixture_dir() / "templates" / (name + ".jinja"), std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto format = ChatFormat::from_jinja(ss.str(), spec["bos_token"], spec["eos_token"]);
-    REQUIRE(format.is_ok());
-    format->set_render_options({larder::testing::fixed_strftime});
-    return std::move(format).value();
-  }
-  FAIL("no template fixture " << name);
-  return {};
-}
-
-std::string render_ok(const ChatFormat& f, const std::vector<ChatMessage>& messages) {
-  auto r = f.render(messages);
-  INFO(r.status().to_string());
-  REQUIRE(r.is_ok());
-  return *r;
-}
+using testing::fixture_chat_format;
+using testing::render_ok;
 
 const std::vector<ChatMessage> kDeveloper = {{"developer", "Be brief."}, {"user", "Hi"}};
 const std::vector<ChatMessage> kPrefill = {{"user", "Hi"}, {"assistant", "Once upon "}};
@@ -58,13 +28,13 @@ TEST_CASE("developer messages render as system where the template has no develop
   // Jinja2 renders Qwen 2.5 with a developer message as if there were no
   // system message (its default system prompt), and Llama 3.2 with a
   // "developer" header; with "system" they render as below.
-  CHECK(render_ok(fixture_format("qwen2_5"), kDeveloper) ==
+  CHECK(render_ok(fixture_chat_format("qwen2_5"), kDeveloper) ==
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  CHECK(render_ok(fixture_format("llama3_2"), kDeveloper) ==
+  CHECK(render_ok(fixture_chat_format("llama3_2"), kDeveloper) ==
         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
         "Today Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  CHECK(render_ok(fixture_format("qwen3"), kDeveloper) ==
+  CHECK(render_ok(fixture_chat_format("qwen3"), kDeveloper) ==
         "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   // The fixed formats.
   CHECK(render_ok(ChatFormat::of_kind(ChatFormatKind::kPlain), kDeveloper) == "Be brief.\n\nUser: Hi\nAssistant:");
@@ -80,26 +50,26 @@ TEST_CASE("developer messages render as system where the template has no develop
 }
 
 TEST_CASE("assistant prefill continues the last assistant message on real templates", "[chat][prefill]") {
-  CHECK(render_ok(fixture_format("qwen2_5"), kPrefill) ==
+  CHECK(render_ok(fixture_chat_format("qwen2_5"), kPrefill) ==
         "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nOnce upon ");
   // Llama 3 trims message contents: the cut falls after "upon".
-  CHECK(render_ok(fixture_format("llama3_2"), kPrefill) ==
+  CHECK(render_ok(fixture_chat_format("llama3_2"), kPrefill) ==
         "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
         "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\nOnce upon");
   // Qwen 3 opens an answer with an empty think block.
-  CHECK(render_ok(fixture_format("qwen3"), kPrefill) ==
+  CHECK(render_ok(fixture_chat_format("qwen3"), kPrefill) ==
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nOnce upon ");
-  CHECK(render_ok(fixture_format("gemma2"), kPrefill) ==
+  CHECK(render_ok(fixture_chat_format("gemma2"), kPrefill) ==
         "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nOnce upon");
-  CHECK(render_ok(fixture_format("mistral_nemo"), kPrefill) == "<s>[INST]Hi[/INST]Once upon ");
+  CHECK(render_ok(fixture_chat_format("mistral_nemo"), kPrefill) == "<s>[INST]Hi[/INST]Once upon ");
 
   // The rendering's client spans end with the prefill's content (its tokens
   // are encoded as text, never as control tokens).
   ChatRequest request;
   request.messages = kPrefill;
-  auto r = fixture_format("qwen2_5").render_text(request);
+  auto r = fixture_chat_format("qwen2_5").render_text(request);
   REQUIRE(r.is_ok());
   REQUIRE_FALSE(r->spans.empty());
   CHECK(r->spans.back().end == r->text.size());

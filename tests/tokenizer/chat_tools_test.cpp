@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/chat_format.h"
-#include "tests/support/fixed_clock.h"
+#include "tests/support/chat_fixture_format.h"
 
 namespace larder {
 namespace {
@@ -34,13 +34,6 @@ Json read_json(const std::string& name) {
   std::stringstream ss;
   ss << f.rdbuf();
   return Json::parse(ss.str());
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // A fixture conversation as the API layer hands it to the engine.
@@ -111,14 +104,11 @@ TEST_CASE("tools on real templates: probe results and renderings equal Jinja2's"
   for (const Json& spec : specs) {
     const std::string name = spec["name"];
     INFO(name);
-    auto f = ChatFormat::from_jinja(read_text(fixture_dir() / "templates" / (name + ".jinja")),
-                                    spec["bos_token"].get<std::string>(), spec["eos_token"].get<std::string>());
-    REQUIRE(f.is_ok());
-    f->set_render_options({larder::testing::fixed_strftime});
+    const ChatFormat f = testing::fixture_chat_format(name);
     const Expect& e = kExpect.at(name);
-    CHECK(f->tool_call_syntax() == e.syntax);
-    CHECK(f->requires_object_arguments() == e.object_arguments);
-    CHECK(f->requires_non_null_content() == e.non_null_content);
+    CHECK(f.tool_call_syntax() == e.syntax);
+    CHECK(f.requires_object_arguments() == e.object_arguments);
+    CHECK(f.requires_non_null_content() == e.non_null_content);
 
     const std::string variant = std::string(e.object_arguments ? "object" : "string") + "_" +
                                 (e.non_null_content ? "empty" : "null");
@@ -132,11 +122,11 @@ TEST_CASE("tools on real templates: probe results and renderings equal Jinja2's"
         // Tools are refused; without them the template (which ignores them)
         // renders as Jinja2 did with them.
         ChatRequest with = to_request(conv_by_name.at(client_form), true);
-        auto refused = f->render_request(with);
+        auto refused = f.render_request(with);
         REQUIRE_FALSE(refused.is_ok());
         CHECK(refused.status().code() == StatusCode::kUnsupported);
       }
-      auto out = f->render_request(request);
+      auto out = f.render_request(request);
       const Json& want = expected_case(name, needed_form);
       if (want.contains("output")) {
         INFO(out.status().to_string());

@@ -61,13 +61,13 @@ GenerationJob::GenerationJob(CompletionMeta meta, bool stream, bool include_usag
   }
 }
 
-void GenerationJob::attach_logprobs(nlohmann::json& choice, Choice& c, bool always) {
-  if (!c.logprobs || (!always && !c.logprobs->has_pending())) return;
-  choice["logprobs"] = c.logprobs->take();
-}
-
-void GenerationJob::attach_chunk_logprobs(nlohmann::json& chunk, Choice& c) {
-  if (chunk.contains("choices") && !chunk["choices"].empty()) attach_logprobs(chunk["choices"][0], c, false);
+std::string GenerationJob::dump_chunk(const nlohmann::json& chunk, Choice& c) {
+  if (!c.logprobs || !c.logprobs->has_pending() || !chunk.contains("choices") || chunk["choices"].empty()) {
+    return dump_json(chunk);
+  }
+  nlohmann::ordered_json out = chunk;  // the chunk's keys stay as they were (sorted)
+  out["choices"][0]["logprobs"] = c.logprobs->take();
+  return dump_json(out);
 }
 
 void GenerationJob::observe(const QueueSink::Timed& t) {
@@ -100,9 +100,8 @@ void GenerationJob::observe(const QueueSink::Timed& t) {
 void GenerationJob::write_text_chunk(ResponseWriter& writer, int index, const std::string& text) {
   if (text.empty()) return;
   start_stream(writer);
-  nlohmann::json chunk = with_choice_index(text_chunk_json(meta_, text), index);
-  attach_chunk_logprobs(chunk, choices_[size_t(index)]);
-  writer.write_stream(sse_event(dump_json(chunk)));
+  writer.write_stream(
+      sse_event(dump_chunk(with_choice_index(text_chunk_json(meta_, text), index), choices_[size_t(index)])));
 }
 
 void GenerationJob::take_text(ResponseWriter& writer, int index, ReasoningSplit part) {
@@ -247,12 +246,18 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
       nlohmann::json choice = choice_json(meta_, int(i), choices_[i].raw_reasoning + parsed.content,
                                           *choices_[i].final, with_ids(std::move(parsed.calls)));
       if (reasoning) add_reasoning_json(choice, choices_[i].reasoning_text, 0);
-      attach_logprobs(choice, choices_[i], true);
       body_choices.push_back(std::move(choice));
     }
     nlohmann::json body = completion_body_json(meta_, std::move(body_choices), total_usage());
     if (reasoning) add_reasoning_json(body, "", reasoning_tokens());
-    writer.send(json_response(200, body));
+    if (!meta_.logprobs) {
+      writer.send(json_response(200, body));
+      return;
+    }
+    // The logprobs objects keep their keys' order (api/response_logprobs.h).
+    nlohmann::ordered_json ordered = body;
+    for (size_t i = 0; i < choices_.size(); ++i) ordered["choices"][i]["logprobs"] = choices_[i].logprobs->take();
+    writer.send(json_text_response(200, dump_json(ordered)));
     return;
   }
   ToolCallParse rest = c.tool_stream.finish();
@@ -263,9 +268,7 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
     writer.write_stream(
         sse_event(dump_json(with_choice_index(tool_call_chunk_json(meta_, static_cast<int>(i), calls[i]), index))));
   }
-  nlohmann::json finish_chunk = with_choice_index(finish_chunk_json(meta_, e, !calls.empty()), index);
-  attach_chunk_logprobs(finish_chunk, c);
-  writer.write_stream(sse_event(dump_json(finish_chunk)));
+  writer.write_stream(sse_event(dump_chunk(with_choice_index(finish_chunk_json(meta_, e, !calls.empty()), index), c)));
   c.final = std::move(e);
   if (!last) return;
   done_ = true;

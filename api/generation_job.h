@@ -148,11 +148,10 @@ class GenerationJob : public ResponseJob {
   int reasoning_tokens() const;
   // Counts the event's tokens and latencies (metrics_).
   void observe(const QueueSink::Timed& t);
-  // meta_.logprobs: sets the "logprobs" of `choice` (a choice object, or a
-  // chunk's choices[0]) to c's entries not sent yet; `always` false (a
-  // streamed chunk): only when there are some.
-  void attach_logprobs(nlohmann::json& choice, Choice& c, bool always);
-  void attach_chunk_logprobs(nlohmann::json& chunk, Choice& c);
+  // A streamed chunk as JSON text; with meta_.logprobs and entries of c not
+  // sent yet, its choices[0].logprobs holds them (an ordered object:
+  // api/response_logprobs.h).
+  std::string dump_chunk(const nlohmann::json& chunk, Choice& c);
 
   CompletionMeta meta_;
   bool stream_;

@@ -37,6 +37,9 @@ std::string make_system_fingerprint(std::string_view model_fingerprint, std::str
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump_json(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 json error_json(const ApiError& error) {
   return {{"error",
@@ -46,10 +49,12 @@ json error_json(const ApiError& error) {
             {"code", error.code ? json(*error.code) : json(nullptr)}}}};
 }
 
-HttpResponse json_response(int status, const json& body) {
+HttpResponse json_response(int status, const json& body) { return json_text_response(status, dump_json(body)); }
+
+HttpResponse json_text_response(int status, std::string body) {
   HttpResponse r;
   r.status = status;
-  r.body = dump_json(body);
+  r.body = std::move(body);
   return r;
 }
 

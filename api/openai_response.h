@@ -48,13 +48,17 @@ const char* openai_finish_reason(FinishReason r);
 // prefix + 24 random [A-Za-z0-9] characters.
 std::string make_completion_id(std::string_view prefix, std::mt19937_64& rng);
 
-// Serializes JSON; invalid UTF-8 is replaced rather than throwing.
+// Serializes JSON; invalid UTF-8 is replaced rather than throwing. An
+// ordered_json keeps its keys in the order they were written.
 std::string dump_json(const nlohmann::json& j);
+std::string dump_json(const nlohmann::ordered_json& j);
 
 // {"error": {"message", "type", "param", "code"}}
 nlohmann::json error_json(const ApiError& error);
 HttpResponse error_response(const ApiError& error);
 HttpResponse json_response(int status, const nlohmann::json& body);
+// A response whose body is JSON text already serialized (dump_json).
+HttpResponse json_text_response(int status, std::string body);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens",
 //  "prompt_tokens_details": {"cached_tokens"},

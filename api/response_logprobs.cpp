@@ -4,7 +4,10 @@
 
 namespace larder {
 
-using nlohmann::json;
+// Ordered: a completions {piece: logprob} object keeps its alternatives in
+// rank order (clients read the key order as the rank, as OpenAI's own
+// examples show it); the other objects keep OpenAI's field order.
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -80,6 +83,7 @@ json ResponseLogprobs::take() {
       top_logprobs.push_back(nullptr);
     } else {
       token_logprobs.push_back(logprob_value(e.logprob));
+      // e.top is best first: the first alternative with a piece wins it.
       json top = json::object();
       for (const TopLogprob& t : e.top) {
         const std::string k = key_of(t.piece);

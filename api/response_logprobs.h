@@ -13,8 +13,12 @@
 // prompt token has logprob null and top_logprobs null (completions).
 // text_offset counts characters (Unicode code points, as Python's str
 // indexes them) from the start of the choice's text, echoed prompt
-// included. Two alternatives with the same piece keep the likelier one in
-// the completions' {piece: logprob} objects.
+// included. A completions {piece: logprob} object lists its alternatives in
+// rank order, the likeliest first (the engine's order; clients take the key
+// order as the rank), and two alternatives with the same piece keep the
+// likelier one there. The objects are ordered_json (keys in the order
+// written), so they must be serialized as such, not through a
+// nlohmann::json (which sorts keys).
 #pragma once
 
 #include <string>
@@ -38,7 +42,7 @@ class ResponseLogprobs {
   void add(const GenerationEvent& event);
   bool has_pending() const { return !pending_.empty(); }
   // The logprobs object of the pending entries (an empty list when none).
-  nlohmann::json take();
+  nlohmann::ordered_json take();
 
  private:
   struct Pending {

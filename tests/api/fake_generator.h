@@ -44,6 +44,8 @@ struct FakeScript {
   int cached_tokens = 0;
   double prefill_ms = 12.5;
   double decode_ms = 30.25;
+  // Optional: the logprob entries each piece's event carries (index = piece).
+  std::vector<std::vector<TokenLogprob>> logprobs;
 };
 
 class FakeGenerator : public Generator {
@@ -282,6 +284,7 @@ class FakeGenerator : public Generator {
         }
         e.text += script.pieces[p];
         for (unsigned char c : e.text) e.tokens.push_back(c);
+        if (p < script.logprobs.size()) e.logprobs = script.logprobs[p];
         GenerationEvent& f = finals[static_cast<size_t>(j)];
         f.output_tokens.insert(f.output_tokens.end(), e.tokens.begin(), e.tokens.end());
         sink->on_event(std::move(e));

@@ -9,9 +9,11 @@
 #include "api/openai_request.h"
 #include "api/openai_response.h"
 #include "api/response_logprobs.h"
+#include "tests/api/test_client.h"
 
 using nlohmann::json;
 using namespace larder;
+using namespace larder::testing;
 
 namespace {
 
@@ -110,7 +112,7 @@ TEST_CASE("chat logprobs shape: token, bytes, top list, -inf", "[api][logprobs]"
     {"token":"\ufffd\ufffd","logprob":-0.125,"bytes":[130,172],"top_logprobs":[]}],
     "refusal":null})");
   CHECK(j == want);
-  CHECK(lp.take() == json::parse(R"({"content":[],"refusal":null})"));
+  CHECK(json(lp.take()) == json::parse(R"({"content":[],"refusal":null})"));
 }
 
 TEST_CASE("completions logprobs shape: echo, null first entry, offsets in characters", "[api][logprobs]") {
@@ -139,4 +141,52 @@ TEST_CASE("completions logprobs shape: echo, null first entry, offsets in charac
     "top_logprobs":[null,{"a":-1.0,"H\u00e9":-2.0},{"\ufffd":-0.5,"b":-3.0},{},{}],
     "text_offset":[0,0,2,2,3]})");
   CHECK(j == want);
+}
+
+namespace {
+
+// Alternatives whose rank order is not their text order, with a piece twice.
+std::vector<TopLogprob> unsorted_top() {
+  return {{20, -0.25, "z"}, {21, -0.5, "a"}, {22, -0.75, "z"}, {23, -2.0, "m"}};
+}
+
+}  // namespace
+
+TEST_CASE("completions top_logprobs objects list their keys in rank order", "[api][logprobs]") {
+  // Clients read a {piece: logprob} object's key order as the rank (OpenAI's
+  // docs list the likeliest first): "z" (-0.25) before "a" (-0.5) before
+  // "m" (-2.0), and the second "z" (-0.75) gives way to the first.
+  const std::string want = R"("top_logprobs":[{"z":-0.25,"a":-0.5,"m":-2.0}])";
+  ResponseLogprobs lp(CompletionKind::kText);
+  GenerationEvent ev;
+  ev.text = "z";
+  ev.logprobs = {entry(20, -0.25, "z", 0, unsorted_top())};
+  lp.add(ev);
+  const std::string text = dump_json(lp.take());
+  CAPTURE(text);
+  CHECK(text.find(want) != std::string::npos);
+
+  // Through the HTTP layer, in the raw bytes of the body and of the chunks.
+  TestServer ts;
+  FakeScript script;
+  script.pieces = {"z", "q"};
+  script.logprobs = {{entry(20, -0.25, "z", 0, unsorted_top())}, {entry(30, -1.0, "q", 1, unsorted_top())}};
+  ts.fake().set_script(script);
+  auto r = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"Hi","logprobs":4})");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  CAPTURE(r->body);
+  CHECK(r->body.find(R"("top_logprobs":[{"z":-0.25,"a":-0.5,"m":-2.0},{"z":-0.25,"a":-0.5,"m":-2.0}])") !=
+        std::string::npos);
+  auto s = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"Hi","logprobs":4,"stream":true})");
+  REQUIRE(s);
+  REQUIRE(s->status == 200);
+  int n_with = 0;
+  for (const std::string& e : sse_payloads(s->body)) {
+    if (e.find("top_logprobs") == std::string::npos) continue;
+    CAPTURE(e);
+    CHECK(e.find(want) != std::string::npos);
+    ++n_with;
+  }
+  CHECK(n_with == 2);
 }

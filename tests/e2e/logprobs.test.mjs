@@ -182,6 +182,82 @@ test('completions: echo with logprobs and n = 2: each choice echoes the prompt w
   }
 });
 
+// The {piece: logprob} objects of a raw completions body or chunk, each as
+// its [key, value] pairs in the order written (JSON.parse would put keys
+// that look like integers first, so the order is read off the text).
+function rawTopLogprobs(text) {
+  const start = text.indexOf('"top_logprobs":[');
+  assert.ok(start >= 0, text);
+  const dicts = [];
+  let i = start + '"top_logprobs":['.length;
+  for (;;) {
+    if (text.startsWith('null', i)) { dicts.push(null); i += 4; }
+    else {
+      assert.equal(text[i], '{');
+      const pairs = [];
+      const re = /"((?:[^"\\]|\\.)*)":(-?[0-9.eE+-]+)([,}])/y;
+      i += 1;
+      if (text[i] === '}') i += 1;
+      else for (;;) {
+        re.lastIndex = i;
+        const m = re.exec(text);
+        assert.ok(m, text.slice(i, i + 80));
+        pairs.push([JSON.parse(`"${m[1]}"`), Number(m[2])]);
+        i = re.lastIndex;
+        if (m[3] === '}') break;
+      }
+      dicts.push(pairs);
+    }
+    if (text[i] === ']') return dicts;
+    assert.equal(text[i], ',');
+    i += 1;
+  }
+}
+
+test('completions: top_logprobs objects list their keys in rank order (raw bytes)', { skip }, async () => {
+  const comp = ref.completion;
+  const body = {
+    model: 'stories260K', prompt: comp.prompt_text, max_tokens: 4, temperature: 0, echo: true, logprobs: 5,
+  };
+  const checkRanked = (dicts, what) => {
+    let n = 0;
+    for (const [k, dict] of dicts.entries()) {
+      if (dict === null) continue;
+      for (let j = 1; j < dict.length; j++) {
+        assert.ok(dict[j - 1][1] >= dict[j][1], `${what} entry ${k}: ${JSON.stringify(dict)} is not in rank order`);
+      }
+      n += dict.length > 1 ? 1 : 0;
+    }
+    return n;
+  };
+  const res = await fetch(`${d.baseURL}/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 200);
+  const text = await res.text();
+  const dicts = rawTopLogprobs(text);
+  assert.equal(dicts.length, comp.prompt_tokens.length + 4);
+  assert.ok(checkRanked(dicts, 'body') > 10);
+  // The prompt's: the fixture's (llama.cpp's) values in its order (where
+  // no two of the top 5 share a text, which leaves fewer keys).
+  for (let i = 1; i < comp.prompt_tokens.length; i++) {
+    const want = comp.prompt[i - 1].top;
+    near(dicts[i][0][1], want[0][1], `prompt token ${i} top 0`);
+    if (dicts[i].length === 5) dicts[i].forEach(([, lp], k) => near(lp, want[k][1], `prompt token ${i} top ${k}`));
+  }
+
+  const sres = await fetch(`${d.baseURL}/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ...body, stream: true }),
+  });
+  const sse = await sres.text();
+  const streamed = [];
+  for (const line of sse.split('\n')) {
+    if (!line.startsWith('data: ') || !line.includes('"top_logprobs":[')) continue;
+    streamed.push(...rawTopLogprobs(line.slice(6)));
+  }
+  assert.deepEqual(streamed, dicts);
+});
+
 test('logprobs: bad values are 400s naming the field', { skip }, async () => {
   const messages = [{ role: 'user', content: 'Hi' }];
   const bad = async (p, param) => {

@@ -92,7 +92,10 @@ ChatRequest generic_tool_request(const ChatRequest& request, const ojson& tools,
   for (size_t i = first; i < request.messages.size(); ++i) {
     const ChatMessage& m = request.messages[i];
     if (m.role == "assistant" && !m.tool_calls.empty()) {
-      out.messages.emplace_back("assistant", calls_content(m));
+      // A finished turn, also when it is the last message (no prefill).
+      ChatMessage turn("assistant", calls_content(m));
+      turn.ends_turn = true;
+      out.messages.push_back(std::move(turn));
     } else if (m.role == "tool") {
       const bool joins = i > first && request.messages[i - 1].role == "tool";
       if (joins) {

@@ -21,7 +21,10 @@
 //     ..., "id": "call_1"}]}), then how a reply looks: {"response": "..."};
 //   - an assistant message with tool calls: its content becomes that JSON
 //     ({"tool_call": ...} for one call, {"tool_calls": [... with ids]} for
-//     several; its text, if any, as "content" beside them);
+//     several; its text, if any, as "content" beside them), a finished turn
+//     (ChatMessage::ends_turn): when it is the last message, the prompt
+//     closes it and opens a new assistant turn (no assistant prefill), as
+//     the template-native tool path renders it;
 //   - a tool message: a user message {"tool_response": {"tool_call_id": ID,
 //     "name": N (when given), "content": C}}; the results of consecutive
 //     tool messages share one user message, a line each (templates that

@@ -11,8 +11,8 @@
 //                         assistant, tool (else 400 naming messages[i].role); content is
 //                         a string, null (assistant only), or an array of
 //                         {"type": "text", "text": string} parts (concatenated).
-//                         A last assistant message is continued (prefill:
-//                         engine/tokenizer/chat_format.h)
+//                         A last assistant message without tool calls is
+//                         continued (prefill: engine/tokenizer/chat_format.h)
 //   prompt (completions)  string | [token id, ...] | a batch: [string or
 //                         [token id, ...], ...] (at most kMaxPrompts)
 //   max_tokens, max_completion_tokens  integer >= 1 (the latter wins; 0 with

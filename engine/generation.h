@@ -156,6 +156,12 @@ struct ChatMessage {
   // the turns after the last user message) get it as
   // message.reasoning_content. nullopt when not given.
   std::optional<std::string> reasoning_content{};
+  // An assistant turn that is finished even without tool_calls: never
+  // continued as an assistant prefill (api/generic_tools.h writes a turn's
+  // tool calls into its content and sets this, so that a conversation
+  // ending in tool calls gets a new assistant turn, as when the template
+  // renders the calls itself).
+  bool ends_turn = false;
 };
 
 // Everything the chat template renders for one request.

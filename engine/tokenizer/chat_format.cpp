@@ -276,7 +276,8 @@ std::optional<Result<tmpl::Rendered>> ChatFormat::render_continued(const std::ve
 }
 
 bool ChatFormat::is_prefill(const std::vector<ChatMessage>& messages) {
-  return !messages.empty() && messages.back().role == "assistant" && messages.back().tool_calls.empty();
+  return !messages.empty() && messages.back().role == "assistant" && messages.back().tool_calls.empty() &&
+         !messages.back().ends_turn;
 }
 
 }  // namespace larder

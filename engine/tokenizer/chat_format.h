@@ -46,7 +46,7 @@
 // template would drop it, Llama 3's print an unknown header).
 //
 // Assistant prefill: when the last message is an assistant message without
-// tool calls, the model continues it, and the prompt ends inside that
+// tool calls (and not ChatMessage::ends_turn), the model continues it, and the prompt ends inside that
 // assistant turn, right after its content (no end-of-turn marker). Jinja: as
 // transformers' continue_final_message, the whole conversation is rendered
 // without the generation prompt and cut after the last text the template

@@ -99,3 +99,45 @@ TEST_CASE("generic tools: a template without a system role gets them in the firs
   plain.messages = {{"system", "Be brief."}, {"user", "Hi"}};
   CHECK(chat_prompt_with_tools(*engine, false, &plain, &info).status().code() == StatusCode::kInvalidArgument);
 }
+
+TEST_CASE("generic tools: a last assistant message with tool calls is a finished turn, not a prefill",
+          "[api][tools]") {
+  // README: prefill continues only an assistant message without tool calls.
+  // The template-native path renders such a turn closed, then the
+  // generation prompt; the generic rewrite must do the same although the
+  // calls become plain content.
+  LARDER_REQUIRE_MODEL(stories, "stories260K.gguf");
+  auto engine = make_engine(options_for(stories, ""));
+  ChatRequest chat = time_request();
+  ChatMessage call{"assistant", ""};
+  call.content_null = true;
+  call.tool_calls = {{"call_a", "get_time", R"({"tz":"UTC"})"}};
+  chat.messages.push_back(call);
+  ChatPromptInfo info;
+  Result<std::vector<int32_t>> ids = chat_prompt_with_tools(*engine, true, &chat, &info);
+  INFO(ids.status().to_string());
+  REQUIRE(ids.is_ok());
+  // Plain format: the call's turn ends with "\n", then "Assistant:" opens the answer.
+  const std::string rendered = kPrompt + "\n\nUser: What time is it?\nAssistant:" +
+                               R"({"tool_call": {"name": "get_time", "arguments": {"tz": "UTC"}}})" +
+                               "\nAssistant:";
+  CHECK(engine->render_chat(chat).value() == rendered);
+  CHECK(*ids == engine->tokenize(rendered, false));
+
+  // Gemma 2's template (no tools of its own): the model turn is closed too.
+  TempDir dir("generic-tools-closed");
+  Result<std::string> tmpl = chat_template_fixture("gemma2");
+  REQUIRE(tmpl.is_ok());
+  const std::string model = dir.str() + "/stories260K-gemma2.gguf";
+  REQUIRE(copy_gguf_with_chat_template(stories, model, *tmpl).is_ok());
+  auto gemma = make_engine(options_for(model, ""));
+  ChatRequest g = time_request();
+  g.messages.push_back(call);
+  REQUIRE(chat_prompt_with_tools(*gemma, false, &g, &info).is_ok());
+  const std::string text = gemma->render_chat(g).value();
+  const std::string tail = std::string("<start_of_turn>model\n") +
+                           R"({"tool_call": {"name": "get_time", "arguments": {"tz": "UTC"}}})" +
+                           "<end_of_turn>\n<start_of_turn>model\n";
+  REQUIRE(text.size() >= tail.size());
+  CHECK(text.substr(text.size() - tail.size()) == tail);
+}

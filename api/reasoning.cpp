@@ -24,6 +24,12 @@ std::optional<ReasoningFormat> reasoning_format_from_name(std::string_view name)
   return std::nullopt;
 }
 
+ReasoningOptions reasoning_options(ReasoningSyntax syntax, ReasoningFormat format, bool prompt_opens_block,
+                                   bool under_grammar) {
+  if (under_grammar) return {ReasoningSyntax::kNone, format, false};
+  return {syntax, format, prompt_opens_block};
+}
+
 ReasoningStream::ReasoningStream(ReasoningOptions options)
     : options_(options), raw_(options.finds_block() && !options.splits()) {
   if (options_.finds_block() && options_.starts_open) state_ = State::kReasoning;

@@ -50,6 +50,14 @@ struct ReasoningOptions {
   bool finds_block() const { return syntax != ReasoningSyntax::kNone; }
 };
 
+// The options of one chat answer. Under a grammar (response_format, a
+// forced tool call, llama.cpp's grammar / json_schema) the answer is
+// constrained from its first token, so none of it is thinking: a <think>
+// the grammar lets the model write stays in content, and nothing is split
+// off (also after a prompt that opened a block).
+ReasoningOptions reasoning_options(ReasoningSyntax syntax, ReasoningFormat format, bool prompt_opens_block,
+                                   bool under_grammar);
+
 struct ReasoningSplit {
   std::string reasoning;
   std::string content;

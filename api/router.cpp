@@ -205,10 +205,8 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     if (!g.is_ok()) return ApiError::invalid("forcing a tool call: " + g.status().message(), "tools");
     parsed.options.grammar = std::make_shared<const CompiledGrammar>(*g);
   }
-  // A grammar constrains the answer from its first token, so even after a
-  // prompt that opened a <think> block, nothing of it is thinking.
-  out.reasoning = {generator_.reasoning_syntax(), parsed.reasoning_format,
-                   prompt_info.opens_reasoning && !parsed.options.grammar};
+  out.reasoning = reasoning_options(generator_.reasoning_syntax(), parsed.reasoning_format,
+                                    prompt_info.opens_reasoning, parsed.options.grammar != nullptr);
   out.options = std::move(parsed.options);
   out.prompt_tokens = std::move(*tokens);
   if (auto e = check_prompt(out)) return *e;

@@ -112,6 +112,34 @@ TEST_CASE("reasoning: a prompt that opens the block starts the answer inside it"
   CHECK(g->json()["choices"][0]["message"]["content"] == "Hmm.\n</think>\n\nYes.");
 }
 
+TEST_CASE("reasoning: a <think> written under a grammar is content, whole and streamed", "[api][reasoning]") {
+  // README: under a grammar none of the answer is thinking, also when the
+  // grammar lets the model open the block itself.
+  TestServer ts;
+  ts.fake().set_n_ctx(4096);
+  ts.fake().set_reasoning(ReasoningSyntax::kThinkTags);
+  ts.fake().set_script(thinking_script());
+  const std::string whole = "<think>\nI should greet.\n</think>\n\nHello!";
+  for (const char* constraint :
+       {R"(,"grammar":"root ::= [a-zA-Z.!\\n </>]+")", R"(,"response_format":{"type":"json_object"})",
+        R"(,"json_schema":{"type":"object"})"}) {
+    CAPTURE(constraint);
+    auto r = http(ts.port(), "POST", "/v1/chat/completions", body(constraint));
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    const json msg = r->json()["choices"][0]["message"];
+    CHECK(msg["content"] == whole);
+    CHECK_FALSE(msg.contains("reasoning_content"));
+    auto s = http(ts.port(), "POST", "/v1/chat/completions",
+                  body(std::string(constraint) + R"(,"stream":true)"));
+    REQUIRE(s);
+    REQUIRE(s->status == 200);
+    Streamed st = read_stream(s->body);
+    CHECK(st.reasoning.empty());
+    CHECK(st.content == whole);
+  }
+}
+
 TEST_CASE("reasoning: tool calls count only outside the thinking", "[api][reasoning][tools]") {
   TestServer ts;
   ts.fake().set_n_ctx(8192);

@@ -57,9 +57,11 @@ std::optional<ApiError> read_float(const json& obj, const char* name, double lo,
 // An integer field >= lo, clamped to INT_MAX.
 std::optional<ApiError> read_int(const json& obj, const char* name, int64_t lo,
                                  std::optional<int>* out) {
-  const json* v = field(obj, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number_integer()) return ApiError::invalid(quoted(name) + " must be an integer", name);
+  const json* given = field(obj, name);
+  if (!given) return std::nullopt;
+  const std::optional<json> integer = integer_value(*given);  // 2.0 counts as 2
+  if (!integer) return ApiError::invalid(quoted(name) + " must be an integer, got " + show(*given), name);
+  const json* v = &*integer;
   if (v->is_number_unsigned()) {
     uint64_t u = v->get<uint64_t>();
     if (lo > 0 && u < static_cast<uint64_t>(lo)) {
@@ -124,8 +126,10 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   if (auto e = read_int(obj, "top_k", 0, &top_k)) return e;
   if (top_k) s.top_k = *top_k;
 
-  if (const json* v = field(obj, "seed")) {
-    if (!v->is_number_integer()) return ApiError::invalid("'seed' must be an integer", "seed");
+  if (const json* given = field(obj, "seed")) {
+    const std::optional<json> integer = integer_value(*given);
+    if (!integer) return ApiError::invalid("'seed' must be an integer, got " + show(*given), "seed");
+    const json* v = &*integer;
     if (v->is_number_unsigned()) {
       s.seed = v->get<uint64_t>();
     } else {
@@ -154,9 +158,11 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
     }
   }
 
-  if (const json* v = field(obj, "n")) {
+  if (const json* given = field(obj, "n")) {
     // The upper bound is the server's (router: [server] max_n).
-    if (!v->is_number_integer()) return ApiError::invalid("'n' must be an integer", "n");
+    const std::optional<json> integer = integer_value(*given);
+    if (!integer) return ApiError::invalid("'n' must be an integer, got " + show(*given), "n");
+    const json* v = &*integer;
     const bool below_one = v->is_number_unsigned() ? v->get<uint64_t>() < 1 : v->get<int64_t>() < 1;
     if (below_one) return ApiError::invalid("'n' must be at least 1, got " + show(*v), "n");
     out->n = int(std::min<uint64_t>(v->get<uint64_t>(), uint64_t(INT32_MAX)));

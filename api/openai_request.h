@@ -61,6 +61,8 @@
 //                         documents) are a 400
 // Errors name the offending path, e.g. param "tools[1].function.name" or
 // "messages[2].tool_calls[0].function.arguments".
+// Integer fields take a float with an integral value too (2.0 is 2, as
+// OpenAI's server reads it; 2.5 is a 400 naming the field).
 // null counts as "not given" for every optional field. Any other top-level
 // field is refused with a 400 naming it ("Unrecognized request argument
 // supplied: X"); the table of known fields, including those accepted and

@@ -9,13 +9,15 @@ using namespace request_json;
 namespace {
 
 // An integer in [0, kMaxTopLogprobs].
-std::optional<ApiError> read_count(const json& v, const char* name, int* out) {
+std::optional<ApiError> read_count(const json& given, const char* name, int* out) {
   // Built by appending: GCC 12 warns (a false -Wrestrict) on "'" + std::string(...) once inlined.
   std::string must(1, '\'');
   must += name;
   must += "' must be an integer from 0 to ";
   must += std::to_string(kMaxTopLogprobs);
-  if (!v.is_number_integer()) return ApiError::invalid(must, name);
+  const std::optional<json> integer = integer_value(given);  // 2.0 counts as 2
+  if (!integer) return ApiError::invalid(must + ", got " + show(given), name);
+  const json& v = *integer;
   const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(kMaxTopLogprobs)
                                          : v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxTopLogprobs;
   if (!ok) return ApiError::invalid(must + ", got " + show(v), name);
@@ -54,7 +56,7 @@ std::optional<ApiError> read_completion_logprobs(const json& obj, GenerationOpti
     if (auto e = read_count(*v, "logprobs", &n)) return e;
     out->logprobs = n;
   }
-  if (const json* v = field(obj, "top_logprobs"); v && !(v->is_number_integer() && v->get<int64_t>() == 0)) {
+  if (const json* v = field(obj, "top_logprobs"); v && integer_value(*v) != json(0)) {
     return ApiError::invalid("'top_logprobs' is a chat field; completions take 'logprobs': N", "top_logprobs");
   }
   if (const json* v = field(obj, "echo")) {

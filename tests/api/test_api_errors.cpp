@@ -53,7 +53,9 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
       {"n = -1", "/v1/chat/completions", "{" + user + R"(,"n":-1})", 400, "invalid_request_error", "n", nullptr},
       {"n = 9, above max_n", "/v1/chat/completions", "{" + user + R"(,"n":9})", 400, "invalid_request_error", "n",
        nullptr},
-      {"n as a float", "/v1/completions", R"({"prompt":"Hi","n":2.0})", 400, "invalid_request_error", "n", nullptr},
+      // 2.0 is n = 2 (an integral float, as OpenAI's server takes it); 2.5 is not an integer.
+      {"n as a fractional float", "/v1/completions", R"({"prompt":"Hi","n":2.5})", 400, "invalid_request_error", "n",
+       nullptr},
       {"n = 2**40", "/v1/completions", R"({"prompt":"Hi","n":1099511627776})", 400, "invalid_request_error", "n",
        nullptr},
       {"top_p = 0", "/v1/chat/completions", "{" + user + R"(,"top_p":0})", 400, "invalid_request_error", "top_p",

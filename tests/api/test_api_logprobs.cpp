@@ -190,3 +190,35 @@ TEST_CASE("completions top_logprobs objects list their keys in rank order", "[ap
   }
   CHECK(n_with == 2);
 }
+
+TEST_CASE("integer fields take integral floats; fractions stay 400s naming the field", "[api][logprobs]") {
+  // Some JSON encoders write 2 as 2.0; OpenAI's server reads it as 2.
+  ChatCompletionRequest c;
+  REQUIRE_FALSE(chat(R"(,"logprobs":true,"top_logprobs":2.0,"n":2.0,"max_tokens":3.0,"seed":7.0,"top_k":4.0)", &c));
+  CHECK(c.options.logprobs == 2);
+  CHECK(c.options.n == 2);
+  CHECK(c.options.max_tokens == std::optional<int>(3));
+  CHECK(c.options.sampling.seed == std::optional<uint64_t>(7));
+  CHECK(c.options.sampling.top_k == 4);
+  CompletionRequest p;
+  REQUIRE_FALSE(completion(R"(,"logprobs":3.0,"top_logprobs":0.0,"n_predict":5.0)", &p));
+  CHECK(p.options.logprobs == 3);
+  CHECK(p.options.max_tokens == std::optional<int>(5));
+  for (auto [bad, param] : std::vector<std::pair<const char*, const char*>>{
+           {R"(,"logprobs":true,"top_logprobs":2.5)", "top_logprobs"},
+           {R"(,"n":2.5)", "n"},
+           {R"(,"max_tokens":3.5)", "max_tokens"},
+           {R"(,"seed":1e300)", "seed"},
+           {R"(,"logprobs":true,"top_logprobs":21.0)", "top_logprobs"}}) {
+    CAPTURE(bad);
+    ChatCompletionRequest r;
+    auto e = chat(bad, &r);
+    REQUIRE(e);
+    CHECK(e->param == std::optional<std::string>(param));
+  }
+  CompletionRequest q;
+  auto e = completion(R"(,"logprobs":2.5)", &q);
+  REQUIRE(e);
+  CHECK(e->param == std::optional<std::string>("logprobs"));
+  CHECK(e->message.find("2.5") != std::string::npos);
+}

@@ -110,7 +110,10 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   // llama.cpp's n_predict counts least; its -1 means "no limit" (not given).
   std::optional<int> n_predict;
   if (auto e = read_int(obj, "n_predict", -1, &n_predict)) return e;
-  if (n_predict == 0) return ApiError::invalid("'n_predict' must be -1 or >= 1, got 0", "n_predict");
+  // 0 (no token: the echoed prompt only) where max_tokens may be 0 too.
+  if (n_predict == 0 && min_tokens > 0) {
+    return ApiError::invalid("'n_predict' must be -1 or >= 1, got 0", "n_predict");
+  }
   out->max_tokens = n_predict == -1 ? std::nullopt : n_predict;
   if (auto e = read_int(obj, "max_tokens", min_tokens, &out->max_tokens)) return e;
   if (auto e = read_int(obj, "max_completion_tokens", min_tokens, &out->max_tokens)) return e;

@@ -17,7 +17,8 @@
 //                         [token id, ...], ...] (at most kMaxPrompts)
 //   max_tokens, max_completion_tokens  integer >= 1 (the latter wins; 0 with
 //                         echo: the prompt's logprobs only);
-//   n_predict (llama.cpp) integer >= 1 or -1 (no limit), below both
+//   n_predict (llama.cpp) integer >= 1 or -1 (no limit), 0 where max_tokens
+//                         may be 0 (echo); below both
 //   temperature [0, 2]; top_p (0, 1]; top_k integer >= 0; min_p [0, 1];
 //   presence_penalty, frequency_penalty [-2, 2]; repeat_penalty > 0;
 //   repeat_last_n integer >= -1; ranges hold for the value as a 32-bit

@@ -224,39 +224,50 @@ PreparedRequest ApiRouter::prepare_completion(const std::string& body) const {
   out.kind = CompletionKind::kText;
   out.prompt_param = "prompt";
   const ModelInfo& info = generator_.model_info();
-  if (!parsed.prompt_is_tokens && info.max_prompt_bytes > 0 && parsed.prompt_text.size() > info.max_prompt_bytes) {
+  // Echo with max_tokens 0 (the parser allows 0 only then) generates
+  // nothing: its prompt may fill the whole context, one token more.
+  const bool scores_only = parsed.options.max_tokens == 0;
+  size_t max_bytes = info.max_prompt_bytes;  // (n_ctx - 1) x the longest token's bytes
+  if (scores_only && info.n_ctx > 1) max_bytes += max_bytes / size_t(info.n_ctx - 1);
+  if (!parsed.prompt_is_tokens && max_bytes > 0 && parsed.prompt_text.size() > max_bytes) {
     // Refused before tokenizing: no token covers more bytes than the longest.
     return ApiError::invalid("the prompt is " + std::to_string(parsed.prompt_text.size()) +
                                  " bytes long, more than the model's context of " + std::to_string(info.n_ctx) +
-                                 " tokens can hold (" + std::to_string(info.max_prompt_bytes) + " bytes)",
+                                 " tokens can hold (" + std::to_string(max_bytes) + " bytes)",
                              "prompt", "context_length_exceeded");
   }
   out.prompt_tokens = parsed.prompt_is_tokens ? std::move(parsed.prompt_tokens)
                                               : generator_.tokenize(parsed.prompt_text, parsed.options.parse_special);
-  if (auto e = check_prompt(out)) return *e;
+  if (auto e = check_prompt(out, scores_only)) return *e;
   for (CompletionPrompt& more : parsed.more_prompts) {
-    if (!more.is_tokens && info.max_prompt_bytes > 0 && more.text.size() > info.max_prompt_bytes) {
+    if (!more.is_tokens && max_bytes > 0 && more.text.size() > max_bytes) {
       return ApiError::invalid("a prompt is " + std::to_string(more.text.size()) +
                                    " bytes long, more than the model's context can hold",
                                "prompt", "context_length_exceeded");
     }
     out.more_prompts.push_back(more.is_tokens ? std::move(more.tokens)
                                               : generator_.tokenize(more.text, parsed.options.parse_special));
-    if (auto e = check_prompt(out.more_prompts.back(), out.prompt_param)) return *e;
+    if (auto e = check_prompt(out.more_prompts.back(), out.prompt_param, scores_only)) return *e;
   }
   out.options = std::move(parsed.options);
   return out;
 }
 
-std::optional<ApiError> ApiRouter::check_prompt(const PreparedGeneration& p) const {
-  return check_prompt(p.prompt_tokens, p.prompt_param);
+std::optional<ApiError> ApiRouter::check_prompt(const PreparedGeneration& p, bool scores_only) const {
+  return check_prompt(p.prompt_tokens, p.prompt_param, scores_only);
 }
 
-std::optional<ApiError> ApiRouter::check_prompt(const std::vector<int32_t>& prompt, const char* param) const {
+std::optional<ApiError> ApiRouter::check_prompt(const std::vector<int32_t>& prompt, const char* param,
+                                                bool scores_only) const {
   const ModelInfo& info = generator_.model_info();
   const int n_prompt = static_cast<int>(prompt.size());
   if (n_prompt == 0) return ApiError::invalid("the prompt is empty", param);
-  if (n_prompt >= info.n_ctx) {
+  if (scores_only && n_prompt > info.n_ctx) {
+    return ApiError::invalid("the prompt is " + std::to_string(n_prompt) + " tokens long, but the model's context holds " +
+                                 std::to_string(info.n_ctx) + " tokens; shorten the prompt",
+                             param, "context_length_exceeded");
+  }
+  if (!scores_only && n_prompt >= info.n_ctx) {
     return ApiError::invalid(
         "the prompt is " + std::to_string(n_prompt) + " tokens long, but the model's context holds " +
             std::to_string(info.n_ctx) + " tokens (prompt and completion together); shorten the prompt",

@@ -57,9 +57,12 @@ class ApiRouter {
   // parse and validate a body, render and tokenize its prompt.
   PreparedRequest prepare_chat(const std::string& body) const;
   PreparedRequest prepare_completion(const std::string& body) const;
-  // An empty prompt or one that fills the context: the error to answer.
-  std::optional<ApiError> check_prompt(const PreparedGeneration& p) const;
-  std::optional<ApiError> check_prompt(const std::vector<int32_t>& prompt, const char* param) const;
+  // An empty prompt or one that leaves no room for a generated token (one
+  // over the context when scores_only: echo with max_tokens 0, which
+  // generates nothing): the error to answer.
+  std::optional<ApiError> check_prompt(const PreparedGeneration& p, bool scores_only = false) const;
+  std::optional<ApiError> check_prompt(const std::vector<int32_t>& prompt, const char* param,
+                                       bool scores_only = false) const;
   // Loop thread: max_tokens clamp, submit to the engine, the response job.
   std::unique_ptr<ResponseJob> submit(PreparedGeneration prepared);
   // The engine request for one prompt of `p` (max_tokens clamped to the room left).

@@ -144,7 +144,9 @@ void Engine::Impl::accept(std::unique_ptr<Sequence> seq) {
     return finish(s, FinishReason::kError, "n = " + std::to_string(s.request.n) + ": must lie in [1, " +
                                                std::to_string(kMaxChoices) + "]");
   }
-  if (s.n_prompt >= n_ctx) {
+  // A prompt that generates leaves room for a token; one that is only
+  // scored (max_tokens 0: echo) may fill the whole context.
+  if (s.n_prompt > n_ctx || (s.n_prompt == n_ctx && s.request.max_tokens != 0)) {
     return finish(s, FinishReason::kError,
                   "prompt has " + std::to_string(s.n_prompt) + " tokens; the context holds " + std::to_string(n_ctx));
   }

@@ -36,7 +36,8 @@ struct SamplingParams {
 struct GenerationRequest {
   std::vector<int32_t> prompt_tokens;  // already tokenized (BOS included where the model wants it)
   SamplingParams sampling;
-  int max_tokens = -1;                 // completion token cap; -1: until the context is full; 0: none (echo: the prompt only)
+  int max_tokens = -1;                 // completion token cap; -1: until the context is full; 0: none (echo: the prompt only,
+                                       // which may then fill the whole context: n_ctx tokens; else at most n_ctx - 1)
   std::vector<std::string> stop;       // stop strings (never reach the client)
   bool ignore_eos = false;
   // Tests and diagnostics: put the logits at the last prompt position into the

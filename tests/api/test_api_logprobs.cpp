@@ -222,3 +222,45 @@ TEST_CASE("integer fields take integral floats; fractions stay 400s naming the f
   CHECK(e->param == std::optional<std::string>("logprobs"));
   CHECK(e->message.find("2.5") != std::string::npos);
 }
+
+TEST_CASE("echo: n_predict 0 is max_tokens 0, and a scored prompt may fill the context", "[api][logprobs]") {
+  CompletionRequest p;
+  REQUIRE_FALSE(completion(R"(,"echo":true,"logprobs":1,"n_predict":0)", &p));
+  CHECK(p.options.max_tokens == std::optional<int>(0));
+  auto e = completion(R"(,"n_predict":0)", &p);  // without echo: nothing to return
+  REQUIRE(e);
+  CHECK(e->param == std::optional<std::string>("n_predict"));
+
+  TestServer ts;  // the fake's context: 64 tokens
+  REQUIRE(ts.fake().model_info().n_ctx == 64);
+  auto ids = [](int n) {
+    std::string s = "[";
+    for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(65 + i % 26);
+    return s + "]";
+  };
+  auto post = [&](int n_tokens, const std::string& extra) {
+    return http(ts.port(), "POST", "/v1/completions", R"({"prompt":)" + ids(n_tokens) + extra + "}");
+  };
+  for (const char* zero : {R"(,"max_tokens":0)", R"(,"n_predict":0)"}) {
+    CAPTURE(zero);
+    auto r = post(64, std::string(R"(,"echo":true,"logprobs":1)") + zero);
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    auto over = post(65, std::string(R"(,"echo":true,"logprobs":1)") + zero);
+    REQUIRE(over);
+    CHECK(over->status == 400);
+    CHECK(over->json()["error"]["code"] == "context_length_exceeded");
+    CHECK(over->json()["error"]["param"] == "prompt");
+  }
+  const std::vector<GenerationRequest> seen = ts.fake().requests();
+  REQUIRE(seen.size() == 2);
+  for (const GenerationRequest& g : seen) {
+    CHECK(g.prompt_tokens.size() == 64);
+    CHECK(g.max_tokens == 0);
+  }
+  // A prompt that generates still leaves a position for its token.
+  auto gen = post(64, R"(,"echo":true,"max_tokens":1)");
+  REQUIRE(gen);
+  CHECK(gen->status == 400);
+  CHECK(gen->json()["error"]["code"] == "context_length_exceeded");
+}

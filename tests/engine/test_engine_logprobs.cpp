@@ -239,3 +239,38 @@ TEST_CASE("logprobs: a stop string drops the entries of the tokens it cut off", 
   CHECK(got2->text == full->text.substr(0, mid));
   CHECK(got2->output.size() == j + 1);
 }
+
+TEST_CASE("logprobs: echo with max_tokens 0 scores a prompt that fills the whole context", "[engine][logprobs]") {
+  // No token is generated, so the prompt may take all n_ctx positions (as
+  // lm-eval-harness asks for the log-likelihood of a full window).
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const nlohmann::json ref = fixture()["models"]["stories260K.gguf"]["completion"];
+  const auto prompt = ref["prompt_tokens"].get<std::vector<int32_t>>();
+  EngineOptions opt = options_for(model, "");
+  opt.n_ctx = int(prompt.size());  // 21: the prompt fills it
+  auto engine = make_engine(opt);
+  GenerationRequest req = greedy_request(prompt, 0);
+  req.return_prompt_logits = false;
+  req.logprobs = 5;
+  req.echo = true;
+  req.max_tokens = 0;
+  auto got = run(*engine, req);
+  CHECK(got->final_.completion_tokens == 0);
+  CHECK(got->output.empty());
+  REQUIRE(got->prompt.size() == prompt.size());
+  for (size_t i = 1; i < prompt.size(); ++i) compare(got->prompt[i], ref["prompt"][i - 1], 5, kTolF32);
+
+  // A prompt that generates still needs a free position; one over n_ctx is refused either way.
+  GenerationRequest gen = req;
+  gen.max_tokens = 1;
+  auto sink = std::make_shared<LogprobSink>();
+  engine->submit(std::move(gen), sink);
+  REQUIRE(sink->wait());
+  CHECK(sink->final_.finish == FinishReason::kError);
+  GenerationRequest over = req;
+  over.prompt_tokens.push_back(prompt.back());
+  auto sink2 = std::make_shared<LogprobSink>();
+  engine->submit(std::move(over), sink2);
+  REQUIRE(sink2->wait());
+  CHECK(sink2->final_.finish == FinishReason::kError);
+}

@@ -1,9 +1,10 @@
 // Reasoning models end to end with the official openai SDK: stories260K
 // with the real Qwen 3 chat template (tests/template/fixtures/templates/
 // qwen3.jinja) added to a copy of the GGUF. This model never thinks by
-// itself, so llama.cpp's `grammar` field (an extra body field for the SDK)
-// makes it answer "<think>\n...\n</think>\n\n..." as Qwen 3 does. What this
-// covers: message.reasoning_content and content, the same split streamed as
+// itself: an assistant prefill that opens a <think> block makes it think,
+// and llama.cpp's `grammar` field (an extra body field for the SDK) makes it
+// write "<think>\n...\n</think>\n\n...", which under a grammar stays
+// content. What this covers: message.reasoning_content and content, the same split streamed as
 // delta.reasoning_content / delta.content, the reasoning token count,
 // reasoning_format "none", chat_template_kwargs reaching the template, and a
 // second turn (the answer sent back without its thinking, which the
@@ -46,36 +47,44 @@ function create(extra) {
 }
 
 test('the thinking comes back as reasoning_content, whole and streamed', { skip }, async () => {
-  const r = await create({});
+  // Under a grammar none of the answer is thinking (README): the grammar's
+  // <think> block stays in content.
+  const g = await create({});
+  assert.equal(g.choices[0].message.reasoning_content, undefined);
+  assert.match(g.choices[0].message.content, /^<think>\n[a-z][a-z ]*[a-z]\n<\/think>\n\n[a-z][a-z ]*[a-z]$/);
+  assert.equal(g.usage.completion_tokens_details.reasoning_tokens, 0);
+
+  // Without one, an assistant prefill that opens the block makes the model
+  // think (it never closes it: cut off by max_tokens, all of it is reasoning).
+  const opened = { grammar: undefined, max_tokens: 12, messages: [...ask, { role: 'assistant', content: '<think>\n' }] };
+  const r = await create(opened);
   const msg = r.choices[0].message;
-  assert.equal(r.choices[0].finish_reason, 'stop');
-  assert.match(msg.reasoning_content, /^[a-z][a-z ]*[a-z]$/);   // trimmed, no tags
-  assert.match(msg.content, /^[a-z][a-z ]*[a-z]$/);
-  const raw = await create({ reasoning_format: 'none' });
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.ok(msg.reasoning_content.length > 0);
+  assert.equal(msg.reasoning_content, msg.reasoning_content.trim());
+  assert.ok(!msg.content);
+  const raw = await create({ ...opened, reasoning_format: 'none' });
   const text = raw.choices[0].message.content;
   assert.equal(raw.choices[0].message.reasoning_content, undefined);
   // The same greedy answer, unsplit.
-  assert.equal(text, `<think>\n${msg.reasoning_content}\n</think>\n\n${msg.content}`);
+  assert.equal(text.trim(), msg.reasoning_content);
   const details = r.usage.completion_tokens_details;
-  assert.ok(details.reasoning_tokens > 2 && details.reasoning_tokens < r.usage.completion_tokens,
+  assert.ok(details.reasoning_tokens > 2 && details.reasoning_tokens <= r.usage.completion_tokens,
     JSON.stringify(r.usage));
   assert.equal(raw.usage.completion_tokens_details.reasoning_tokens, 0);
 
-  const stream = await create({ stream: true, stream_options: { include_usage: true } });
+  const stream = await create({ ...opened, stream: true, stream_options: { include_usage: true } });
   let reasoning = '';
   let content = '';
   let usage;
   for await (const chunk of stream) {
     const delta = chunk.choices[0]?.delta ?? {};
-    if (delta.reasoning_content) {
-      assert.equal(content, '', 'reasoning after content');
-      reasoning += delta.reasoning_content;
-    }
+    if (delta.reasoning_content) reasoning += delta.reasoning_content;
     if (delta.content) content += delta.content;
     if (chunk.usage) usage = chunk.usage;
   }
   assert.equal(reasoning, msg.reasoning_content);
-  assert.equal(content, msg.content);
+  assert.equal(content, '');
   assert.equal(usage.completion_tokens_details.reasoning_tokens, details.reasoning_tokens);
 });
 
@@ -91,9 +100,11 @@ test('chat_template_kwargs reach the template', { skip }, async () => {
 
 test('a second turn reuses the whole first prompt although the template drops the thinking', { skip }, async () => {
   const first = await create({ messages: [{ role: 'user', content: 'Once upon a time.' }] });
-  const answer = first.choices[0].message;
+  // Under the grammar the thinking is content: the client sends back the answer after it.
+  const answer = first.choices[0].message.content.replace(/^<think>[\s\S]*<\/think>\s*/, '');
+  assert.match(answer, /^[a-z][a-z ]*[a-z]$/);
   const second = await create({
-    messages: [{ role: 'user', content: 'Once upon a time.' }, { role: 'assistant', content: answer.content },
+    messages: [{ role: 'user', content: 'Once upon a time.' }, { role: 'assistant', content: answer },
       { role: 'user', content: 'And then?' }],
     max_tokens: 4, grammar: undefined });
   // Turn 1's cache holds its prompt and then "<think>..."; turn 2 renders the

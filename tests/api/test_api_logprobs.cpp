@@ -235,7 +235,10 @@ TEST_CASE("echo: n_predict 0 is max_tokens 0, and a scored prompt may fill the c
   REQUIRE(ts.fake().model_info().n_ctx == 64);
   auto ids = [](int n) {
     std::string s = "[";
-    for (int i = 0; i < n; ++i) s += (i ? "," : "") + std::to_string(65 + i % 26);
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) s += ',';
+      s += std::to_string(65 + i % 26);
+    }
     return s + "]";
   };
   auto post = [&](int n_tokens, const std::string& extra) {

@@ -1,8 +1,13 @@
-// Constrained decoding on the engine thread: the logits of tokens the
-// request's grammar does not allow next are set to -inf before the sampler
-// chain runs (as llama.cpp's grammar sampler does), so every stage after
-// it (penalties, temperature, top-k/p, min-p) sees only allowed tokens.
+// Constrained decoding on the engine thread: only the tokens the request's
+// grammar allows next are sampled from, as if every other logit were -inf
+// (what llama.cpp's grammar sampler does), so every stage of the chain
+// (penalties, temperature, top-k/p, min-p) sees only allowed tokens.
+// Sampler::sample_among draws exactly what the sampler would draw from such
+// a masked copy, but reads only the allowed tokens: the mask's set bits,
+// found a 64-bit word at a time, not a pass over the vocabulary.
 // logit_bias is added first, so a grammar still wins over a bias.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "engine/engine_impl.h"
@@ -16,7 +21,11 @@ std::shared_ptr<const TokenTrie> Engine::Impl::token_trie() {
   // decided by the grammar state).
   std::vector<std::string> pieces(static_cast<size_t>(n_vocab));
   for (int32_t id = 0; id < n_vocab; ++id) {
-    if (!tokenizer->is_end_of_generation(id)) pieces[size_t(id)] = tokenizer->token_to_piece(id);
+    if (tokenizer->is_end_of_generation(id)) {
+      end_of_generation_ids_.push_back(id);
+    } else {
+      pieces[size_t(id)] = tokenizer->token_to_piece(id);
+    }
   }
   trie_ = std::make_shared<const TokenTrie>(pieces);
   return trie_;
@@ -46,18 +55,22 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
   }
   const bool can_end = grammar_can_end(s.grammar_state) && !s.request.ignore_eos;
   const TokenMask& mask = s.grammar_masker->mask(s.grammar_state);
-  if (row.data() != masked_logits_.data()) masked_logits_.assign(row.begin(), row.end());
-  int n_allowed = 0;
-  for (int32_t id = 0; id < n_vocab; ++id) {
-    const bool allowed = mask_allows(mask, id) || (can_end && tokenizer->is_end_of_generation(id));
-    if (allowed) {
-      ++n_allowed;
-    } else {
-      masked_logits_[size_t(id)] = -INFINITY;
+  allowed_ids_.clear();
+  for (size_t w = 0; w < mask.size(); ++w) {
+    for (uint64_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+      const int32_t id = int32_t(w * 64 + size_t(std::countr_zero(bits)));
+      if (id < n_vocab) allowed_ids_.push_back(id);
     }
   }
-  if (n_allowed == 0) return kGrammarDeadEnd;
-  const int32_t token = s.sampler.sample(masked_logits_, s.tokens);
+  if (can_end) {
+    // End-of-generation tokens are never in a mask (their piece is empty).
+    const size_t n_masked = allowed_ids_.size();
+    allowed_ids_.insert(allowed_ids_.end(), end_of_generation_ids_.begin(), end_of_generation_ids_.end());
+    std::inplace_merge(allowed_ids_.begin(), allowed_ids_.begin() + long(n_masked), allowed_ids_.end());
+    allowed_ids_.erase(std::unique(allowed_ids_.begin(), allowed_ids_.end()), allowed_ids_.end());
+  }
+  if (allowed_ids_.empty()) return kGrammarDeadEnd;
+  const int32_t token = s.sampler.sample_among(row, allowed_ids_, s.tokens);
   if (token < 0 || token >= n_vocab || tokenizer->is_end_of_generation(token)) return token;
   for (char c : tokenizer->token_to_piece(token)) s.grammar_state = grammar_advance(g, s.grammar_state, uint8_t(c));
   // The mask allowed it, so the state cannot be empty; done: nothing may follow.

@@ -171,7 +171,9 @@ struct Engine::Impl {
   // The vocabulary's byte trie for token masks, built on first use.
   std::shared_ptr<const TokenTrie> token_trie();
   std::shared_ptr<const TokenTrie> trie_;
-  std::vector<float> masked_logits_;  // (n_vocab)
+  std::vector<int32_t> end_of_generation_ids_;  // ascending; filled with trie_
+  std::vector<float> masked_logits_;  // (n_vocab): the row with logit_bias added
+  std::vector<int32_t> allowed_ids_;  // scratch: the ids a grammar mask allows, ascending
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
   // engine_logprobs.cpp (request.logprobs / request.echo).
   // The entry of `token` at a position with raw logits `row` [n_vocab],

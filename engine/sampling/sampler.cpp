@@ -8,12 +8,13 @@
 
 namespace larder {
 namespace sampling {
-namespace {
 
 // Descending logit, ties -> lowest id: a strict weak order for non-NaN logits.
-bool better(const Candidate& a, const Candidate& b) {
+static bool better(const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
+
+namespace {
 
 // An extreme penalty (repeat_penalty 1e-38 divides a logit of 10 past
 // FLT_MAX) saturates at +-FLT_MAX instead of making the softmax NaN.
@@ -315,6 +316,46 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   sampling::top_p(cands_, params_.top_p);
   sampling::min_p(cands_, params_.min_p);
   sampling::normalize(cands_);  // the chain's softmax; draw needs no order
+  return sampling::draw(cands_, next_uniform());
+}
+
+int32_t Sampler::sample_among(std::span<const float> logits, std::span<const int32_t> allowed,
+                              std::span<const int32_t> history) {
+  assert(logits.size() == static_cast<size_t>(n_vocab_) && !allowed.empty());
+  bool any_finite = false, exact = true;
+  for (int32_t id : allowed) {
+    const float x = logits[id];
+    any_finite = any_finite || std::isfinite(x);
+    exact = exact && !std::isnan(x) && x != std::numeric_limits<float>::infinity();
+  }
+  if (!any_finite || !exact) {
+    scratch_.assign(static_cast<size_t>(n_vocab_), -std::numeric_limits<float>::infinity());
+    for (int32_t id : allowed) scratch_[id] = logits[id];
+    return sample(scratch_, history);  // sample() does not use scratch_
+  }
+  const std::span<const int32_t> window =
+      penalties_on() ? penalty_window(history) : std::span<const int32_t>();
+  cands_.resize(allowed.size());
+  for (size_t i = 0; i < allowed.size(); ++i) cands_[i] = {allowed[i], logits[allowed[i]], 0.0f};
+  sampling::apply_penalties(cands_, window, params_.repeat_penalty, params_.presence_penalty,
+                            params_.frequency_penalty);
+  if (params_.temperature <= 0.0f) {
+    // sample()'s greedy path: the highest (penalised) logit, ties -> lowest id.
+    return std::min_element(cands_.begin(), cands_.end(), sampling::better)->id;
+  }
+  sampling::apply_temperature(cands_, params_.temperature);
+  // sample()'s top_k sorts whenever 0 < k < n_vocab, also when k is at
+  // least the number of allowed tokens (the -inf ones fill the rest).
+  if (params_.top_k > 0 && params_.top_k < n_vocab_) {
+    if (static_cast<size_t>(params_.top_k) >= cands_.size()) {
+      std::sort(cands_.begin(), cands_.end(), sampling::better);
+    } else {
+      sampling::top_k(cands_, params_.top_k);
+    }
+  }
+  sampling::top_p(cands_, params_.top_p);
+  sampling::min_p(cands_, params_.min_p);
+  sampling::normalize(cands_);
   return sampling::draw(cands_, next_uniform());
 }
 

@@ -102,6 +102,21 @@ class Sampler {
   // Returns a token id in [0, n_vocab).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
+  // sample() restricted to the tokens `allowed` (ascending ids in
+  // [0, n_vocab), non-empty): the token sample() draws from a copy of
+  // `logits` with every other logit set to -inf, and the same random draws,
+  // for every setting; but only the allowed tokens are read and become
+  // candidates (a grammar mask allowing a few tokens of a 128k vocabulary
+  // costs a few candidates, not a copy and a pass over the vocabulary).
+  // Why they agree: a -inf logit stays -inf through the penalties and the
+  // temperature, ranks below every other in top-k and top-p, fails min-p,
+  // and gets probability 0 in the softmax, so it moves neither a sum nor a
+  // draw; the allowed tokens keep their relative order (id order, or
+  // sorted where sample() sorts). When no allowed logit is finite, or one
+  // is +inf or NaN, the -inf copy is made and sample() runs on it.
+  int32_t sample_among(std::span<const float> logits, std::span<const int32_t> allowed,
+                       std::span<const int32_t> history);
+
   const SamplingParams& params() const { return params_; }
 
  private:
@@ -113,7 +128,7 @@ class Sampler {
   int n_vocab_;
   std::mt19937_64 rng_;
   std::vector<Candidate> cands_;  // scratch: [n_vocab]
-  std::vector<float> scratch_;    // scratch for the greedy path: [n_vocab]
+  std::vector<float> scratch_;    // scratch for the greedy path and sample_among's fallback: [n_vocab]
 };
 
 }  // namespace larder

@@ -166,3 +166,73 @@ TEST_CASE("logit_bias: greedy picks the argmax of logits + bias; -100 bans a tok
     CHECK(generate(*engine, push).tokens.at(0) == argmax_with(push.logit_bias));
   }
 }
+
+TEST_CASE("grammar: sampled ids under fixed seeds are those the full-vocabulary masking drew", "[engine][grammar]") {
+  // The expected ids were recorded from the engine before the mask was
+  // applied to the allowed tokens only (it copied the logits and set every
+  // forbidden one to -inf): the two must draw the same tokens for every
+  // sampler setting, greedy, truncated and with penalties and logit_bias.
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  const std::vector<int32_t> prompt = engine->tokenize("Tom had a box with", true);
+  auto g = compiled(R"(root ::= "{" ws "\"name\":" ws str ws "," ws "\"age\":" ws num ws "}"
+str ::= "\"" [^"\\\x00-\x1F]{0,12} "\""
+num ::= "0" | [1-9] [0-9]{0,2}
+ws ::= [ \n]{0,3})");
+  struct Setting {
+    float temperature;
+    int top_k;
+    float top_p, min_p, repeat_penalty;
+    bool bias;
+  };
+  const std::vector<Setting> settings = {{1.0f, 0, 1.0f, 0.0f, 1.0f, false},   {0.8f, 40, 0.95f, 0.05f, 1.0f, false},
+                                         {1.3f, 5, 1.0f, 0.0f, 1.2f, true},    {0.0f, 0, 1.0f, 0.0f, 1.1f, false},
+                                         {1.0f, 200, 0.5f, 0.0f, 1.0f, true},  {2.0f, 0, 1.0f, 0.1f, 1.0f, false}};
+  std::vector<std::vector<int32_t>> got;
+  for (const Setting& st : settings) {
+    for (uint64_t seed : {3, 4}) {
+      GenerationRequest r = sampled(prompt, 60, seed);
+      r.sampling.temperature = st.temperature;
+      r.sampling.top_k = st.top_k;
+      r.sampling.top_p = st.top_p;
+      r.sampling.min_p = st.min_p;
+      r.sampling.repeat_penalty = st.repeat_penalty;
+      if (st.bias) r.logit_bias = {{10, 3.0f}, {20, -100.0f}, {30, 5.0f}};
+      r.grammar = g;
+      got.push_back(generate(*engine, r).tokens);
+    }
+  }
+  std::string printed;
+  for (const auto& ids : got) {
+    printed += "{";
+    for (size_t i = 0; i < ids.size(); ++i) printed += (i ? ", " : "") + std::to_string(ids[i]);
+    printed += "},\n";
+  }
+  INFO(printed);
+  const std::vector<std::vector<int32_t>> expected = {
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 313, 448, 415, 422, 267, 262, 354, 411, 450, 436, 13,
+       13, 13, 432, 410, 13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 487, 410, 13, 410, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 436, 336, 301, 314, 432, 313, 13, 13, 410, 432, 436,
+       412, 428, 411, 436, 467, 410, 472, 475, 477, 410, 13, 13, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 436, 281, 261, 419, 355, 426, 313, 410, 13, 13, 432,
+       410, 13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 410, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 313, 440, 411, 306, 414, 443, 436, 13, 410, 13, 432,
+       410, 13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 13, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 313, 440, 411, 422, 443, 436, 13, 410, 410, 432, 410,
+       13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 479, 477, 410, 13, 410, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 436, 336, 265, 284, 411, 436, 410, 13, 410, 432, 436,
+       412, 428, 411, 436, 467, 13, 410, 13, 472, 477, 410, 13, 410, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 313, 448, 415, 294, 439, 419, 263, 420, 289, 428, 436,
+       410, 13, 410, 432, 410, 13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 13, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 313, 448, 415, 294, 439, 419, 263, 420, 289, 428, 436,
+       410, 13, 410, 432, 410, 13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 13, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 436, 336, 265, 284, 412, 436, 410, 13, 13, 432, 410,
+       13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 13, 128},
+      {126, 410, 13, 436, 416, 412, 423, 411, 436, 467, 313, 442, 439, 423, 280, 420, 422, 299, 432, 436, 410,
+       13, 13, 432, 410, 13, 436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 13, 128},
+      {126, 410, 313, 416, 412, 423, 411, 436, 467, 313, 434, 414, 364, 416, 402, 260, 416, 436, 432, 410, 13,
+       436, 412, 428, 411, 436, 467, 410, 13, 13, 472, 410, 13, 13, 128},
+      {126, 410, 313, 416, 412, 423, 411, 436, 467, 436, 345, 284, 380, 411, 426, 368, 436, 13, 410, 13, 432,
+       410, 436, 412, 428, 411, 436, 467, 13, 13, 13, 472, 410, 13, 410, 128}};
+  CHECK(got == expected);
+}

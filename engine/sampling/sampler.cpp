@@ -76,6 +76,17 @@ void apply_penalties(std::vector<Candidate>& c, std::span<const int32_t> recent,
     }
   }
   if (unresolved.empty()) return;
+  // Candidates in ascending id order (a subset of the vocabulary, as
+  // Sampler::sample_among makes): find each penalised id by binary search.
+  const auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
+  const auto not_ascending = [](const Candidate& a, const Candidate& b) { return a.id >= b.id; };
+  if (std::adjacent_find(c.begin(), c.end(), not_ascending) == c.end()) {
+    for (const auto& [id, count] : unresolved) {
+      auto it = std::lower_bound(c.begin(), c.end(), Candidate{id, 0.0f, 0.0f}, by_id);
+      if (it != c.end() && it->id == id) it->logit = penalised(it->logit, count, repeat_penalty, presence, frequency);
+    }
+    return;
+  }
   for (Candidate& x : c) {
     auto it = std::lower_bound(unresolved.begin(), unresolved.end(), x.id,
                                [](const std::pair<int32_t, int>& e, int32_t id) { return e.first < id; });

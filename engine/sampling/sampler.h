@@ -44,7 +44,8 @@ namespace sampling {
 //             (applied once per distinct token, 1.0 = off)
 //   then:     logit -= frequency * n_t + presence * (n_t > 0)
 // Order of `c` is kept. Fast path when c[id].id == id (the full vocabulary in
-// id order): O(|recent| log |recent|); otherwise O(|c| log |recent|).
+// id order): O(|recent| log |recent|); ids strictly ascending (a subset of
+// the vocabulary): O(|c| + |recent| log |c|); otherwise O(|c| log |recent|).
 void apply_penalties(std::vector<Candidate>& c, std::span<const int32_t> recent,
                      float repeat_penalty, float presence, float frequency);
 

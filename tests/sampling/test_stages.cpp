@@ -177,9 +177,14 @@ TEST_CASE("penalties", "[sampling]") {
     auto r = from_logits(logits);
     std::reverse(r.begin(), r.end());
     sampling::apply_penalties(r, recent, row.repeat, row.presence, row.frequency);
+    // And a subset in ascending id order (ids 1..3; sample_among's layout).
+    auto sub = from_logits(logits);
+    sub.erase(sub.begin());
+    sampling::apply_penalties(sub, recent, row.repeat, row.presence, row.frequency);
     for (size_t i = 0; i < 4; ++i) {
       CHECK(c[i].logit == Approx(row.expected[i]).margin(1e-5));
       CHECK(r[3 - i].logit == Approx(row.expected[i]).margin(1e-5));
+      if (i > 0) CHECK(sub[i - 1].logit == Approx(row.expected[i]).margin(1e-5));
     }
   }
 }

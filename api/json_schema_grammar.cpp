@@ -1,10 +1,10 @@
 #include "api/json_schema_grammar.h"
 
-#include <array>
 #include <cctype>
 #include <map>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "engine/grammar/json_grammar.h"
@@ -16,6 +16,11 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 64;
+// Properties in all the schema's objects, and bytes of the grammar: past
+// them a schema is refused (a client's 8 MiB body could otherwise ask for a
+// grammar the parser refuses with a less telling message, after seconds).
+constexpr size_t kMaxProperties = 10000;
+constexpr size_t kMaxGrammarBytes = 4 << 20;
 
 // A GBNF string literal of `bytes` (UTF-8 passes through).
 std::string literal(std::string_view bytes) {
@@ -61,6 +66,10 @@ class Converter {
     out += "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n";
     out += "boolean ::= \"true\" | \"false\"\n";
     out += "null ::= \"null\"\n";
+    if (out.size() > kMaxGrammarBytes) {
+      return refuse("#", "its grammar would take over " + std::to_string(kMaxGrammarBytes >> 20) +
+                             " MiB (a schema that large is not supported)");
+    }
     return out;
   }
 
@@ -177,6 +186,59 @@ class Converter {
     return rule;
   }
 
+  // One property of an object: the rule of its `"name" ws ":" ws value ws`.
+  struct PropRule {
+    std::string kv;
+    bool required;
+  };
+
+  // The rules for the properties of one object in schema order, required
+  // ones present, optional ones maybe absent, with commas between them.
+  // nonempty(l, r, after): a non-empty in-order selection of [l, r) that
+  // has every required one of them, led by a comma when `after` (one was
+  // written before). With m the middle of [l, r):
+  //   nonempty(l, r, a) ::= nonempty(l, m, a) rest(m, r)
+  //                       | nonempty(m, r, a)       (only when [l, m) has no required one)
+  //   rest(m, r)        ::= nonempty(m, r, true), or that or "" when [m, r) has no required one
+  // The two alternatives differ in whether [l, m) contributes, so a text
+  // has one reading; a rule's first element expands to a rule of half its
+  // range, so a top-down expansion goes through about 2 log2(n) rules
+  // before matching a character (a chain "kv_i rest_(i+1) | rest_(i+1)"
+  // went through n, past the parser's bound for a thousand optional
+  // properties), and there are about 4 n rules in all.
+  class PropertySequence {
+   public:
+    PropertySequence(Converter& c, const std::string& hint, const std::vector<PropRule>& props)
+        : c_(c), hint_(hint), props_(props), n_required_(props.size() + 1, 0) {
+      for (size_t i = 0; i < props.size(); ++i) n_required_[i + 1] = n_required_[i] + (props[i].required ? 1 : 0);
+    }
+
+    bool any_required(size_t l, size_t r) const { return n_required_[r] > n_required_[l]; }
+
+    // The rule (or, for one property, the expression) of nonempty(l, r, after); l < r.
+    std::string nonempty(size_t l, size_t r, bool after) {
+      if (r - l == 1) return after ? "\",\" ws " + props_[l].kv : props_[l].kv;
+      const auto key = std::make_tuple(l, r, after);
+      if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
+      const size_t m = l + (r - l) / 2;
+      std::string rest = nonempty(m, r, true);
+      if (!any_required(m, r)) rest = "( " + rest + " )?";
+      std::string body = nonempty(l, m, after) + " " + rest;
+      if (!any_required(l, m)) body += " | " + nonempty(m, r, after);
+      std::string name = c_.new_rule(hint_ + "-" + std::to_string(l) + "-" + std::to_string(r) + (after ? "-more" : ""),
+                                     std::move(body));
+      memo_.emplace(key, name);
+      return name;
+    }
+
+   private:
+    Converter& c_;
+    const std::string& hint_;
+    const std::vector<PropRule>& props_;
+    std::vector<size_t> n_required_;  // n_required_[i]: required ones among [0, i)
+    std::map<std::tuple<size_t, size_t, bool>, std::string> memo_;
+  };
+
   Result<std::string> object(const json& s, const std::string& hint, const std::string& where, int depth) {
     if (const auto ap = s.find("additionalProperties"); ap != s.end() && !(ap->is_boolean() && !ap->get<bool>())) {
       return refuse(where + "/additionalProperties", "only false (or absent) is supported: the object has only its listed properties");
@@ -189,39 +251,27 @@ class Converter {
         required.insert(n.get<std::string>());
       }
     }
-    struct Prop {
-      std::string kv;  // "\"name\"" ws ":" ws value ws
-      bool required;
-    };
-    std::vector<Prop> props;
+    std::vector<PropRule> props;
     if (const auto p = s.find("properties"); p != s.end()) {
       if (!p->is_object()) return refuse(where + "/properties", "must be an object");
+      n_properties_ += p->size();
+      if (n_properties_ > kMaxProperties) {
+        return refuse(where + "/properties", "the schema has more than " + std::to_string(kMaxProperties) +
+                                                 " properties in all (a grammar that large is not supported)");
+      }
       for (const auto& [name, sub] : p->items()) {
         std::string value;
         LARDER_ASSIGN_OR_RETURN(value, visit(sub, name, where + "/properties/" + name, depth + 1));
-        props.push_back({literal(json(name).dump()) + " ws \":\" ws " + value + " ws", required.count(name) != 0});
+        const std::string kv = new_rule(hint + "-" + name + "-kv", literal(json(name).dump()) + " ws \":\" ws " + value + " ws");
+        props.push_back({kv, required.count(name) != 0});
         required.erase(name);
       }
     }
     if (!required.empty()) return refuse(where + "/required", "\"" + *required.begin() + "\" is required but not among the properties");
-    // R(i, after): properties i.. still to come; `after`: one was written,
-    // so the next needs a comma. A required one must come, an optional one
-    // may be skipped; properties keep their order.
-    const size_t n = props.size();
-    std::vector<std::array<std::string, 2>> names(n + 1);
-    for (size_t i = n + 1; i-- > 0;) {
-      for (int after = 0; after < 2; ++after) {
-        std::string body;
-        if (i == n) {
-          body = "\"\"";
-        } else {
-          body = std::string(after ? "\",\" ws " : "") + props[i].kv + " " + names[i + 1][1];
-          if (!props[i].required) body += " | " + names[i + 1][after];
-        }
-        names[i][after] = new_rule(hint + "-" + std::to_string(i) + (after ? "-more" : ""), body);
-      }
-    }
-    return new_rule(hint, "\"{\" ws " + names[0][0] + " \"}\"");
+    if (props.empty()) return new_rule(hint, "\"{\" ws \"}\"");
+    PropertySequence seq(*this, hint, props);
+    const std::string body = seq.nonempty(0, props.size(), false);
+    return new_rule(hint, "\"{\" ws " + (seq.any_required(0, props.size()) ? body : "( " + body + " )?") + " \"}\"");
   }
 
   Result<std::string> array(const json& s, const std::string& hint, const std::string& where, int depth) {
@@ -287,6 +337,7 @@ class Converter {
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
   int n_rules_ = 0;
+  size_t n_properties_ = 0;
 };
 
 }  // namespace

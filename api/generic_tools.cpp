@@ -1,5 +1,7 @@
 #include "api/generic_tools.h"
 
+#include "engine/template/json_parse.h"
+
 namespace larder {
 
 namespace {
@@ -44,7 +46,7 @@ std::string system_prompt(const ojson& tools, bool parallel) {
 
 // Arguments as the client sent them: the object when they are JSON text of one.
 ojson arguments_value(const std::string& text) {
-  ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+  ojson j = parse_json_ordered(text);
   if (j.is_discarded()) return text;
   return j;
 }
@@ -116,7 +118,7 @@ ChatRequest generic_tool_request(const ChatRequest& request, const ojson& tools,
 
 bool use_generic_tools(ToolCallSyntax template_syntax, bool parallel, ChatRequest* chat) {
   if (template_syntax != ToolCallSyntax::kNone || (chat->tools_json.empty() && !has_tool_history(*chat))) return false;
-  const ojson tools = chat->tools_json.empty() ? ojson() : ojson::parse(chat->tools_json, nullptr, false);
+  const ojson tools = chat->tools_json.empty() ? ojson() : parse_json_ordered(chat->tools_json);
   *chat = generic_tool_request(*chat, tools, parallel);
   return true;
 }

@@ -13,6 +13,7 @@
 #include "api/request_fields.h"
 #include "api/request_json.h"
 #include "api/request_logprobs.h"
+#include "engine/template/json_parse.h"
 
 namespace larder {
 namespace {
@@ -92,7 +93,7 @@ std::optional<ApiError> parse_object(std::string_view body, json* out) {
     return ApiError::invalid("the request body nests arrays/objects more than " + std::to_string(kMaxJsonDepth) +
                              " levels deep");
   }
-  *out = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  *out = parse_json_ordered(body);  // linear in the keys (json_parse.h)
   if (out->is_discarded()) return ApiError::invalid("the request body is not valid JSON");
   if (!out->is_object()) return ApiError::invalid("the request body must be a JSON object");
   return std::nullopt;

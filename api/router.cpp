@@ -11,6 +11,7 @@
 #include "api/text_routes.h"
 #include "api/tool_call_grammar.h"
 #include "engine/grammar/grammar.h"
+#include "engine/template/json_parse.h"
 
 namespace larder {
 
@@ -185,7 +186,7 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   nlohmann::ordered_json tools;
   const bool template_has_tools = generator_.tool_call_syntax() != ToolCallSyntax::kNone;
   if (!parsed.chat.tools_json.empty()) {
-    tools = nlohmann::ordered_json::parse(parsed.chat.tools_json, nullptr, false);
+    tools = parse_json_ordered(parsed.chat.tools_json);
     out.tools.syntax = template_has_tools ? generator_.tool_call_syntax() : ToolCallSyntax::kJsonEnvelope;
     out.tools.tool_names = parsed.tool_names;
   }

@@ -9,6 +9,7 @@
 #include "api/json_depth.h"
 #include "api/openai_response.h"
 #include "api/request_json.h"
+#include "engine/template/json_parse.h"
 
 namespace larder {
 
@@ -56,7 +57,7 @@ std::optional<ApiError> parse_body(const std::string& body, std::initializer_lis
     return ApiError::invalid("the request body nests arrays/objects more than " + std::to_string(kMaxJsonDepth) +
                              " levels deep");
   }
-  *out = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  *out = parse_json_ordered(body);
   if (out->is_discarded()) return ApiError::invalid("the request body is not valid JSON");
   if (!out->is_object()) return ApiError::invalid("the request body must be a JSON object");
   for (auto it = out->begin(); it != out->end(); ++it) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_depth.h"
+#include "engine/template/json_parse.h"
 
 namespace larder {
 namespace {
@@ -33,7 +34,7 @@ std::string_view trim_left(std::string_view s) {
 
 std::optional<OrderedJson> parse_json(std::string_view text) {
   if (json_nesting_exceeds(text)) return std::nullopt;  // plain text, never a call
-  OrderedJson j = OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  OrderedJson j = parse_json_ordered(text);
   if (j.is_discarded()) return std::nullopt;
   return j;
 }

@@ -2,6 +2,7 @@
 // what a template needs, and the tool-call syntax (see chat_format.h, "Tools").
 #include <nlohmann/json.hpp>
 
+#include "engine/template/json_parse.h"
 #include "engine/tokenizer/chat_format.h"
 
 namespace larder {
@@ -28,7 +29,7 @@ bool contains(std::string_view s, std::string_view what) { return s.find(what) !
 // marked; nullopt when it does not parse or nests deeper than
 // tmpl::kMaxValueDepth.
 std::optional<tmpl::Value> parse_value(std::string_view text) {
-  OrderedJson j = OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  OrderedJson j = parse_json_ordered(text);
   if (j.is_discarded()) return std::nullopt;
   return tmpl::from_json(j, /*untrusted=*/true);
 }

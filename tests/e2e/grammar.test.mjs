@@ -143,3 +143,45 @@ test('a schema keyword the grammar cannot enforce is a 400 naming it', { skip },
     }),
     (e) => e.status === 400 && e.error?.param === 'response_format' && /pattern/.test(e.message));
 });
+
+test('a schema of 2000 optional properties constrains the answer (checked by hand); 10001 are a 400', { skip }, async () => {
+  const properties = {};
+  for (let i = 0; i < 2000; i++) properties[`f${i}`] = i % 2 ? { type: 'boolean' } : { type: 'integer' };
+  const schema = { type: 'object', properties, additionalProperties: false };
+  // (ajv's code generator overflows the stack on 2000 properties.)
+  // The closing brace's token, pushed up where the grammar allows it, so
+  // that an answer ends within max_tokens (the tiny model spells each key
+  // a character at a time and rarely stops on its own).
+  const tok = await fetch(`http://127.0.0.1:${d.port}/tokenize`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ content: '1}' }),
+  }).then((r) => r.json());
+  const close = tok.tokens[tok.tokens.length - 1];
+  let checked = 0;
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await c.chat.completions.create({
+      model: 'stories260K', messages: [{ role: 'user', content: 'Fields' }], temperature: 1, seed, max_tokens: 120,
+      logit_bias: { [close]: 6 }, response_format: { type: 'json_schema', json_schema: { name: 'wide', schema } },
+    });
+    const text = r.choices[0].message.content;
+    if (r.choices[0].finish_reason !== 'stop') continue;
+    const doc = JSON.parse(text);
+    assert.ok(doc !== null && typeof doc === 'object' && !Array.isArray(doc), text);
+    let last = -1;
+    for (const [k, v] of Object.entries(doc)) {
+      assert.match(k, /^f(0|[1-9][0-9]*)$/, text);
+      const i = Number(k.slice(1));
+      assert.ok(i > last && i < 2000, text);  // a property of the schema, in schema order
+      last = i;
+      assert.ok(i % 2 ? typeof v === 'boolean' : Number.isInteger(v), text);
+    }
+    checked++;
+  }
+  assert.ok(checked >= 1, `${checked} of 3 ended within max_tokens`);
+  for (let i = 2000; i < 10001; i++) properties[`f${i}`] = { type: 'null' };
+  await assert.rejects(
+    c.chat.completions.create({
+      model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'wide', schema } },
+    }),
+    (e) => e.status === 400 && e.error?.param === 'response_format' && /more than 10000 properties/.test(e.message));
+});

@@ -5,6 +5,7 @@
 #include <set>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/json_grammar.h"
@@ -172,18 +173,32 @@ class Converter {
     if (section.empty()) return refuse(where + "/$ref", "only refs to #/$defs/... or #/definitions/... are supported");
     auto done = refs_.find(path);
     if (done != refs_.end()) return done->second;
-    const auto defs = root_.find(section);
-    if (defs == root_.end() || !defs->is_object() || !defs->contains(name)) {
-      return refuse(where + "/$ref", "\"" + path + "\" is not defined");
-    }
+    const json* def = find_def(section, name);
+    if (def == nullptr) return refuse(where + "/$ref", "\"" + path + "\" is not defined");
     // Named before it is visited, so a recursive schema refers to itself.
     const std::string rule = new_rule(name, "");
     const size_t slot = rules_.size() - 1;
     refs_[path] = rule;
     std::string body;
-    LARDER_ASSIGN_OR_RETURN(body, visit((*defs)[name], name, path, 1));
+    LARDER_ASSIGN_OR_RETURN(body, visit(*def, name, path, 1));
     rules_[slot].second = body;
     return rule;
+  }
+
+  // The definition `name` in the root's `section` ("$defs" or
+  // "definitions"), or null. An index per section is built on first use: a
+  // lookup in an ordered_json object scans its keys, so many refs into many
+  // definitions were quadratic (20000 of each: seconds).
+  const json* find_def(const std::string& section, const std::string& name) {
+    auto [index, fresh] = def_index_.try_emplace(section);
+    if (fresh) {
+      const auto defs = root_.find(section);
+      if (defs != root_.end() && defs->is_object()) {
+        for (const auto& [key, value] : defs->items()) index->second.emplace(key, &value);
+      }
+    }
+    const auto it = index->second.find(name);
+    return it == index->second.end() ? nullptr : it->second;
   }
 
   // One property of an object: the rule of its `"name" ws ":" ws value ws`.
@@ -336,6 +351,7 @@ class Converter {
   const json& root_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
+  std::map<std::string, std::unordered_map<std::string, const json*>> def_index_;
   int n_rules_ = 0;
   size_t n_properties_ = 0;
 };

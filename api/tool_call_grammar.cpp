@@ -1,5 +1,8 @@
 #include "api/tool_call_grammar.h"
 
+#include <string>
+#include <unordered_map>
+
 #include "api/json_schema_grammar.h"
 
 namespace larder {
@@ -33,12 +36,26 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
   if (calls.empty()) return Status::invalid_argument("no offered function is named \"" + forced + "\"");
   ojson schema = calls.size() == 1 ? calls[0] : ojson{{"anyOf", calls}};
   // $defs of several functions: merged at the top, where refs point.
+  // A later function's definition of a name replaces an earlier one in its
+  // place (as schema[defs][k] = v does); found by a hash index, since a
+  // lookup in an ordered_json object scans its keys.
   for (const char* defs : {"$defs", "definitions"}) {
+    ojson merged = ojson::object();
+    ojson::object_t::Container& items = merged.get_ref<ojson::object_t&>();
+    std::unordered_map<std::string, size_t> index;
     for (ojson& c : calls) {
-      if (c.contains(defs)) {
-        for (auto& [k, v] : c[defs].items()) schema[defs][k] = v;
+      const auto d = c.find(defs);
+      if (d == c.end() || !d->is_object()) continue;
+      for (auto& [k, v] : d->items()) {
+        const auto [it, fresh] = index.try_emplace(k, items.size());
+        if (fresh) {
+          items.emplace_back(k, v);
+        } else {
+          items[it->second].second = v;
+        }
       }
     }
+    if (!items.empty()) schema[defs] = std::move(merged);
   }
   std::string gbnf;
   LARDER_ASSIGN_OR_RETURN(gbnf, json_schema_to_gbnf(schema));

@@ -4,6 +4,7 @@
 // objects with thousands of optional properties, the size limits, and
 // random walks under the token mask whose documents validate.
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -245,4 +246,30 @@ TEST_CASE("json schema objects: random walks under the token mask give valid obj
     ++n_docs;
   }
   CHECK(n_docs >= 60);
+}
+
+TEST_CASE("json schema objects: 60000 refs into 60000 $defs convert (each ref found by an index)", "[api][schema]") {
+  // Each ref used to scan the $defs object for its name: 60000^2 / 2
+  // comparisons, over a minute. The bound is a generous upper limit.
+  const int n = 60000;
+  json defs = json::object();
+  json::object_t::Container& items = defs.get_ref<json::object_t&>();  // appended: no scan per key
+  json alts = json::array();
+  for (int i = 0; i < n; ++i) {
+    std::string name = "d";
+    name += std::to_string(i);
+    items.emplace_back(name, i % 2 ? json{{"type", "boolean"}} : json{{"const", i}});
+    alts.push_back({{"$ref", "#/$defs/" + name}});
+  }
+  const json schema = {{"$defs", defs}, {"anyOf", alts}};
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::string> gbnf = json_schema_to_gbnf(schema);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  REQUIRE(gbnf.is_ok());
+  CHECK(seconds < 30.0);
+  auto g = compile(*gbnf);
+  CHECK(accepts(*g, "true"));
+  CHECK(accepts(*g, "59998"));
+  CHECK_FALSE(accepts(*g, "59999"));  // d59999 is a boolean; no const is odd
+  CHECK_FALSE(accepts(*g, "null"));
 }

@@ -112,3 +112,27 @@ TEST_CASE("forced tool calls: what cannot be forced is refused, naming the tool"
   CHECK_FALSE(tool_call_gbnf(ToolCallSyntax::kHermes, kTools, "nope", true).is_ok());
   CHECK_FALSE(tool_call_gbnf(ToolCallSyntax::kNone, kTools, "", true).is_ok());
 }
+
+TEST_CASE("tool call grammar: the functions' $defs merge, a later one replacing an earlier of its name",
+          "[api][tools]") {
+  // f's "#/$defs/v" is a boolean, g's a string, h's own "w" an integer: in
+  // the merged schema "v" is g's (the last), so f's argument too is a string.
+  const ojson tools = ojson::parse(R"([
+    {"type":"function","function":{"name":"f","parameters":{"type":"object","$defs":{"v":{"type":"boolean"}},
+      "properties":{"a":{"$ref":"#/$defs/v"}},"required":["a"]}}},
+    {"type":"function","function":{"name":"g","parameters":{"type":"object","$defs":{"v":{"type":"string"}},
+      "properties":{"b":{"$ref":"#/$defs/v"}},"required":["b"]}}},
+    {"type":"function","function":{"name":"h","parameters":{"type":"object","$defs":{"w":{"type":"integer"}},
+      "properties":{"c":{"$ref":"#/$defs/w"}},"required":["c"]}}}
+  ])");
+  Result<std::string> gbnf = tool_call_gbnf(ToolCallSyntax::kHermes, tools, "", false);
+  INFO(gbnf.status().to_string());
+  REQUIRE(gbnf.is_ok());
+  auto g = compile(*gbnf);
+  auto call = [](const std::string& json) { return "<tool_call>\n" + json + "\n</tool_call>"; };
+  CHECK(accepts(*g, call(R"({"name":"g","arguments":{"b":"x"}})")));
+  CHECK(accepts(*g, call(R"({"name":"f","arguments":{"a":"x"}})")));
+  CHECK_FALSE(accepts(*g, call(R"({"name":"f","arguments":{"a":true}})")));
+  CHECK(accepts(*g, call(R"({"name":"h","arguments":{"c":3}})")));
+  CHECK_FALSE(accepts(*g, call(R"({"name":"h","arguments":{"c":"3"}})")));
+}

@@ -31,9 +31,17 @@ TEST_CASE("a tool with 150000 properties renders in time linear in its size", "[
   const int n = 150000;
   std::string props_compact, props_python;
   for (int i = 0; i < n; ++i) {
-    const std::string name = "q" + std::to_string((i * 7919) % n);  // not in sorted order
-    props_compact += (i ? "," : "") + ("\"" + name + "\":{\"type\":\"integer\"}");
-    props_python += (i ? ", " : "") + ("\"" + name + "\": {\"type\": \"integer\"}");
+    std::string name = "\"q";  // appended, not "..." + ...: GCC 12's false -Wrestrict
+    name += std::to_string((i * 7919) % n);  // not in sorted order
+    name += '"';
+    if (i) {
+      props_compact += ',';
+      props_python += ", ";
+    }
+    props_compact += name;
+    props_compact += R"(:{"type":"integer"})";
+    props_python += name;
+    props_python += R"(: {"type": "integer"})";
   }
   ChatRequest r;
   r.messages = {{"user", "Hi"}};

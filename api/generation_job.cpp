@@ -212,7 +212,8 @@ void GenerationJob::on_event(ResponseWriter& writer, GenerationEvent& e) {
   }
   if (c.logprobs) c.logprobs->add(e);  // the final event's entries (its text went above)
   if (e.finish == FinishReason::kError) {
-    finish_with_error(writer, ApiError::server(e.error.empty() ? "generation failed" : e.error));
+    const std::string message = e.error.empty() ? "generation failed" : e.error;
+    finish_with_error(writer, e.request_fault ? ApiError::invalid(message) : ApiError::server(message));
     return;
   }
   if (e.finish == FinishReason::kCancelled) {

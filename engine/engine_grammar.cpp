@@ -47,7 +47,14 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     }
     row = masked_logits_;
   }
-  if (!s.request.grammar) return s.sampler.sample(row, s.tokens);
+  if (!s.request.grammar) {
+    // Every token banned by logit_bias: greedy would still pick one (the
+    // argmax of all -inf), sampling none.
+    if (!s.request.logit_bias.empty() && std::none_of(row.begin(), row.end(), [](float l) { return l > -INFINITY; })) {
+      return kBiasBansAll;
+    }
+    return s.sampler.sample(row, s.tokens);
+  }
   const CompiledGrammar& g = *s.request.grammar;
   if (!s.grammar_masker) {
     s.grammar_masker = std::make_unique<GrammarMasker>(s.request.grammar, token_trie());
@@ -70,6 +77,12 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     allowed_ids_.erase(std::unique(allowed_ids_.begin(), allowed_ids_.end()), allowed_ids_.end());
   }
   if (allowed_ids_.empty()) return kGrammarDeadEnd;
+  // Every allowed token banned by logit_bias: greedy would pick one the
+  // grammar rules out (the argmax of all -inf).
+  if (!s.request.logit_bias.empty() &&
+      std::none_of(allowed_ids_.begin(), allowed_ids_.end(), [&](int32_t id) { return row[size_t(id)] > -INFINITY; })) {
+    return kBiasBansAll;
+  }
   const int32_t token = s.sampler.sample_among(row, allowed_ids_, s.tokens);
   if (token < 0 || token >= n_vocab || tokenizer->is_end_of_generation(token)) return token;
   for (char c : tokenizer->token_to_piece(token)) s.grammar_state = grammar_advance(g, s.grammar_state, uint8_t(c));

@@ -163,11 +163,14 @@ struct Engine::Impl {
   // engine_grammar.cpp: the next token from one row of logits [n_vocab]:
   // the sampler's choice, among the tokens s.request.grammar allows when it
   // has one (then the grammar state moves past it). kGrammarDeadEnd when
-  // the grammar allows no token of the vocabulary.
+  // the grammar allows no token of the vocabulary; kBiasBansAll when
+  // logit_bias bans every token that may come next (all, or all the
+  // grammar allows).
   int32_t sample_next(Sequence& s, std::span<const float> row);
   // sample_next without the logprobs: logit_bias, grammar mask, sampler.
   int32_t sample_constrained(Sequence& s, std::span<const float> row);
   static constexpr int32_t kGrammarDeadEnd = -2;
+  static constexpr int32_t kBiasBansAll = -3;
   // The vocabulary's byte trie for token masks, built on first use.
   std::shared_ptr<const TokenTrie> token_trie();
   std::shared_ptr<const TokenTrie> trie_;
@@ -192,7 +195,8 @@ struct Engine::Impl {
   // the prompt entries of `from` (to itself, or the choice it forked from;
   // n == 1: they are dropped afterwards, n > 1: after fork_choices).
   void emit_echo(Sequence& to, Sequence& from);
-  void finish(Sequence& s, FinishReason reason, std::string error = {});
+  // request_fault: a kError the request itself leads to (GenerationEvent::request_fault).
+  void finish(Sequence& s, FinishReason reason, std::string error = {}, bool request_fault = false);
   void remember_answer(const Sequence& s);
   void explain_cache_miss(Sequence& s);
   // The tokens of the most recent finished sequence per first page key, so

@@ -70,7 +70,14 @@ void Engine::Impl::handle_token(Sequence& s, int32_t token) {
   if (token == kGrammarDeadEnd) {
     return finish(s, FinishReason::kError,
                   "grammar: no token of the model's vocabulary can continue the output here (the grammar needs text "
-                  "this vocabulary cannot write)");
+                  "this vocabulary cannot write)",
+                  /*request_fault=*/true);
+  }
+  if (token == kBiasBansAll) {
+    return finish(s, FinishReason::kError,
+                  "logit_bias bans every token that may come next (every token the grammar allows here, or the "
+                  "whole vocabulary)",
+                  /*request_fault=*/true);
   }
   if (token < 0 || token >= n_vocab) {
     // The sampler finds no candidate only when every logit is NaN/inf.
@@ -127,7 +134,7 @@ void Engine::Impl::remember_answer(const Sequence& s) {
   if (tiers) tiers->put_persistent(answer_key(s.pages.root, s.emitted_text), encode_answer_record(s.emitted_text, ids));
 }
 
-void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
+void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error, bool request_fault) {
   if (s.state == SeqState::kFinished) return;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     // Text held by the detokenizer (an unfinished character) and by the stop
@@ -147,6 +154,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error) {
   ev.done = true;
   ev.finish = reason;
   ev.error = std::move(error);
+  ev.request_fault = request_fault;
   ev.prompt_tokens = int(s.request.prompt_tokens.size());
   ev.cached_tokens = s.n_cached;
   ev.completion_tokens = s.n_generated;

@@ -103,6 +103,10 @@ struct GenerationEvent {
   bool done = false;
   FinishReason finish = FinishReason::kNone;
   std::string error;                   // set when finish == kError
+  // kError that the request itself leads to, whatever the model does (its
+  // grammar needs text the vocabulary cannot write, its logit_bias bans
+  // every token that may come next): the API answers 400, not 500.
+  bool request_fault = false;
   // Filled on the final event (of each choice; prompt_tokens and
   // cached_tokens are the prompt's, the same for every choice of it):
   int prompt_tokens = 0;

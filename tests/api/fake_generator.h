@@ -41,6 +41,7 @@ struct FakeScript {
   int delay_ms = 0;                      // before each piece
   FinishReason finish = FinishReason::kStop;
   std::string error;                     // with finish == kError
+  bool request_fault = false;            // with finish == kError (GenerationEvent::request_fault)
   int cached_tokens = 0;
   double prefill_ms = 12.5;
   double decode_ms = 30.25;
@@ -301,6 +302,7 @@ class FakeGenerator : public Generator {
       } else {
         final_event.finish = script.finish;
         final_event.error = script.error;
+        final_event.request_fault = script.request_fault;
       }
       final_event.prompt_tokens = n_prompt;
       final_event.cached_tokens = script.cached_tokens;

@@ -402,4 +402,18 @@ TEST_CASE("engine errors: 500 before the first byte, an error event mid-stream",
                                           {{"message", "device lost"}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}});
     CHECK(events[3] == "[DONE]");
   }
+  SECTION("an error the request leads to (its logit_bias bans every next token) -> 400") {
+    FakeScript script;
+    script.pieces = {};
+    script.finish = FinishReason::kError;
+    script.error = "logit_bias bans every token";
+    script.request_fault = true;
+    ts.fake().set_script(script);
+    auto r = http(ts.port(), "POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}]})");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->json() == json{{"error",
+                             {{"message", "logit_bias bans every token"}, {"type", "invalid_request_error"},
+                              {"param", nullptr}, {"code", nullptr}}}});
+  }
 }

@@ -134,6 +134,38 @@ TEST_CASE("grammar: the JSON grammar keeps a long sampled output a JSON prefix",
   }
 }
 
+TEST_CASE("logit_bias banning every token that may come next ends the request with a request fault",
+          "[engine][grammar]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  const std::vector<int32_t> prompt = engine->tokenize("Once upon a time", true);
+  // The tokens whose text starts with "x": all that the grammar allows first.
+  std::vector<std::pair<int32_t, float>> ban_x, ban_all;
+  for (int32_t id = 0; id < 512; ++id) {
+    ban_all.push_back({id, -100.0f});
+    if (engine->token_piece(id).starts_with("x")) ban_x.push_back({id, -100.0f});
+  }
+  REQUIRE_FALSE(ban_x.empty());
+  for (float temperature : {0.0f, 1.0f}) {
+    INFO("temperature " << temperature);
+    GenerationRequest g = sampled(prompt, 5, 7);
+    g.sampling.temperature = temperature;
+    g.grammar = compiled(R"(root ::= "x")");
+    g.logit_bias = ban_x;
+    const Generated out = generate(*engine, g);
+    CHECK(out.text.empty());  // greedy drew a token outside the grammar
+    CHECK(out.final.finish == FinishReason::kError);
+    CHECK(out.final.request_fault);
+    GenerationRequest all = sampled(prompt, 5, 7);
+    all.sampling.temperature = temperature;
+    all.logit_bias = ban_all;
+    const Generated none = generate(*engine, all);
+    CHECK(none.tokens.empty());
+    CHECK(none.final.finish == FinishReason::kError);
+    CHECK(none.final.request_fault);
+  }
+}
+
 TEST_CASE("logit_bias: greedy picks the argmax of logits + bias; -100 bans a token", "[engine][grammar]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   auto engine = make_engine(options_for(model, ""));

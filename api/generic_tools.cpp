@@ -123,18 +123,35 @@ bool use_generic_tools(ToolCallSyntax template_syntax, bool parallel, ChatReques
   return true;
 }
 
-Result<std::vector<int32_t>> chat_prompt_with_tools(const Generator& generator, bool parallel, ChatRequest* chat,
-                                                    ChatPromptInfo* info) {
+namespace {
+
+// use_generic_tools, then render(*chat); when the template refuses the
+// generic prompt's system message, once more with it folded into the user turn.
+template <typename T, typename Render>
+Result<T> with_generic_tools(const Generator& generator, bool parallel, ChatRequest* chat, Render render) {
   const bool generic = use_generic_tools(generator.tool_call_syntax(), parallel, chat);
-  Result<std::vector<int32_t>> ids = generator.chat_prompt(*chat, info);
-  if (!generic || ids.is_ok() || ids.status().code() != StatusCode::kInvalidArgument) return ids;
+  Result<T> out = render(*chat);
+  if (!generic || out.is_ok() || out.status().code() != StatusCode::kInvalidArgument) return out;
   // A template without a system role (Gemma 2): the tool prompt goes into
   // the first user message.
   ChatRequest folded = fold_system_into_user(*chat);
-  if (folded.messages.size() == chat->messages.size()) return ids;
-  Result<std::vector<int32_t>> retried = generator.chat_prompt(folded, info);
+  if (folded.messages.size() == chat->messages.size()) return out;
+  Result<T> retried = render(folded);
   if (retried.is_ok()) *chat = std::move(folded);
-  return retried.is_ok() ? std::move(retried) : std::move(ids);
+  return retried.is_ok() ? std::move(retried) : std::move(out);
+}
+
+}  // namespace
+
+Result<std::vector<int32_t>> chat_prompt_with_tools(const Generator& generator, bool parallel, ChatRequest* chat,
+                                                    ChatPromptInfo* info) {
+  return with_generic_tools<std::vector<int32_t>>(
+      generator, parallel, chat, [&](const ChatRequest& c) { return generator.chat_prompt(c, info); });
+}
+
+Result<std::string> render_chat_with_tools(const Generator& generator, bool parallel, ChatRequest* chat) {
+  return with_generic_tools<std::string>(generator, parallel, chat,
+                                         [&](const ChatRequest& c) { return generator.render_chat(c); });
 }
 
 ChatRequest fold_system_into_user(const ChatRequest& request) {

@@ -64,5 +64,7 @@ bool use_generic_tools(ToolCallSyntax template_syntax, bool parallel, ChatReques
 // those of Generator::chat_prompt.
 Result<std::vector<int32_t>> chat_prompt_with_tools(const Generator& generator, bool parallel, ChatRequest* chat,
                                                     ChatPromptInfo* info);
+// The same for the prompt's text (/apply-template): generator.render_chat.
+Result<std::string> render_chat_with_tools(const Generator& generator, bool parallel, ChatRequest* chat);
 
 }  // namespace larder

@@ -116,8 +116,7 @@ HttpResponse ApiRouter::apply_template(const std::string& body) const {
   parsed.chat.special_in_content = parsed.options.parse_special;
   // As a chat request renders it: the generic tool prompt where the
   // template cannot show tools.
-  use_generic_tools(generator_.tool_call_syntax(), parsed.parallel_tool_calls, &parsed.chat);
-  Result<std::string> prompt = generator_.render_chat(parsed.chat);
+  Result<std::string> prompt = render_chat_with_tools(generator_, parsed.parallel_tool_calls, &parsed.chat);
   if (!prompt.is_ok()) return error_response(chat_error(prompt.status()));
   return json_response(200, {{"prompt", std::move(*prompt)}});
 }

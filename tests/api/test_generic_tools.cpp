@@ -3,9 +3,13 @@
 // tools and refuses a system message), through a real Engine. The expected
 // renderings are written out by hand from the plain format's rules
 // (engine/tokenizer/chat_format.h) and the Gemma 2 template.
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "api/generic_tools.h"
+#include "api/http_server.h"
+#include "tests/api/test_client.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/chat_models.h"
 #include "tests/support/gguf_writer.h"
@@ -98,6 +102,30 @@ TEST_CASE("generic tools: a template without a system role gets them in the firs
   ChatRequest plain;
   plain.messages = {{"system", "Be brief."}, {"user", "Hi"}};
   CHECK(chat_prompt_with_tools(*engine, false, &plain, &info).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("generic tools: /apply-template folds them into the first user turn as chat requests do", "[api][tools]") {
+  LARDER_REQUIRE_MODEL(stories, "stories260K.gguf");
+  TempDir dir("generic-tools-http");
+  Result<std::string> tmpl = chat_template_fixture("gemma2");
+  REQUIRE(tmpl.is_ok());
+  const std::string model = dir.str() + "/stories260K-gemma2.gguf";
+  REQUIRE(copy_gguf_with_chat_template(stories, model, *tmpl).is_ok());
+  auto engine = make_engine(options_for(model, ""));
+  ServerOptions so;
+  so.port = 0;
+  auto server = HttpServer::create(so, *engine);
+  REQUIRE(server.is_ok());
+  std::thread loop([&] { (*server)->run(); });
+  const std::string body = std::string(R"({"messages":[{"role":"user","content":"What time is it?"}],"tools":)") +
+                           kTools + R"(,"parallel_tool_calls":true})";
+  auto r = http((*server)->port(), "POST", "/apply-template", body);
+  (*server)->request_stop();
+  loop.join();
+  REQUIRE(r);
+  INFO(r->body);
+  CHECK(r->status == 200);  // was the template's "System role not supported" 400
+  CHECK(r->json()["prompt"] == "<s><start_of_turn>user\n" + kPrompt + "\n\nWhat time is it?<end_of_turn>\n<start_of_turn>model\n");
 }
 
 TEST_CASE("generic tools: a last assistant message with tool calls is a finished turn, not a prefill",

@@ -88,7 +88,9 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
   if (param == nullptr) return std::nullopt;
   Result<Grammar> g = parse_gbnf(text);
   if (!g.is_ok()) return ApiError::invalid(field_error(param, g.status()), param);
-  out->grammar = std::make_shared<const CompiledGrammar>(*g);
+  Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
+  if (!cg.is_ok()) return ApiError::invalid(field_error(param, cg.status()), param);
+  out->grammar = std::move(cg).value();
   return std::nullopt;
 }
 

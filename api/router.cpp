@@ -11,6 +11,7 @@
 #include "api/text_routes.h"
 #include "api/tool_call_grammar.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_matcher.h"
 #include "engine/template/json_parse.h"
 
 namespace larder {
@@ -203,7 +204,9 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     // The grammar comes from the client's schemas (a $ref that refers only
     // to itself is left-recursive): their fault, a 400.
     if (!g.is_ok()) return ApiError::invalid("forcing a tool call: " + g.status().message(), "tools");
-    parsed.options.grammar = std::make_shared<const CompiledGrammar>(*g);
+    Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
+    if (!cg.is_ok()) return ApiError::invalid("forcing a tool call: " + cg.status().message(), "tools");
+    parsed.options.grammar = std::move(cg).value();
   }
   out.reasoning = reasoning_options(generator_.reasoning_syntax(), parsed.reasoning_format,
                                     prompt_info.opens_reasoning, parsed.options.grammar != nullptr);

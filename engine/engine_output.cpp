@@ -70,7 +70,8 @@ void Engine::Impl::handle_token(Sequence& s, int32_t token) {
   if (token == kGrammarDeadEnd) {
     return finish(s, FinishReason::kError,
                   "grammar: no token of the model's vocabulary can continue the output here (the grammar needs text "
-                  "this vocabulary cannot write)",
+                  "this vocabulary cannot write, or is too ambiguous: more than " +
+                      std::to_string(kMaxGrammarStacks) + " readings of the text so far)",
                   /*request_fault=*/true);
   }
   if (token == kBiasBansAll) {

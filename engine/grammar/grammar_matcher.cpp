@@ -71,8 +71,15 @@ namespace {
 
 // Expands s until its top is a kChars element (or it is empty), adding
 // every result to out. Left recursion was refused by the parser, so this
-// ends: every cycle through rules matches a code point first.
-void expand(const CompiledGrammar& g, GrammarStack& s, GrammarState& out) {
+// ends: every cycle through rules matches a code point first. Once out
+// holds kMaxGrammarStacks readings (duplicates included: they are merged
+// later) it stops and sets *overflow: nested nullable repetitions or
+// duplicate alternatives can make the readings grow exponentially.
+void expand(const CompiledGrammar& g, GrammarStack& s, GrammarState& out, bool* overflow) {
+  if (out.size() >= kMaxGrammarStacks) {
+    *overflow = true;
+    return;
+  }
   if (s.pos.empty()) {
     out.push_back(s);
     return;
@@ -89,9 +96,10 @@ void expand(const CompiledGrammar& g, GrammarStack& s, GrammarState& out) {
   if (g.elem(at + 1).op != CompiledGrammar::Op::kEnd) s.pos.push_back(at + 1);
   const size_t depth = s.pos.size();
   for (uint32_t start : g.alternatives(e.arg)) {
+    if (*overflow) break;
     GrammarStack next = s;
     if (g.elem(start).op != CompiledGrammar::Op::kEnd) next.pos.push_back(start);
-    expand(g, next, out);
+    expand(g, next, out, overflow);
   }
   s.pos.resize(depth);
 }
@@ -124,37 +132,42 @@ bool partial_range(uint32_t bits, uint8_t pending, uint8_t width, uint32_t& lo, 
 }
 
 // Moves s past its top (which matched) and expands it into out.
-void step_past(const CompiledGrammar& g, GrammarStack s, GrammarState& out) {
+void step_past(const CompiledGrammar& g, GrammarStack s, GrammarState& out, bool* overflow) {
   const uint32_t at = s.pos.back();
   s.pos.pop_back();
   s.partial = 0;
   s.pending = 0;
   s.width = 0;
   if (g.elem(at + 1).op != CompiledGrammar::Op::kEnd) s.pos.push_back(at + 1);
-  expand(g, s, out);
+  expand(g, s, out, overflow);
 }
 
 }  // namespace
 
-GrammarState grammar_start(const CompiledGrammar& g) {
+GrammarState grammar_start(const CompiledGrammar& g, bool* overflowed) {
   GrammarState out;
+  bool overflow = false;
   for (uint32_t start : g.alternatives(g.root())) {
     GrammarStack s;
     if (g.elem(start).op != CompiledGrammar::Op::kEnd) s.pos.push_back(start);
-    expand(g, s, out);
+    expand(g, s, out, &overflow);
   }
+  if (overflowed != nullptr) *overflowed = overflow;
+  if (overflow) return {};
   canonicalize(out);
   return out;
 }
 
-GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state, uint8_t byte) {
+GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state, uint8_t byte, bool* overflowed) {
   GrammarState out;
+  bool overflow = false;
   for (const GrammarStack& s : state) {
+    if (overflow) break;
     if (s.pos.empty()) continue;  // complete: nothing may follow on this reading
     const CompiledGrammar::CharSet& cs = g.set(g.elem(s.pos.back()).arg);
     if (s.pending == 0) {
       if (byte < 0x80) {
-        if (cs.matches(byte)) step_past(g, s, out);
+        if (cs.matches(byte)) step_past(g, s, out, &overflow);
         continue;
       }
       uint8_t pending = 0;
@@ -187,7 +200,7 @@ GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state
     uint32_t lo = 0, hi = 0;
     if (!partial_range(bits, pending, s.width, lo, hi)) continue;  // overlong, surrogate or too large
     if (pending == 0) {
-      if (chars_match(cs.element, bits)) step_past(g, s, out);
+      if (chars_match(cs.element, bits)) step_past(g, s, out, &overflow);
       continue;
     }
     if (!chars_match_any(cs.element, lo, hi)) continue;
@@ -196,8 +209,23 @@ GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state
     next.pending = pending;
     out.push_back(std::move(next));
   }
+  if (overflowed != nullptr) *overflowed = overflow;
+  if (overflow) return {};
   canonicalize(out);
   return out;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(const Grammar& g) {
+  auto cg = std::make_shared<const CompiledGrammar>(g);
+  bool overflow = false;
+  (void)grammar_start(*cg, &overflow);
+  if (overflow) {
+    return Status::invalid_argument("the grammar is too ambiguous: its start alone has more than " +
+                                    std::to_string(kMaxGrammarStacks) +
+                                    " readings (nested optional repetitions such as (\"a\"{0,100}){0,100}, or "
+                                    "alternatives that repeat each other)");
+  }
+  return std::shared_ptr<const CompiledGrammar>(std::move(cg));
 }
 
 bool grammar_can_end(const GrammarState& state) {

@@ -82,10 +82,28 @@ struct GrammarStack {
 // that equal states compare equal (the mask cache keys on them).
 using GrammarState = std::vector<GrammarStack>;
 
-// The state before any text: the root rule expanded.
-GrammarState grammar_start(const CompiledGrammar& g);
-// The state after one more byte; empty when no stack accepts it.
-GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state, uint8_t byte);
+// The most readings one state may hold, counted before duplicates merge. An
+// ambiguous grammar (nested nullable repetitions such as ("a"{0,100}){0,100},
+// or alternatives that repeat each other) can have exponentially many
+// readings of one text; past this bound the matcher gives up instead of
+// exhausting memory and the engine thread. A JSON object of 10000 optional
+// properties (json_schema_grammar's limit) needs one reading per property,
+// an anyOf of n alternatives n or more.
+inline constexpr size_t kMaxGrammarStacks = size_t(1) << 18;
+
+// The state before any text: the root rule expanded. When it would exceed
+// kMaxGrammarStacks readings: empty, and *overflowed (if given) true.
+GrammarState grammar_start(const CompiledGrammar& g, bool* overflowed = nullptr);
+// The state after one more byte; empty when no stack accepts it, or (with
+// *overflowed true) when it would exceed kMaxGrammarStacks readings: that
+// byte is then treated as not allowed.
+GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state, uint8_t byte,
+                             bool* overflowed = nullptr);
+// g compiled and checked, for requests: kInvalidArgument when its start
+// state alone would exceed kMaxGrammarStacks readings (the grammar is too
+// ambiguous to run). Costs at most one grammar_start.
+Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(const Grammar& g);
+
 // Whether the text so far is a complete sentence of the grammar (some stack
 // is empty, with no code point half-fed).
 bool grammar_can_end(const GrammarState& state);

@@ -320,9 +320,16 @@ class Converter {
     if (const auto f = s.find("format"); f != s.end()) {
       if (!f->is_string()) return refuse(where + "/format", "must be a string");
       const std::string& fmt = f->get_ref<const std::string&>();
-      const std::string d2 = "[0-9]{2}";
-      const std::string date = "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( [0-2] [0-9] | \"3\" [01] )";
-      const std::string time = "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] " + d2 + " \":\" " + d2 + " )";
+      // RFC 3339 section 5.6: full-date with the days each month has (29
+      // for February in any year: a leap-year rule would cost a rule per
+      // year class), time with seconds 00-60 (a leap second), and
+      // numeric offsets of hours 00-23 and minutes 00-59.
+      const std::string d30 = "( \"0\" [1-9] | [12] [0-9] | \"30\" )";
+      const std::string date = "[0-9]{4} \"-\" ( \"02-\" ( \"0\" [1-9] | [12] [0-9] ) | ( \"0\" [469] | \"11\" ) \"-\" " +
+                               d30 + " | ( \"0\" [13578] | \"1\" [02] ) \"-\" ( " + d30 + " | \"31\" ) )";
+      const std::string hour = "( [01] [0-9] | \"2\" [0-3] )";
+      const std::string time = hour + " \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] " +
+                               hour + " \":\" [0-5] [0-9] )";
       if (fmt == "date") return new_rule(hint, "\"\\\"\" " + date + " \"\\\"\"");
       if (fmt == "time") return new_rule(hint, "\"\\\"\" " + time + " \"\\\"\"");
       if (fmt == "date-time") return new_rule(hint, "\"\\\"\" " + date + " \"T\" " + time + " \"\\\"\"");

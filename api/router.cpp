@@ -198,7 +198,10 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
       chat_prompt_with_tools(generator_, parsed.parallel_tool_calls, &parsed.chat, &prompt_info);
   if (!tokens.is_ok()) return chat_error(tokens.status());
   if (parsed.tool_required) {
-    Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parsed.parallel_tool_calls);
+    // A named function is one call of it, as OpenAI answers it; "required"
+    // may call several unless parallel_tool_calls is false.
+    const bool parallel = parsed.parallel_tool_calls && parsed.forced_tool.empty();
+    Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parallel);
     if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
     Result<Grammar> g = parse_gbnf(*gbnf);
     // The grammar comes from the client's schemas (a $ref that refers only

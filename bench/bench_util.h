@@ -147,9 +147,15 @@ inline std::string reference_prompt(const std::string& path, const std::string& 
     std::fprintf(stderr, "cannot open %s (set LARDER_TEST_MODELS or pass --reference)\n", path.c_str());
     std::exit(1);
   }
-  nlohmann::json j = nlohmann::json::parse(f);
-  for (const auto& c : j.at("cases")) {
-    if (c.at("name") == name) return c.at("prompt").get<std::string>();
+  // A reference.json beside the test models: {"cases": [{"name", "prompt", ...}, ...]}.
+  try {
+    nlohmann::json j = nlohmann::json::parse(f);
+    for (const auto& c : j.at("cases")) {
+      if (c.at("name") == name) return c.at("prompt").get<std::string>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    std::fprintf(stderr, "%s: not a reference file ({\"cases\": [{\"name\", \"prompt\"}]}): %s\n", path.c_str(), e.what());
+    std::exit(1);
   }
   std::fprintf(stderr, "%s: no case named %s\n", path.c_str(), name.c_str());
   std::exit(1);

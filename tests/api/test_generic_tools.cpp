@@ -39,6 +39,16 @@ ChatRequest time_request() {
   return r;
 }
 
+// stories260K's weights with Gemma 2's real chat template (no tools, no
+// system role), written into dir.
+std::string stories_with_gemma2_template(const std::string& stories, const TempDir& dir) {
+  Result<std::string> tmpl = chat_template_fixture("gemma2");
+  REQUIRE(tmpl.is_ok());
+  const std::string model = dir.str() + "/stories260K-gemma2.gguf";
+  REQUIRE(copy_gguf_with_chat_template(stories, model, *tmpl).is_ok());
+  return model;
+}
+
 }  // namespace
 
 TEST_CASE("generic tools: the plain format of stories260K shows the tools", "[api][tools]") {
@@ -78,10 +88,7 @@ TEST_CASE("generic tools: the plain format of stories260K shows the tools", "[ap
 TEST_CASE("generic tools: a template without a system role gets them in the first user turn", "[api][tools]") {
   LARDER_REQUIRE_MODEL(stories, "stories260K.gguf");
   TempDir dir("generic-tools");
-  Result<std::string> tmpl = chat_template_fixture("gemma2");
-  REQUIRE(tmpl.is_ok());
-  const std::string model = dir.str() + "/stories260K-gemma2.gguf";
-  REQUIRE(copy_gguf_with_chat_template(stories, model, *tmpl).is_ok());
+  const std::string model = stories_with_gemma2_template(stories, dir);
   auto engine = make_engine(options_for(model, ""));
   REQUIRE(engine->tool_call_syntax() == ToolCallSyntax::kNone);
   ChatRequest chat = time_request();
@@ -107,10 +114,7 @@ TEST_CASE("generic tools: a template without a system role gets them in the firs
 TEST_CASE("generic tools: /apply-template folds them into the first user turn as chat requests do", "[api][tools]") {
   LARDER_REQUIRE_MODEL(stories, "stories260K.gguf");
   TempDir dir("generic-tools-http");
-  Result<std::string> tmpl = chat_template_fixture("gemma2");
-  REQUIRE(tmpl.is_ok());
-  const std::string model = dir.str() + "/stories260K-gemma2.gguf";
-  REQUIRE(copy_gguf_with_chat_template(stories, model, *tmpl).is_ok());
+  const std::string model = stories_with_gemma2_template(stories, dir);
   auto engine = make_engine(options_for(model, ""));
   ServerOptions so;
   so.port = 0;
@@ -154,10 +158,7 @@ TEST_CASE("generic tools: a last assistant message with tool calls is a finished
 
   // Gemma 2's template (no tools of its own): the model turn is closed too.
   TempDir dir("generic-tools-closed");
-  Result<std::string> tmpl = chat_template_fixture("gemma2");
-  REQUIRE(tmpl.is_ok());
-  const std::string model = dir.str() + "/stories260K-gemma2.gguf";
-  REQUIRE(copy_gguf_with_chat_template(stories, model, *tmpl).is_ok());
+  const std::string model = stories_with_gemma2_template(stories, dir);
   auto gemma = make_engine(options_for(model, ""));
   ChatRequest g = time_request();
   g.messages.push_back(call);

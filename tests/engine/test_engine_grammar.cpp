@@ -33,6 +33,14 @@ GenerationRequest sampled(const std::vector<int32_t>& prompt, int max_tokens, ui
   return r;
 }
 
+// A record whose string is bounded, so that every run ends well within
+// max_tokens; its string takes any character JSON allows, multi-byte ones
+// (from byte tokens) included.
+const char* kRecordGbnf = R"(root ::= "{" ws "\"name\":" ws str ws "," ws "\"age\":" ws num ws "}"
+str ::= "\"" [^"\\\x00-\x1F]{0,12} "\""
+num ::= "0" | [1-9] [0-9]{0,2}
+ws ::= [ \n]{0,3})";
+
 }  // namespace
 
 TEST_CASE("grammar: a choice of two words ends the generation after either", "[engine][grammar]") {
@@ -63,13 +71,7 @@ TEST_CASE("grammar: sampled JSON records always parse (nlohmann::json) with the 
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   auto engine = make_engine(options_for(model, ""));
   const std::vector<int32_t> prompt = engine->tokenize("Tom had a box with", true);
-  // A record whose string is bounded, so that every run ends well within
-  // max_tokens; its string takes any character JSON allows, multi-byte
-  // ones (from byte tokens) included.
-  auto g = compiled(R"(root ::= "{" ws "\"name\":" ws str ws "," ws "\"age\":" ws num ws "}"
-str ::= "\"" [^"\\\x00-\x1F]{0,12} "\""
-num ::= "0" | [1-9] [0-9]{0,2}
-ws ::= [ \n]{0,3})");
+  auto g = compiled(kRecordGbnf);
   std::set<std::string> names;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     GenerationRequest r = sampled(prompt, 400, seed);
@@ -207,10 +209,7 @@ TEST_CASE("grammar: sampled ids under fixed seeds are those the full-vocabulary 
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   auto engine = make_engine(options_for(model, ""));
   const std::vector<int32_t> prompt = engine->tokenize("Tom had a box with", true);
-  auto g = compiled(R"(root ::= "{" ws "\"name\":" ws str ws "," ws "\"age\":" ws num ws "}"
-str ::= "\"" [^"\\\x00-\x1F]{0,12} "\""
-num ::= "0" | [1-9] [0-9]{0,2}
-ws ::= [ \n]{0,3})");
+  auto g = compiled(kRecordGbnf);
   struct Setting {
     float temperature;
     int top_k;

@@ -1,6 +1,8 @@
 #include "api/json_schema_grammar.h"
 
 #include <cctype>
+#include <cmath>
+#include <optional>
 #include <map>
 #include <set>
 #include <string_view>
@@ -9,6 +11,8 @@
 #include <vector>
 
 #include "engine/grammar/json_grammar.h"
+#include "engine/grammar/number_range.h"
+#include "engine/grammar/string_dfa.h"
 
 namespace larder {
 
@@ -99,11 +103,23 @@ class Converter {
     if (!s.is_object()) return refuse(where, "a schema must be an object or a boolean");
     for (const auto& [key, v] : s.items()) {
       static const std::set<std::string_view> known = {
-          "type",     "properties", "required",  "additionalProperties", "items", "minItems",  "maxItems", "enum",
-          "const",    "anyOf",      "oneOf",     "allOf",                "$ref",  "minLength", "maxLength", "format"};
+          "type",     "properties", "required",  "additionalProperties", "items",   "minItems",
+          "maxItems", "enum",       "const",     "anyOf",                "oneOf",   "allOf",
+          "$ref",     "minLength",  "maxLength", "format",               "pattern", "nullable",
+          "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum"};
       if (!known.count(key) && !kAnnotations.count(key)) {
         return refuse(where, "\"" + key + "\" is not supported (constrained decoding cannot enforce it)");
       }
+    }
+    // OpenAPI 3.0's "nullable": true (zod 3's .nullable() through the
+    // openai SDK): the schema, or null.
+    if (const auto it = s.find("nullable"); it != s.end()) {
+      if (!it->is_boolean()) return refuse(where + "/nullable", "must be a boolean");
+      json rest = s;
+      rest.erase("nullable");
+      std::string r;
+      LARDER_ASSIGN_OR_RETURN(r, visit(rest, hint, where, depth + 1));
+      return it->get<bool>() ? new_rule(hint, r + " | null") : r;
     }
     if (const auto it = s.find("$ref"); it != s.end()) return ref(*it, where);
     if (const auto it = s.find("const"); it != s.end()) return literal(it->dump());
@@ -131,8 +147,16 @@ class Converter {
     }
     const auto type = s.find("type");
     if (type == s.end()) {
+      // The type the keywords constrain (a value of another type would be
+      // valid too: the grammar writes a subset).
       if (s.contains("properties")) return object(s, hint, where, depth);
-      if (s.contains("items")) return array(s, hint, where, depth);
+      if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) return array(s, hint, where, depth);
+      for (const char* k : {"pattern", "format", "minLength", "maxLength"}) {
+        if (s.contains(k)) return string(s, hint, where);
+      }
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+        if (s.contains(k)) return number(s, hint, where, false);
+      }
       return std::string("value");  // no constraint: any JSON value
     }
     if (type->is_array()) {
@@ -152,8 +176,8 @@ class Converter {
     if (t == "object") return object(s, hint, where, depth);
     if (t == "array") return array(s, hint, where, depth);
     if (t == "string") return string(s, hint, where);
-    if (t == "number") return std::string("number");
-    if (t == "integer") return std::string("integer");
+    if (t == "number") return number(s, hint, where, false);
+    if (t == "integer") return number(s, hint, where, true);
     if (t == "boolean") return std::string("boolean");
     if (t == "null") return std::string("null");
     return refuse(where + "/type", "unknown type \"" + t + "\"");
@@ -316,29 +340,82 @@ class Converter {
     return new_rule(hint, "\"[\" ws " + items + " \"]\"");
   }
 
-  Result<std::string> string(const json& s, const std::string& hint, const std::string& where) {
-    if (const auto f = s.find("format"); f != s.end()) {
-      if (!f->is_string()) return refuse(where + "/format", "must be a string");
-      const std::string& fmt = f->get_ref<const std::string&>();
-      // RFC 3339 section 5.6: full-date with the days each month has (29
-      // for February in any year: a leap-year rule would cost a rule per
-      // year class), time with seconds 00-60 (a leap second), and
-      // numeric offsets of hours 00-23 and minutes 00-59.
-      const std::string d30 = "( \"0\" [1-9] | [12] [0-9] | \"30\" )";
-      const std::string date = "[0-9]{4} \"-\" ( \"02-\" ( \"0\" [1-9] | [12] [0-9] ) | ( \"0\" [469] | \"11\" ) \"-\" " +
-                               d30 + " | ( \"0\" [13578] | \"1\" [02] ) \"-\" ( " + d30 + " | \"31\" ) )";
-      const std::string hour = "( [01] [0-9] | \"2\" [0-3] )";
-      const std::string time = hour + " \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,6} )? ( \"Z\" | [+-] " +
-                               hour + " \":\" [0-5] [0-9] )";
-      if (fmt == "date") return new_rule(hint, "\"\\\"\" " + date + " \"\\\"\"");
-      if (fmt == "time") return new_rule(hint, "\"\\\"\" " + time + " \"\\\"\"");
-      if (fmt == "date-time") return new_rule(hint, "\"\\\"\" " + date + " \"T\" " + time + " \"\\\"\"");
-      if (fmt == "uuid") {
-        const std::string h = "[0-9a-fA-F]";
-        return new_rule(hint, "\"\\\"\" " + h + "{8} \"-\" " + h + "{4} \"-\" " + h + "{4} \"-\" " + h + "{4} \"-\" " + h + "{12} \"\\\"\"");
+  // The bound of one side: "minimum" / "maximum" (made exclusive by a
+  // draft-4 boolean exclusiveMinimum / exclusiveMaximum) and the draft-6
+  // numeric exclusive form, the tighter of them. long double holds every
+  // int64 exactly (x86's 80-bit and the 128-bit formats both).
+  struct Bound {
+    long double value;
+    bool exclusive;
+  };
+  Result<std::optional<Bound>> bound(const json& s, const std::string& where, bool lower) {
+    const std::string plain = lower ? "minimum" : "maximum";
+    const std::string excl = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+    auto number_at = [&](const json& v) -> long double {
+      if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
+      if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
+      return static_cast<long double>(v.get<double>());
+    };
+    std::optional<Bound> out;
+    auto tighten = [&](Bound b) {
+      if (!out || (lower ? b.value > out->value : b.value < out->value) || (b.value == out->value && b.exclusive)) out = b;
+    };
+    bool draft4_exclusive = false;
+    if (const auto e = s.find(excl); e != s.end()) {
+      if (e->is_boolean()) {
+        draft4_exclusive = e->get<bool>();
+      } else if (e->is_number()) {
+        tighten({number_at(*e), true});
+      } else {
+        return refuse(where + "/" + excl, "must be a number");
       }
-      return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid are)");
     }
+    if (const auto m = s.find(plain); m != s.end()) {
+      if (!m->is_number()) return refuse(where + "/" + plain, "must be a number");
+      tighten({number_at(*m), draft4_exclusive});
+    }
+    return out;
+  }
+
+  // "integer" or "number", within the schema's bounds (number_range.h).
+  Result<std::string> number(const json& s, const std::string& hint, const std::string& where, bool integer) {
+    std::optional<Bound> lo, hi;
+    LARDER_ASSIGN_OR_RETURN(lo, bound(s, where, true));
+    LARDER_ASSIGN_OR_RETURN(hi, bound(s, where, false));
+    if (!lo && !hi) return std::string(integer ? "integer" : "number");
+    constexpr long double kCap = kMaxRangeMagnitude;
+    const std::string empty = "the range holds no " + std::string(integer ? "integer" : "number") +
+                              " the grammar can write (at most 16 digits before the point)";
+    if (integer) {
+      // The integers inside: the least above the lower bound, the greatest below the upper.
+      long double a = lo ? (lo->exclusive ? std::floor(lo->value) + 1 : std::ceil(lo->value)) : -kCap;
+      long double b = hi ? (hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value)) : kCap;
+      a = std::max(a, -kCap);
+      b = std::min(b, kCap);
+      if (a > b) return refuse(where, empty);
+      return new_rule(hint, integer_range_gbnf(int64_t(a), int64_t(b)));
+    }
+    std::optional<NumberBound> nlo, nhi;
+    for (auto [b, out, name] : {std::tuple{&lo, &nlo, "minimum"}, std::tuple{&hi, &nhi, "maximum"}}) {
+      if (!*b) continue;
+      const long double v = (*b)->value;
+      if (v != std::floor(v)) {
+        return refuse(where + "/" + name, "a fractional bound for a number is not supported (whole-number bounds are)");
+      }
+      // Past the 16 digits a number can have, a bound is no constraint on
+      // its own side and excludes everything on the other.
+      if (v < -kCap || v > kCap) {
+        if ((b == &lo) == (v < 0)) continue;
+        return refuse(where, empty);
+      }
+      *out = NumberBound{int64_t(v), (*b)->exclusive};
+    }
+    const std::string expr = number_range_gbnf(nlo, nhi);
+    if (expr.empty()) return refuse(where, empty);
+    return new_rule(hint, expr);
+  }
+
+  Result<std::string> string(const json& s, const std::string& hint, const std::string& where) {
     int64_t min = 0, max = -1;
     if (const auto v = s.find("minLength"); v != s.end()) {
       if (!v->is_number_unsigned()) return refuse(where + "/minLength", "must be a non-negative integer");
@@ -348,11 +425,81 @@ class Converter {
       if (!v->is_number_unsigned()) return refuse(where + "/maxLength", "must be a non-negative integer");
       max = v->get<int64_t>();
     }
-    if (min == 0 && max < 0) return std::string("string");
     if (min > 10000 || max > 10000) return refuse(where, "minLength / maxLength above 10000 are not supported");
     if (max >= 0 && max < min) return refuse(where, "maxLength is below minLength");
-    const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}" : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
-    return new_rule(hint, "\"\\\"\" char" + reps + " \"\\\"\"");
+    const auto format = s.find("format");
+    const auto pattern = s.find("pattern");
+    if (format == s.end() && pattern == s.end()) {
+      if (min == 0 && max < 0) return std::string("string");
+      const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}" : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+      return new_rule(hint, "\"\\\"\" char" + reps + " \"\\\"\"");
+    }
+    // A format, a pattern and the lengths meet as automata (string_dfa.h):
+    // the string satisfies all of them.
+    std::optional<StringDfa> dfa;
+    auto meet = [&](StringDfa d, const std::string& at) -> Status {
+      if (!dfa) {
+        dfa = std::move(d);
+        return Status::ok();
+      }
+      Result<StringDfa> both = dfa->intersect(d);
+      if (!both.is_ok()) return refuse(at, both.status().message());
+      dfa = std::move(*both);
+      return Status::ok();
+    };
+    if (format != s.end()) {
+      if (!format->is_string()) return refuse(where + "/format", "must be a string");
+      const std::string& fmt = format->get_ref<const std::string&>();
+      const char* re = format_pattern(fmt);
+      if (re == nullptr) {
+        return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid, email are)");
+      }
+      Result<StringDfa> d = StringDfa::from_pattern(re);
+      if (!d.is_ok()) return d.status();  // the formats' own patterns compile: a bug otherwise
+      LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/format"));
+    }
+    if (pattern != s.end()) {
+      if (!pattern->is_string()) return refuse(where + "/pattern", "must be a string");
+      Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>());
+      if (!d.is_ok()) return refuse(where + "/pattern", d.status().message());
+      LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/pattern"));
+    }
+    if (min > 0 || max >= 0) LARDER_RETURN_IF_ERROR(meet(StringDfa::length_range(min, max), where));
+    if (dfa->empty()) {
+      return refuse(where, "its pattern, format and lengths together allow no string the grammar can write "
+                           "(printable characters; no control characters)");
+    }
+    std::vector<std::pair<std::string, std::string>> rules;
+    const std::string top = dfa->to_gbnf("s-re" + std::to_string(++n_rules_), &rules);
+    for (auto& r : rules) rules_.push_back(std::move(r));
+    return new_rule(hint, top);
+  }
+
+  // An ECMAScript pattern for each supported format: RFC 3339 section 5.6
+  // full-date with the days each month has (29 for February in any year),
+  // time with seconds 00-60 (a leap second) and numeric offsets of hours
+  // 00-23 and minutes 00-59, a date-time in UTC ("Z": a subset of RFC
+  // 3339's, and what zod's default .datetime() requires); RFC 9562's 8-4-4-4-12 hex digits; for e-mail a
+  // dot-atom local part and a host of letter-digit-hyphen labels (RFC 5321
+  // section 4.1.2), which zod's and ajv-formats' e-mail patterns accept too.
+  static const char* format_pattern(const std::string& fmt) {
+#define LARDER_DATE "[0-9]{4}-(?:02-(?:0[1-9]|[12][0-9])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01]))"
+#define LARDER_HOUR "(?:[01][0-9]|2[0-3])"
+#define LARDER_TIME LARDER_HOUR ":[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]{1,6})?(?:Z|[+-]" LARDER_HOUR ":[0-5][0-9])"
+    static const std::pair<const char*, const char*> kFormats[] = {
+        {"date", "^" LARDER_DATE "$"},
+        {"time", "^" LARDER_TIME "$"},
+        {"date-time", "^" LARDER_DATE "T" LARDER_HOUR ":[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]{1,6})?Z$"},
+        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+        {"email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z]{2,}$"},
+    };
+#undef LARDER_DATE
+#undef LARDER_HOUR
+#undef LARDER_TIME
+    for (const auto& [name, re] : kFormats) {
+      if (fmt == name) return re;
+    }
+    return nullptr;
   }
 
   const json& root_;

@@ -8,20 +8,29 @@
 // false or absent (only the listed properties), "items", "minItems" /
 // "maxItems", "enum", "const", "anyOf" / "oneOf" (both as a choice), "allOf"
 // of one schema, "$ref" to "#/$defs/..." or "#/definitions/..." (recursion
-// allowed), string "minLength" / "maxLength" and the formats "date",
-// "time", "date-time" and "uuid", and the empty schema (any JSON value).
+// allowed), "nullable" (OpenAPI 3.0: the schema or null), integer and number
+// "minimum" / "maximum" / "exclusiveMinimum" / "exclusiveMaximum" (numeric,
+// or draft 4's boolean forms; number_range.h: a bounded number is written
+// without an exponent, and a number's bounds must be whole numbers),
+// string "minLength" / "maxLength", "pattern" (an ECMAScript regular
+// expression, string_dfa.h lists the syntax) and the formats "date",
+// "time", "date-time", "uuid" and "email" (a pattern, a format and the
+// lengths are met together), and the empty schema (any JSON value). Without
+// a "type", the keywords say which is meant (properties: an object, pattern:
+// a string, minimum: a number, ...).
 // The output is compact JSON: at most one space between tokens.
 // Annotations ("title", "description", "default", "examples", "$schema",
 // "$id", "$comment", "deprecated", "readOnly", "writeOnly") are ignored.
 //
 // Refused (kInvalidArgument naming the keyword and where): every other
-// keyword, notably "pattern", "minimum" / "maximum" and their exclusive
-// forms, "multipleOf", "additionalProperties" true or a schema,
+// keyword, notably "multipleOf", "additionalProperties" true or a schema,
 // "patternProperties", "prefixItems", "uniqueItems", "not", "if", other
-// formats, refs outside the document, schemas nested over 64 deep, more
-// than 10000 properties in all its objects, a grammar over 4 MiB (a huge
-// enum). An object's properties take O(n) rules and a top-down expansion
-// through O(log n) of them (any number of optional ones is fine).
+// formats, what string_dfa.h refuses in a pattern (lookbehind,
+// backreferences, \b, ...), a fractional bound for a number, a range that
+// holds no value, refs outside the document, schemas nested over 64 deep,
+// more than 10000 properties in all its objects, a grammar over 4 MiB (a
+// huge enum). An object's properties take O(n) rules and a top-down
+// expansion through O(log n) of them (any number of optional ones is fine).
 #pragma once
 
 #include <string>

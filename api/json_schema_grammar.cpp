@@ -435,14 +435,19 @@ class Converter {
       return new_rule(hint, "\"\\\"\" char" + reps + " \"\\\"\"");
     }
     // A format, a pattern and the lengths meet as automata (string_dfa.h):
-    // the string satisfies all of them.
+    // the string satisfies all of them. The same constraints again (a
+    // pattern in every item of a list) reuse the rule.
+    const std::string memo_key = (format != s.end() ? format->dump() : "") + "\n" +
+                                 (pattern != s.end() ? pattern->dump() : "") + "\n" + std::to_string(min) + "," +
+                                 std::to_string(max);
+    if (const auto it = string_rules_.find(memo_key); it != string_rules_.end()) return it->second;
     std::optional<StringDfa> dfa;
     auto meet = [&](StringDfa d, const std::string& at) -> Status {
       if (!dfa) {
         dfa = std::move(d);
         return Status::ok();
       }
-      Result<StringDfa> both = dfa->intersect(d);
+      Result<StringDfa> both = dfa->intersect(d, false, &dfa_budget_);
       if (!both.is_ok()) return refuse(at, both.status().message());
       dfa = std::move(*both);
       return Status::ok();
@@ -454,13 +459,13 @@ class Converter {
       if (re == nullptr) {
         return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid, email are)");
       }
-      Result<StringDfa> d = StringDfa::from_pattern(re);
-      if (!d.is_ok()) return d.status();  // the formats' own patterns compile: a bug otherwise
+      Result<StringDfa> d = StringDfa::from_pattern(re, &dfa_budget_);
+      if (!d.is_ok()) return refuse(where + "/format", d.status().message());  // only past the budget
       LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/format"));
     }
     if (pattern != s.end()) {
       if (!pattern->is_string()) return refuse(where + "/pattern", "must be a string");
-      Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>());
+      Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>(), &dfa_budget_);
       if (!d.is_ok()) return refuse(where + "/pattern", d.status().message());
       LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/pattern"));
     }
@@ -472,7 +477,9 @@ class Converter {
     std::vector<std::pair<std::string, std::string>> rules;
     const std::string top = dfa->to_gbnf("s-re" + std::to_string(++n_rules_), &rules);
     for (auto& r : rules) rules_.push_back(std::move(r));
-    return new_rule(hint, top);
+    const std::string rule = new_rule(hint, top);
+    string_rules_.emplace(memo_key, rule);
+    return rule;
   }
 
   // An ECMAScript pattern for each supported format: RFC 3339 section 5.6
@@ -508,6 +515,10 @@ class Converter {
   std::map<std::string, std::unordered_map<std::string, const json*>> def_index_;
   int n_rules_ = 0;
   size_t n_properties_ = 0;
+  // One budget for all the schema's automata (about two seconds of a core),
+  // and the rule of each distinct string constraint.
+  DfaBudget dfa_budget_{size_t(128) << 20};
+  std::unordered_map<std::string, std::string> string_rules_;
 };
 
 }  // namespace

@@ -84,15 +84,19 @@ struct Nfa {
           st[body.out].eps.push_back(s);
           return chain(f, {s, s});
         }
+        // X{0,k} as (X (X ...)?)?: every optional copy may stop at one
+        // common end, so a subset holds O(1) states of the chain, not O(k)
+        // (a chain of k optionals each skipping to the next does).
+        const int end = add();
+        int at = f.out;
         for (int i = n.min; i < n.max && !too_large; ++i) {
-          const int s = add(), e = add();
           const Frag body = build(t, n.kids[0]);
-          st[s].eps.push_back(body.in);
-          st[s].eps.push_back(e);
-          st[body.out].eps.push_back(e);
-          f = chain(f, {s, e});
+          st[at].eps.push_back(end);
+          st[at].eps.push_back(body.in);
+          at = body.out;
         }
-        return f;
+        st[at].eps.push_back(end);
+        return {f.in, end};
       }
       case regex::Node::kLook:
         break;  // regex_syntax keeps lookaheads at the top level, handled by compile_sequence
@@ -119,8 +123,48 @@ struct Nfa {
   }
 };
 
+// Charges `units` to the budget; false when it is spent.
+bool charge(DfaBudget* budget, size_t units) {
+  if (budget->left < units) {
+    budget->left = 0;
+    return false;
+  }
+  budget->left -= units;
+  return true;
+}
+
+// The symbols split into classes that no edge tells apart (a pattern of
+// [a-z] and . has three: a-z, the other printable ones, kOther): the
+// subset construction runs once per class, not once per symbol.
+struct SymbolClasses {
+  std::array<int, StringDfa::kSymbols> of{};  // symbol -> class
+  std::vector<int> rep;                       // class -> one of its symbols
+};
+SymbolClasses symbol_classes(const Nfa& nfa) {
+  SymbolClasses out;
+  std::unordered_map<Symbols, bool> seen;
+  int n = 1;
+  for (const Nfa::State& s : nfa.st) {
+    for (const auto& [set, target] : s.edges) {
+      if (!seen.emplace(set, true).second) continue;
+      std::map<std::pair<int, bool>, int> split;
+      for (int c = 0; c < StringDfa::kSymbols; ++c) {
+        out.of[c] = split.emplace(std::make_pair(out.of[c], bool(set.test(c))), int(split.size())).first->second;
+      }
+      n = int(split.size());
+    }
+  }
+  out.rep.assign(size_t(n), -1);
+  for (int c = 0; c < StringDfa::kSymbols; ++c) {
+    if (out.rep[out.of[c]] < 0) out.rep[out.of[c]] = c;
+  }
+  return out;
+}
+
 // The subset construction: the DFA of `nfa` from `start` accepting at `final`.
-Result<StringDfa> determinize(const Nfa& nfa, int start, int final) {
+Result<StringDfa> determinize(const Nfa& nfa, int start, int final, DfaBudget* budget) {
+  const SymbolClasses classes = symbol_classes(nfa);
+  const size_t n_classes = classes.rep.size();
   std::vector<uint32_t> seen(nfa.st.size(), 0);
   uint32_t stamp = 0;
   auto closure = [&](std::vector<int>& set) {
@@ -154,41 +198,47 @@ Result<StringDfa> determinize(const Nfa& nfa, int start, int final) {
   closure(first);
   ids.emplace(first, 0);
   sets.push_back(first);
+  std::vector<std::vector<int>> moves(n_classes);
   for (size_t i = 0; i < sets.size(); ++i) {
-    std::array<std::vector<int>, StringDfa::kSymbols> moves;
+    for (auto& m : moves) m.clear();
     for (int s : sets[i]) {
       for (const auto& [set, target] : nfa.st[s].edges) {
-        for (int c = 0; c < StringDfa::kSymbols; ++c) {
-          if (set.test(c)) moves[c].push_back(target);
+        for (size_t k = 0; k < n_classes; ++k) {
+          if (set.test(size_t(classes.rep[k]))) moves[k].push_back(target);
         }
       }
     }
-    std::array<int32_t, StringDfa::kSymbols> row;
-    for (int c = 0; c < StringDfa::kSymbols; ++c) {
-      row[c] = -1;
-      if (moves[c].empty()) continue;
-      closure(moves[c]);
-      auto [it, fresh] = ids.emplace(moves[c], int32_t(sets.size()));
+    std::vector<int32_t> class_row(n_classes, -1);
+    for (size_t k = 0; k < n_classes; ++k) {
+      if (moves[k].empty()) continue;
+      closure(moves[k]);
+      if (!charge(budget, moves[k].size() + 16)) {
+        return Status::invalid_argument("pattern: too complex to turn into an automaton in the time allowed");
+      }
+      auto [it, fresh] = ids.emplace(moves[k], int32_t(sets.size()));
       if (fresh) {
         if (sets.size() >= StringDfa::kMaxDfaStates) {
           return Status::invalid_argument("pattern: its automaton has over " +
                                           std::to_string(StringDfa::kMaxDfaStates) + " states (too complex)");
         }
-        sets.push_back(moves[c]);
+        sets.push_back(moves[k]);
       }
-      row[c] = it->second;
+      class_row[k] = it->second;
     }
+    std::array<int32_t, StringDfa::kSymbols> row;
+    for (int c = 0; c < StringDfa::kSymbols; ++c) row[c] = class_row[classes.of[c]];
     next.push_back(row);
     accept.push_back(std::binary_search(sets[i].begin(), sets[i].end(), final));
   }
-  return StringDfa(std::move(next), std::move(accept));
+  return StringDfa(std::move(next), std::move(accept), budget);
 }
 
 // The language of the items [k, end) of a top-level alternative followed
 // by `tail` (any string, when the alternative has no $), with each
 // lookahead (?=X) / (?!X) among them intersecting what follows it with (or
 // with the complement of) X followed by anything.
-Result<StringDfa> compile_sequence(const regex::Tree& t, const regex::TopAlternative& alt, size_t k) {
+Result<StringDfa> compile_sequence(const regex::Tree& t, const regex::TopAlternative& alt, size_t k,
+                                   DfaBudget* budget) {
   size_t j = k;
   while (j < alt.items.size() && t.nodes[alt.items[j]].kind != regex::Node::kLook) ++j;
   Nfa nfa;
@@ -199,20 +249,20 @@ Result<StringDfa> compile_sequence(const regex::Tree& t, const regex::TopAlterna
     if (!alt.anchored_end) f = nfa.chain(f, nfa.any_string());
   } else {
     StringDfa rest;
-    LARDER_ASSIGN_OR_RETURN(rest, compile_sequence(t, alt, j + 1));
+    LARDER_ASSIGN_OR_RETURN(rest, compile_sequence(t, alt, j + 1, budget));
     const regex::Node& look = t.nodes[alt.items[j]];
     Nfa la;
     Nfa::Frag lf = la.build(t, look.kids[0]);
     lf = la.chain(lf, la.any_string());
     if (la.too_large) return Status::invalid_argument("pattern: too large once its counts are expanded");
     StringDfa ahead;
-    LARDER_ASSIGN_OR_RETURN(ahead, determinize(la, lf.in, lf.out));
+    LARDER_ASSIGN_OR_RETURN(ahead, determinize(la, lf.in, lf.out, budget));
     StringDfa both;
-    LARDER_ASSIGN_OR_RETURN(both, rest.intersect(ahead, look.negative));
+    LARDER_ASSIGN_OR_RETURN(both, rest.intersect(ahead, look.negative, budget));
     f = nfa.chain(f, nfa.embed(both));
   }
   if (nfa.too_large) return Status::invalid_argument("pattern: too large once its counts are expanded");
-  return determinize(nfa, f.in, f.out);
+  return determinize(nfa, f.in, f.out, budget);
 }
 
 // Printable ASCII symbol of a byte, or -1.
@@ -220,7 +270,9 @@ int ascii_symbol(uint32_t cp) { return cp >= 0x20 && cp <= 0x7E ? int(cp - 0x20)
 
 }  // namespace
 
-StringDfa::StringDfa(Table next, std::vector<bool> accept) {
+StringDfa::StringDfa(Table next, std::vector<bool> accept, DfaBudget* budget) {
+  DfaBudget own;
+  if (budget == nullptr) budget = &own;
   const size_t n = next.size();
   // Live states: reachable from 0 (all are, by construction) and able to
   // reach an accepting state.
@@ -255,7 +307,21 @@ StringDfa::StringDfa(Table next, std::vector<bool> accept) {
     if (live[s]) cls[s] = accept[s] ? 1 : 0;
   }
   size_t n_classes = 0;
+  size_t n_live = 0;
+  for (size_t s = 0; s < n; ++s) n_live += live[s] ? 1 : 0;
+  // Moore's rounds cost n states each and a chain of n states takes n
+  // rounds: it may spend a quarter of what is left (at most 8M units), so
+  // that giving up leaves the rest of the budget to the next steps.
+  size_t rounds_left = std::min<size_t>(budget->left / 4, size_t(8) << 20) / (n_live * (kSymbols + 1));
   while (true) {
+    if (rounds_left-- == 0) {
+      // Past the budget (a long chain splits one class per round): each
+      // live state is its own class; the automaton stays correct, unminimized.
+      int32_t k = 0;
+      for (size_t s = 0; s < n; ++s) cls[s] = live[s] ? k++ : -1;
+      n_classes = size_t(k);
+      break;
+    }
     std::map<std::vector<int32_t>, int32_t> sig_ids;
     std::vector<int32_t> fresh(n, -1);
     for (size_t s = 0; s < n; ++s) {
@@ -266,6 +332,7 @@ StringDfa::StringDfa(Table next, std::vector<bool> accept) {
       fresh[s] = sig_ids.emplace(std::move(sig), int32_t(sig_ids.size())).first->second;
     }
     cls.swap(fresh);
+    charge(budget, n_live * (kSymbols + 1));
     if (sig_ids.size() == n_classes) break;
     n_classes = sig_ids.size();
   }
@@ -299,36 +366,44 @@ StringDfa::StringDfa(Table next, std::vector<bool> accept) {
   }
 }
 
-Result<StringDfa> StringDfa::from_pattern(std::string_view pattern) {
+Result<StringDfa> StringDfa::from_pattern(std::string_view pattern, DfaBudget* budget) {
+  DfaBudget own;
+  if (budget == nullptr) budget = &own;
   regex::Tree tree;
   LARDER_ASSIGN_OR_RETURN(tree, regex::parse(pattern));
   Nfa nfa;
   const int in = nfa.add(), out = nfa.add();
   for (const regex::TopAlternative& alt : tree.top) {
     StringDfa d;
-    LARDER_ASSIGN_OR_RETURN(d, compile_sequence(tree, alt, 0));
+    LARDER_ASSIGN_OR_RETURN(d, compile_sequence(tree, alt, 0, budget));
     if (d.empty()) continue;
     Nfa::Frag f = nfa.embed(d);
     if (!alt.anchored_start) f = nfa.chain(nfa.any_string(), f);
     nfa.st[in].eps.push_back(f.in);
     nfa.st[f.out].eps.push_back(out);
   }
-  return determinize(nfa, in, out);
+  if (nfa.too_large) return Status::invalid_argument("pattern: too large once its counts are expanded");
+  return determinize(nfa, in, out, budget);
 }
 
 StringDfa StringDfa::length_range(int64_t min, int64_t max) {
+  // Already trimmed, minimal and numbered breadth-first: state i has read i
+  // characters (the last loops when there is no upper bound).
   const int64_t last = max < 0 ? min : max;
-  Table next(size_t(last) + 1);
-  std::vector<bool> accept(size_t(last) + 1);
+  StringDfa out;
+  out.next_.resize(size_t(last) + 1);
+  out.accept_.resize(size_t(last) + 1);
   for (int64_t i = 0; i <= last; ++i) {
     const int32_t to = i < last ? int32_t(i + 1) : max < 0 ? int32_t(i) : -1;
-    next[i].fill(to);
-    accept[i] = i >= min;
+    out.next_[size_t(i)].fill(to);
+    out.accept_[size_t(i)] = i >= min;
   }
-  return StringDfa(std::move(next), std::move(accept));
+  return out;
 }
 
-Result<StringDfa> StringDfa::intersect(const StringDfa& other, bool complement_other) const {
+Result<StringDfa> StringDfa::intersect(const StringDfa& other, bool complement_other, DfaBudget* budget) const {
+  DfaBudget own;
+  if (budget == nullptr) budget = &own;
   if (empty()) return StringDfa();
   // States are pairs (a, b); b = -1 is other's dead state (no string of it
   // continues), which with complement_other accepts everything after it.
@@ -350,6 +425,9 @@ Result<StringDfa> StringDfa::intersect(const StringDfa& other, bool complement_o
       return Status::invalid_argument("pattern: the automaton of the string's constraints has over " +
                                       std::to_string(kMaxDfaStates) + " states (too complex)");
     }
+    if (!charge(budget, kSymbols)) {
+      return Status::invalid_argument("pattern: the string's constraints are too complex to meet in the time allowed");
+    }
     const auto [a, b] = pairs[i];
     std::array<int32_t, kSymbols> row;
     for (int c = 0; c < kSymbols; ++c) {
@@ -361,7 +439,7 @@ Result<StringDfa> StringDfa::intersect(const StringDfa& other, bool complement_o
     const bool in_other = b >= 0 && other.accept_[b];
     accept.push_back(accept_[a] && (complement_other ? !in_other : in_other));
   }
-  return StringDfa(std::move(next), std::move(accept));
+  return StringDfa(std::move(next), std::move(accept), budget);
 }
 
 bool StringDfa::accepts(std::string_view text) const {

@@ -30,7 +30,7 @@
 // alternative. Refused (kInvalidArgument naming the construct): lookbehind,
 // a lookahead inside a group or quantifier, backreferences, \b \B, \p{...},
 // anchors elsewhere, counts above 1000, a pattern over 4096 code points,
-// automata over kMaxDfaStates states.
+// automata over kMaxDfaStates states or past the DfaBudget.
 #pragma once
 
 #include <array>
@@ -44,6 +44,15 @@
 
 namespace larder {
 
+// Work the constructions may spend (NFA states visited, times symbol
+// classes; states times symbols while minimizing), shared by every call
+// given the same budget, so that a schema of many patterns is bounded as a
+// whole: a pattern whose automaton would take longer is refused, an
+// automaton whose minimization would is kept unminimized.
+struct DfaBudget {
+  size_t left = size_t(64) << 20;  // about a second of one core
+};
+
 class StringDfa {
  public:
   static constexpr int kSymbols = 96;  // 0..94: U+0020..U+007E; 95: kOther
@@ -52,13 +61,14 @@ class StringDfa {
 
   // The strings that match `pattern` somewhere (or, with ^ and $, whole),
   // as ECMAScript's RegExp.prototype.test without flags decides.
-  static Result<StringDfa> from_pattern(std::string_view pattern);
+  static Result<StringDfa> from_pattern(std::string_view pattern, DfaBudget* budget = nullptr);
   // Strings of min..max characters (code points); max < 0: no upper bound.
   static StringDfa length_range(int64_t min, int64_t max);
 
   // The strings in both (or, with complement_other, in this and not in
-  // `other`); kInvalidArgument past kMaxDfaStates states.
-  Result<StringDfa> intersect(const StringDfa& other, bool complement_other = false) const;
+  // `other`); kInvalidArgument past kMaxDfaStates states or the budget.
+  Result<StringDfa> intersect(const StringDfa& other, bool complement_other = false,
+                              DfaBudget* budget = nullptr) const;
 
   bool empty() const { return next_.empty(); }
   size_t n_states() const { return next_.size(); }
@@ -75,7 +85,7 @@ class StringDfa {
   // table (-1: no string of the language continues that way), trimmed to
   // states that reach an accepting one, minimized, numbered from the start
   // state 0 in breadth-first order. Empty: the language is empty.
-  StringDfa(std::vector<std::array<int32_t, kSymbols>> next, std::vector<bool> accept);
+  StringDfa(std::vector<std::array<int32_t, kSymbols>> next, std::vector<bool> accept, DfaBudget* budget = nullptr);
   StringDfa() = default;
   const std::vector<std::array<int32_t, kSymbols>>& transitions() const { return next_; }
   const std::vector<bool>& accepting() const { return accept_; }

@@ -156,3 +156,24 @@ TEST_CASE("zod schemas: a pattern with lengths, an escaped quote, a format alone
   CHECK_FALSE(accepts(*email, R"("me@-example.com")"));
   CHECK_FALSE(accepts(*email, R"("me@example")"));
 }
+
+TEST_CASE("zod schemas: many patterns cost one automaton each, and their work is bounded", "[api][schema][zod]") {
+  // 5000 properties with zod 4's e-mail pattern: one automaton, reused.
+  json props = json::object();
+  const json email = json::parse(kZod4)["properties"]["email"];
+  for (int i = 0; i < 5000; ++i) props[std::string("e").append(std::to_string(i))] = email;
+  json schema = {{"type", "object"}, {"properties", props}};
+  Result<std::string> many = json_schema_to_gbnf(schema);
+  REQUIRE(many.is_ok());
+  CHECK(many->size() < (size_t(4) << 20));
+  // Distinct costly patterns: refused once the schema's budget is spent.
+  json heavy = json::object();
+  for (int i = 0; i < 400; ++i) {
+    std::string pattern = "^[a-z]{0,1000}[0-9]{0,1000}";
+    pattern.append(std::to_string(i)).append("$");
+    heavy[std::string("p").append(std::to_string(i))] = {{"type", "string"}, {"pattern", pattern}};
+  }
+  Result<std::string> refused = json_schema_to_gbnf(json{{"type", "object"}, {"properties", heavy}});
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK_THAT(refused.status().message(), Catch::Contains("too complex"));
+}

@@ -197,3 +197,25 @@ TEST_CASE("string dfa: what cannot be an automaton here is refused by name", "[g
   CHECK_THAT(refusal("^(a|b)*a(a|b){16}$"), Catch::Contains("states"));
   CHECK(dfa_of("^(a|b)*a(a|b){8}$").n_states() == 512);
 }
+
+TEST_CASE("string dfa: the work budget refuses what would take long, shared across calls", "[grammar][pattern]") {
+  DfaBudget small{1000};
+  Result<StringDfa> d = StringDfa::from_pattern("^[a-z]{0,500}$", &small);
+  REQUIRE_FALSE(d.is_ok());
+  CHECK_THAT(d.status().message(), Catch::Contains("too complex"));
+  // The same pattern within a default budget; its states count characters.
+  DfaBudget shared;
+  const size_t before = shared.left;
+  Result<StringDfa> ok = StringDfa::from_pattern("^[a-z]{0,500}$", &shared);
+  REQUIRE(ok.is_ok());
+  CHECK(ok->n_states() == 501);
+  CHECK(shared.left < before);  // charged
+  // A minimization past its share keeps the automaton correct, unminimized.
+  DfaBudget tight{size_t(4) << 20};
+  Result<StringDfa> chain = StringDfa::from_pattern("^(?:[a-z]{0,1000}[0-9]{0,1000})$", &tight);
+  if (chain.is_ok()) {
+    CHECK(chain->accepts(std::string(1000, 'q') + std::string(1000, '7')));
+    CHECK_FALSE(chain->accepts(std::string(1001, 'q')));
+    CHECK_FALSE(chain->accepts("7q"));
+  }
+}

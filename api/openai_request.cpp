@@ -61,7 +61,7 @@ std::optional<ApiError> read_int(const json& obj, const char* name, int64_t lo,
   const json* given = field(obj, name);
   if (!given) return std::nullopt;
   const std::optional<json> integer = integer_value(*given);  // 2.0 counts as 2
-  if (!integer) return ApiError::invalid(quoted(name) + " must be an integer, got " + show(*given), name);
+  if (!integer) return ApiError::invalid(quoted(name) + " " + integer_problem(*given) + ", got " + show(*given), name);
   const json* v = &*integer;
   if (v->is_number_unsigned()) {
     uint64_t u = v->get<uint64_t>();
@@ -132,7 +132,7 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
 
   if (const json* given = field(obj, "seed")) {
     const std::optional<json> integer = integer_value(*given);
-    if (!integer) return ApiError::invalid("'seed' must be an integer, got " + show(*given), "seed");
+    if (!integer) return ApiError::invalid(std::string("'seed' ") + integer_problem(*given) + ", got " + show(*given), "seed");
     const json* v = &*integer;
     if (v->is_number_unsigned()) {
       s.seed = v->get<uint64_t>();
@@ -165,7 +165,7 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   if (const json* given = field(obj, "n")) {
     // The upper bound is the server's (router: [server] max_n).
     const std::optional<json> integer = integer_value(*given);
-    if (!integer) return ApiError::invalid("'n' must be an integer, got " + show(*given), "n");
+    if (!integer) return ApiError::invalid(std::string("'n' ") + integer_problem(*given) + ", got " + show(*given), "n");
     const json* v = &*integer;
     const bool below_one = v->is_number_unsigned() ? v->get<uint64_t>() < 1 : v->get<int64_t>() < 1;
     if (below_one) return ApiError::invalid("'n' must be at least 1, got " + show(*v), "n");
@@ -498,8 +498,10 @@ constexpr const char* kPromptShape =
 
 // A JSON array of token ids -> ids in [0, n_vocab) (any id >= 0 when n_vocab <= 0).
 std::optional<ApiError> parse_token_ids(const json& a, int n_vocab, std::vector<int32_t>* out) {
-  for (const json& t : a) {
-    if (!t.is_number_integer()) return ApiError::invalid(kPromptShape, "prompt");
+  for (const json& given : a) {
+    const std::optional<json> integer = integer_value(given);  // 410.0 counts as 410
+    if (!integer) return ApiError::invalid(kPromptShape, "prompt");
+    const json& t = *integer;
     int64_t id = t.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(t.get<uint64_t>(), INT64_MAX))
                                         : t.get<int64_t>();
     if (id < 0 || id > INT32_MAX || (n_vocab > 0 && id >= n_vocab)) {
@@ -521,7 +523,7 @@ std::optional<ApiError> parse_prompts(const json& p, int n_vocab, std::vector<Co
     return std::nullopt;
   }
   if (!p.is_array() || p.empty()) return ApiError::invalid(kPromptShape, "prompt");
-  if (p[0].is_number_integer()) {  // one prompt of token ids
+  if (p[0].is_number()) {  // one prompt of token ids
     out->push_back({true, {}, {}});
     return parse_token_ids(p, n_vocab, &out->back().tokens);
   }

@@ -128,10 +128,11 @@ std::optional<ApiError> read_logit_bias(const json& obj, GenerationOptions* out)
   if (v->is_array()) {
     if (v->size() > kMaxEntries) return bad("at most " + std::to_string(kMaxEntries) + " tokens");
     for (const json& pair : *v) {
-      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer()) {
-        return bad("an array must hold [token id, bias] pairs");
-      }
-      if (auto e = add(pair[0].get<int64_t>(), pair[1])) return e;
+      const std::optional<json> id = pair.is_array() && pair.size() == 2 ? integer_value(pair[0]) : std::nullopt;
+      if (!id) return bad("an array must hold [token id, bias] pairs");
+      const int64_t i = id->is_number_unsigned() ? int64_t(std::min<uint64_t>(id->get<uint64_t>(), INT64_MAX))
+                                                 : id->get<int64_t>();
+      if (auto e = add(i, pair[1])) return e;
     }
     return std::nullopt;
   }

@@ -40,6 +40,15 @@ inline std::optional<json> integer_value(const json& v) {
   return std::nullopt;
 }
 
+// Why integer_value(v) refused v, for its error message.
+inline const char* integer_problem(const json& v) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && std::trunc(d) == d) return "is outside the 64-bit integer range";
+  }
+  return "must be an integer";
+}
+
 inline bool is_empty_string(const json& v) { return v.is_string() && v.get_ref<const std::string&>().empty(); }
 inline bool is_empty_object(const json& v) { return (v.is_object() || v.is_array()) && v.empty(); }
 

@@ -148,9 +148,13 @@ HttpResponse detokenize_response(const Generator& generator, const std::string& 
   }
   std::string text;
   for (size_t i = 0; i < tokens->size(); ++i) {
-    const json& t = (*tokens)[i];
     const std::string at = "tokens[" + std::to_string(i) + "]";
-    if (!t.is_number_integer()) return error_response(ApiError::invalid("'" + at + "' must be an integer", at));
+    const std::optional<json> integer = integer_value((*tokens)[i]);  // 410.0 counts as 410
+    if (!integer) {
+      return error_response(ApiError::invalid("'" + at + "' " + integer_problem((*tokens)[i]) + ", got " +
+                                                  show((*tokens)[i]), at));
+    }
+    const json& t = *integer;
     const bool in_vocab = t.is_number_unsigned() ? t.get<uint64_t>() < static_cast<uint64_t>(info.n_vocab)
                                                  : t.get<int64_t>() >= 0 && t.get<int64_t>() < info.n_vocab;
     if (!in_vocab) {

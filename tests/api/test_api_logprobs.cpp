@@ -216,6 +216,27 @@ TEST_CASE("integer fields take integral floats; fractions stay 400s naming the f
     REQUIRE(e);
     CHECK(e->param == std::optional<std::string>(param));
   }
+  // Token ids too: a prompt of ids and logit_bias pairs.
+  CompletionRequest ids;
+  REQUIRE_FALSE(parse_completion_request(R"({"prompt":[1.0,255,2e2],"logit_bias":[[5.0,-100]]})", SamplingParams{},
+                                         300, &ids));
+  REQUIRE(ids.prompt_is_tokens);
+  CHECK(ids.prompt_tokens == std::vector<int32_t>{1, 255, 200});
+  REQUIRE(ids.options.logit_bias.size() == 1);
+  CHECK(ids.options.logit_bias[0].first == 5);
+  CompletionRequest batch;
+  REQUIRE_FALSE(parse_completion_request(R"({"prompt":[[3.0,4],"x"]})", SamplingParams{}, 300, &batch));
+  REQUIRE(batch.prompt_is_tokens);
+  CHECK(batch.prompt_tokens == std::vector<int32_t>{3, 4});
+  REQUIRE(batch.more_prompts.size() == 1);
+  CHECK(batch.more_prompts[0].text == "x");
+  CHECK(parse_completion_request(R"({"prompt":[1.5]})", SamplingParams{}, 300, &batch)->param ==
+        std::optional<std::string>("prompt"));
+  // An integral float past 64 bits says so, not "must be an integer".
+  ChatCompletionRequest big;
+  auto too_big = chat(R"(,"n":1e20)", &big);
+  REQUIRE(too_big);
+  CHECK_THAT(too_big->message, Catch::Contains("outside the 64-bit integer range") && Catch::Contains("1e+20"));
   CompletionRequest q;
   auto e = completion(R"(,"logprobs":2.5)", &q);
   REQUIRE(e);

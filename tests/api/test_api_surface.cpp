@@ -270,6 +270,9 @@ TEST_CASE("/tokenize and /detokenize as llama.cpp's server has them", "[api][sur
   check_400(detok(R"({"tokens":[-1]})"), "tokens[0]", "outside the vocabulary");
   check_400(detok(R"({"tokens":[18446744073709551615]})"), "tokens[0]", "outside the vocabulary");
   check_400(detok(R"({"tokens":[1.5]})"), "tokens[0]", "must be an integer");
+  // Integral floats are the integers they spell, as in every integer field.
+  CHECK(detok(R"({"tokens":[256,72.0,1.05e2]})")->json()["content"] == "<s>Hi");
+  check_400(detok(R"({"tokens":[72,1e20]})"), "tokens[1]", "outside the 64-bit integer range");
   check_400(detok(R"({"tokens":"72"})"), "tokens", "must be an array");
   check_400(detok(R"({})"), "tokens", "'tokens' is required");
   std::string many = R"({"tokens":[)";

@@ -121,8 +121,10 @@ void GenerationJob::take_text(ResponseWriter& writer, int index, ReasoningSplit 
     return;
   }
   if (!part.reasoning.empty()) {
+    // The thinking tokens' logprobs go out with their chunk, as the text's do.
     start_stream(writer);
-    writer.write_stream(sse_event(dump_json(with_choice_index(reasoning_chunk_json(meta_, part.reasoning), index))));
+    writer.write_stream(
+        sse_event(dump_chunk(with_choice_index(reasoning_chunk_json(meta_, part.reasoning), index), c)));
   }
   if (!part.content.empty()) write_text_chunk(writer, index, c.tool_stream.push(part.content));
 }

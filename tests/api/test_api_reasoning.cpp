@@ -93,6 +93,48 @@ TEST_CASE("reasoning: the thinking becomes reasoning_content, whole and streamed
   CHECK(plain->json()["choices"][0]["message"]["content"] == "<think>\nI should greet.\n</think>\n\nHello!");
 }
 
+TEST_CASE("reasoning: streamed logprobs ride on the chunk of their own tokens, thinking included", "[api][reasoning]") {
+  TestServer ts;
+  ts.fake().set_n_ctx(4096);
+  ts.fake().set_reasoning(ReasoningSyntax::kThinkTags);
+  FakeScript s = thinking_script();
+  // One entry per piece, told apart by its logprob: -1 for piece 0, -2 for piece 1, ...
+  for (size_t p = 0; p < s.pieces.size(); ++p) {
+    TokenLogprob e;
+    e.id = int32_t(p);
+    e.logprob = -double(p + 1);
+    e.piece = s.pieces[p];
+    s.logprobs.push_back({e});
+  }
+  ts.fake().set_script(s);
+  auto r = http(ts.port(), "POST", "/v1/chat/completions", body(R"(,"stream":true,"logprobs":true)"));
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  // (chunk kind, logprobs it carries): "<think>" is held until the split
+  // knows it opens the block, so its entry goes with the first thinking text.
+  std::vector<std::pair<std::string, std::vector<double>>> seen;
+  for (const std::string& e : sse_payloads(r->body)) {
+    if (e == "[DONE]") continue;
+    json j = json::parse(e);
+    if (j["choices"].empty()) continue;
+    const json& ch = j["choices"][0];
+    std::vector<double> lps;
+    if (ch.contains("logprobs") && !ch["logprobs"].is_null()) {
+      for (const json& t : ch["logprobs"]["content"]) lps.push_back(t["logprob"].get<double>());
+    }
+    const json& d = ch["delta"];
+    const bool text = d.contains("reasoning_content") || (d.contains("content") && !d["content"].get<std::string>().empty());
+    if (!text) {
+      CHECK(lps.empty());
+      continue;
+    }
+    seen.push_back({d.contains("reasoning_content") ? "r" : "c", lps});
+  }
+  using Seen = std::vector<std::pair<std::string, std::vector<double>>>;
+  // The closing tag yields no text of its own: its entry rides on "Hello".
+  CHECK(seen == Seen{{"r", {-1, -2}}, {"c", {-3, -4}}, {"c", {-5}}});
+}
+
 TEST_CASE("reasoning: a prompt that opens the block starts the answer inside it", "[api][reasoning]") {
   TestServer ts;
   ts.fake().set_n_ctx(4096);

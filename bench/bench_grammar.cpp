@@ -11,7 +11,10 @@
 //
 // Grammars: json_object (the ready JSON grammar, response_format
 // json_object), schema_record (a JSON schema of a typical record, through
-// api/json_schema_grammar.h), tool_call (a forced Hermes-style call of one of
+// api/json_schema_grammar.h), schema_zod (what zod 4 sends through the
+// openai SDK for a profile: integer and number ranges, a nullable string,
+// uuid / email / datetime patterns beside their formats, an enum array),
+// tool_call (a forced Hermes-style call of one of
 // two tools, api/tool_call_grammar.h) and gbnf_list (llama.cpp's
 // grammars/list.gbnf).
 //
@@ -86,7 +89,7 @@ struct Args {
   int max_tokens = 256;
   uint32_t seed = 1;
   int check = 0;
-  std::vector<std::string> grammars{"json_object", "schema_record", "tool_call", "gbnf_list"};
+  std::vector<std::string> grammars{"json_object", "schema_record", "schema_zod", "tool_call", "gbnf_list"};
   std::vector<std::string> modes{"shared", "private"};
   bool json_only = false;
   std::string vocab;
@@ -101,7 +104,7 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--check", a.check, "steps checked against the reference walk")->check(larder::bench::kNonNegative);
   app.add_option("--grammars", a.grammars, "grammars to run, comma-separated")
       ->delimiter(',')
-      ->check(CLI::IsMember({"json_object", "schema_record", "tool_call", "gbnf_list"}));
+      ->check(CLI::IsMember({"json_object", "schema_record", "schema_zod", "tool_call", "gbnf_list"}));
   app.add_option("--modes", a.modes, "mask modes, comma-separated")
       ->delimiter(',')
       ->check(CLI::IsMember({"shared", "private", "plain"}));
@@ -110,6 +113,21 @@ Args parse_args(int argc, char** argv) {
   larder::bench::parse_or_exit(app, argc, argv);
   return a;
 }
+
+// zodResponseFormat(z.object({age: z.number().int().min(0).max(150), count:
+// z.number().int(), score: z.number().positive(), ratio: z.number().min(0).max(1),
+// nick: z.string().max(8).nullable(), id: z.uuid(), email: z.email().max(24),
+// at: z.iso.datetime(), tags: z.array(z.enum(["a", "b"])).max(3)})), zod 4.
+const char* kZodSchema = R"({"type":"object","properties":{
+  "age":{"type":"integer","minimum":0,"maximum":150},
+  "count":{"type":"integer","minimum":-9007199254740991,"maximum":9007199254740991},
+  "score":{"type":"number","exclusiveMinimum":0},"ratio":{"type":"number","minimum":0,"maximum":1},
+  "nick":{"anyOf":[{"type":"string","maxLength":8},{"type":"null"}]},
+  "id":{"type":"string","format":"uuid","pattern":"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000)$"},
+  "email":{"type":"string","maxLength":24,"format":"email","pattern":"^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"},
+  "at":{"type":"string","format":"date-time","pattern":"^(?:(?:\\d\\d[2468][048]|\\d\\d[13579][26]|\\d\\d0[48]|[02468][048]00|[13579][26]00)-02-29|\\d{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12]\\d|3[01])|(?:0[469]|11)-(?:0[1-9]|[12]\\d|30)|(?:02)-(?:0[1-9]|1\\d|2[0-8])))T(?:(?:[01]\\d|2[0-3]):[0-5]\\d(?::[0-5]\\d(?:\\.\\d+)?)?(?:Z))$"},
+  "tags":{"type":"array","items":{"type":"string","enum":["a","b"]},"maxItems":3}},
+  "required":["age","count","score","ratio","nick","id","email","at","tags"],"additionalProperties":false})";
 
 const char* kRecordSchema = R"({
   "type": "object",
@@ -155,8 +173,9 @@ std::string grammar_text(const std::string& name) {
   };
   if (name == "json_object") return std::string(kJsonObjectGbnf);
   if (name == "gbnf_list") return kListGbnf;
-  if (name == "schema_record") {
-    Result<std::string> g = json_schema_to_gbnf(nlohmann::ordered_json::parse(kRecordSchema));
+  if (name == "schema_record" || name == "schema_zod") {
+    Result<std::string> g =
+        json_schema_to_gbnf(nlohmann::ordered_json::parse(name == "schema_zod" ? kZodSchema : kRecordSchema));
     if (!g.is_ok()) fail(g.status());
     return *g;
   }

@@ -52,7 +52,7 @@ const std::set<std::string_view> kAnnotations = {"title",    "description", "def
 
 class Converter {
  public:
-  explicit Converter(const json& root) : root_(root) {}
+  Converter(const json& root, DfaBudget* budget) : root_(root), budget_(budget != nullptr ? budget : &own_budget_) {}
 
   Result<std::string> run() {
     std::string top;
@@ -183,22 +183,44 @@ class Converter {
     return refuse(where + "/type", "unknown type \"" + t + "\"");
   }
 
-  Result<std::string> ref(const json& r, const std::string& where) {
-    if (!r.is_string()) return refuse(where + "/$ref", "must be a string");
-    const std::string& path = r.get_ref<const std::string&>();
-    std::string section, name;
+  // "#/$defs/x" -> ("$defs", "x"); false for any other form.
+  static bool split_ref(const std::string& path, std::string* section, std::string* name) {
     for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
-      if (path.rfind(prefix, 0) == 0) {
-        section = std::string(prefix).substr(2, std::string(prefix).size() - 3);
-        name = path.substr(std::string(prefix).size());
+      const std::string p = prefix;
+      if (path.rfind(p, 0) == 0) {
+        *section = p.substr(2, p.size() - 3);
+        *name = path.substr(p.size());
+        return true;
       }
     }
-    if (path == "#") return std::string("root");
-    if (section.empty()) return refuse(where + "/$ref", "only refs to #/$defs/... or #/definitions/... are supported");
-    auto done = refs_.find(path);
-    if (done != refs_.end()) return done->second;
-    const json* def = find_def(section, name);
-    if (def == nullptr) return refuse(where + "/$ref", "\"" + path + "\" is not defined");
+    return false;
+  }
+
+  Result<std::string> ref(const json& r, const std::string& where) {
+    if (!r.is_string()) return refuse(where + "/$ref", "must be a string");
+    std::string path = r.get_ref<const std::string&>();
+    std::string section, name;
+    const json* def = nullptr;
+    // A definition that is only a $ref (an alias) is its target: a chain of
+    // aliases takes no rules (as rules it would be a chain the grammar
+    // parser bounds at 1000); a cycle of them allows nothing.
+    std::set<std::string> seen;
+    while (true) {
+      if (path == "#") return std::string("root");
+      if (!split_ref(path, &section, &name)) {
+        return refuse(where + "/$ref", "only refs to #/$defs/... or #/definitions/... are supported");
+      }
+      if (const auto done = refs_.find(path); done != refs_.end()) return done->second;
+      def = find_def(section, name);
+      if (def == nullptr) return refuse(where + "/$ref", "\"" + path + "\" is not defined");
+      bool alias = def->is_object() && def->contains("$ref") && def->at("$ref").is_string();
+      if (alias) {
+        for (const auto& [key, v] : def->items()) alias = alias && (key == "$ref" || kAnnotations.count(key) != 0);
+      }
+      if (!alias) break;
+      if (!seen.insert(path).second) return refuse(where + "/$ref", "\"" + path + "\" refers only to itself");
+      path = def->at("$ref").get<std::string>();
+    }
     // Named before it is visited, so a recursive schema refers to itself.
     const std::string rule = new_rule(name, "");
     const size_t slot = rules_.size() - 1;
@@ -447,7 +469,7 @@ class Converter {
         dfa = std::move(d);
         return Status::ok();
       }
-      Result<StringDfa> both = dfa->intersect(d, false, &dfa_budget_);
+      Result<StringDfa> both = dfa->intersect(d, false, budget_);
       if (!both.is_ok()) return refuse(at, both.status().message());
       dfa = std::move(*both);
       return Status::ok();
@@ -459,13 +481,13 @@ class Converter {
       if (re == nullptr) {
         return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid, email are)");
       }
-      Result<StringDfa> d = StringDfa::from_pattern(re, &dfa_budget_);
+      Result<StringDfa> d = StringDfa::from_pattern(re, budget_);
       if (!d.is_ok()) return refuse(where + "/format", d.status().message());  // only past the budget
       LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/format"));
     }
     if (pattern != s.end()) {
       if (!pattern->is_string()) return refuse(where + "/pattern", "must be a string");
-      Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>(), &dfa_budget_);
+      Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>(), budget_);
       if (!d.is_ok()) return refuse(where + "/pattern", d.status().message());
       LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/pattern"));
     }
@@ -515,14 +537,17 @@ class Converter {
   std::map<std::string, std::unordered_map<std::string, const json*>> def_index_;
   int n_rules_ = 0;
   size_t n_properties_ = 0;
-  // One budget for all the schema's automata (about two seconds of a core),
-  // and the rule of each distinct string constraint.
-  DfaBudget dfa_budget_{size_t(128) << 20};
+  // One budget for all the schema's automata, and the rule of each
+  // distinct string constraint.
+  DfaBudget own_budget_{kSchemaDfaBudget};
+  DfaBudget* budget_;
   std::unordered_map<std::string, std::string> string_rules_;
 };
 
 }  // namespace
 
-Result<std::string> json_schema_to_gbnf(const json& schema) { return Converter(schema).run(); }
+Result<std::string> json_schema_to_gbnf(const json& schema, DfaBudget* budget) {
+  return Converter(schema, budget).run();
+}
 
 }  // namespace larder

@@ -37,12 +37,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/grammar/string_dfa.h"
 #include "storage/status.h"
 
 namespace larder {
 
 // `schema` keeps its keys' order (ordered_json): properties come out in
-// the order the client listed them, as OpenAI's strict mode does.
-Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// the order the client listed them, as OpenAI's strict mode does. The
+// schema's patterns and formats spend `budget` (string_dfa.h; a fresh one
+// of 128M units, under a second of a core, when null): conversions that
+// share one are bounded together (a forced call of one of many tools).
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema, DfaBudget* budget = nullptr);
+
+// The budget json_schema_to_gbnf starts from when given none.
+inline constexpr size_t kSchemaDfaBudget = size_t(128) << 20;
 
 }  // namespace larder

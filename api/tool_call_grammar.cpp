@@ -14,6 +14,8 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
   const char* args_key = syntax == ToolCallSyntax::kLlama3Json ? "parameters" : "arguments";
   // One schema for "a call of one of the functions": anyOf over them.
   ojson calls = ojson::array();
+  // One budget for every tool's patterns, checked one by one and then together.
+  DfaBudget budget{kSchemaDfaBudget};
   for (const ojson& t : tools) {
     const ojson& fn = t.at("function");
     const std::string name = fn.at("name").get<std::string>();
@@ -27,7 +29,7 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
     for (const char* defs : {"$defs", "definitions"}) {
       if (params.is_object() && params.contains(defs)) call[defs] = params[defs];
     }
-    Result<std::string> check = json_schema_to_gbnf(call);
+    Result<std::string> check = json_schema_to_gbnf(call, &budget);
     if (!check.is_ok()) {
       return Status::invalid_argument("tool \"" + name + "\": " + check.status().message());
     }
@@ -58,7 +60,7 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
     if (!items.empty()) schema[defs] = std::move(merged);
   }
   std::string gbnf;
-  LARDER_ASSIGN_OR_RETURN(gbnf, json_schema_to_gbnf(schema));
+  LARDER_ASSIGN_OR_RETURN(gbnf, json_schema_to_gbnf(schema, &budget));
   // The converter's start rule becomes `call`; ours wraps it.
   const std::string head = "root ::= ";
   if (gbnf.rfind(head, 0) != 0) return Status::internal("tool call grammar: unexpected converter output");

@@ -117,6 +117,23 @@ TEST_CASE("json schema: $ref to $defs and definitions, recursion included", "[ap
   CHECK_FALSE(accepts(*old, R"({"a":0})"));
 }
 
+TEST_CASE("json schema: a chain of $ref aliases resolves to its end; a cycle of them is refused", "[api][schema]") {
+  // d0 -> d1 -> ... -> d1999 -> an integer: as rules, a chain past the
+  // grammar parser's bound of 1000 expansions.
+  json defs = json::object();
+  for (int i = 0; i < 2000; ++i) defs[std::string("d").append(std::to_string(i))] = {{"$ref", "#/$defs/d" + std::to_string(i + 1)}};
+  defs["d2000"] = {{"type", "integer"}, {"minimum", 0}};
+  auto g = from_schema(json{{"$defs", defs}, {"$ref", "#/$defs/d0"}}.dump());
+  CHECK(accepts(*g, "17"));
+  CHECK_FALSE(accepts(*g, "-1"));
+  CHECK_FALSE(accepts(*g, "\"x\""));
+  CHECK_THAT(refusal(R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a","description":"loop"}},"$ref":"#/$defs/a"})"),
+             Catch::Contains("refers only to itself"));
+  auto to_root = from_schema(R"({"type":"array","items":{"$ref":"#/$defs/self"},"maxItems":2,"$defs":{"self":{"$ref":"#"}}})");
+  CHECK(accepts(*to_root, "[[],[[]]]"));
+  CHECK_FALSE(accepts(*to_root, "[1]"));
+}
+
 TEST_CASE("json schema: what the grammar cannot enforce is refused by name", "[api][schema]") {
   CHECK_THAT(refusal(R"({"type":"string","pattern":"^(?<=a)b$"})"),
              Catch::Contains("#/pattern") && Catch::Contains("lookbehind"));

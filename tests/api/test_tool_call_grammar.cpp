@@ -103,6 +103,25 @@ TEST_CASE("forced tool calls: the generic tool prompt's JSON envelope", "[api][t
   CHECK_FALSE(accepts(*named, R"({"tool_call": {"name":"ping","arguments":{}}})"));
 }
 
+TEST_CASE("forced tool calls: all the tools' patterns share one work budget", "[api][tools]") {
+  // Each tool alone converts (its automaton takes a fraction of the
+  // budget); 300 distinct ones together would take seconds: refused.
+  ojson tools = ojson::array();
+  for (int i = 0; i < 300; ++i) {
+    std::string pattern = "^[a-z]{0,1000}[0-9]{0,1000}";
+    pattern.append(std::to_string(i)).append("$");
+    tools.push_back({{"type", "function"},
+                     {"function", {{"name", std::string("f").append(std::to_string(i))},
+                                   {"parameters", {{"type", "object"},
+                                                   {"properties", {{"s", {{"type", "string"}, {"pattern", pattern}}}}}}}}}});
+  }
+  ojson one = ojson::array({tools[0]});
+  CHECK(tool_call_gbnf(ToolCallSyntax::kHermes, one, "", true).is_ok());
+  Result<std::string> all = tool_call_gbnf(ToolCallSyntax::kHermes, tools, "", true);
+  REQUIRE_FALSE(all.is_ok());
+  CHECK_THAT(all.status().message(), Catch::Contains("too complex"));
+}
+
 TEST_CASE("forced tool calls: what cannot be forced is refused, naming the tool", "[api][tools]") {
   const ojson bad = ojson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
       "properties":{"n":{"type":"integer","multipleOf":2}}}}}])");

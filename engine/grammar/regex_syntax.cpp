@@ -8,7 +8,7 @@
 namespace larder::regex {
 
 bool in_other(uint32_t cp) {
-  if (cp < 0x80) return false;
+  if (cp < 0x80 || cp >= 0x10000) return false;
   return !(cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
            cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF);
 }

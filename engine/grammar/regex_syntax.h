@@ -54,12 +54,16 @@ inline constexpr size_t kMaxPatternChars = 4096;  // code points
 // for what string_dfa.h lists as refused, and for syntax errors.
 Result<Tree> parse(std::string_view pattern);
 
-// Whether code point cp >= U+0080 is in the kOther symbol (not one of the
-// white spaces \s matches beyond ASCII).
+// Whether code point cp >= U+0080 is in the kOther symbol: in the Basic
+// Multilingual Plane (JavaScript's RegExp without the u flag, as zod runs
+// it, sees a character past U+FFFF as two; ajv's u flag as one: a pattern's
+// . or [^a] means one of those for both only below U+10000), and not one of
+// the white spaces \s matches beyond ASCII.
 bool in_other(uint32_t cp);
 // kOther as a GBNF character class.
 inline constexpr std::string_view kOtherGbnf =
-    "[^\\x00-\\x7F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF]";
+    "[^\\x00-\\x7F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF"
+    "\\U00010000-\\U0010FFFF]";
 
 // Decodes one UTF-8 code point at s[*i], advancing *i; false when malformed.
 bool next_code_point(std::string_view s, size_t* i, uint32_t* cp);

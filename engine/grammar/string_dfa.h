@@ -13,10 +13,11 @@
 // of them.
 //
 // The alphabet: printable ASCII (U+0020..U+007E) one symbol each, and one
-// symbol kOther for every code point from U+0080 up except the Unicode
-// white space ECMAScript's \s matches beyond ASCII (U+00A0, U+1680,
+// symbol kOther for every code point from U+0080 to U+FFFF except the
+// Unicode white space ECMAScript's \s matches beyond ASCII (U+00A0, U+1680,
 // U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF). Control
-// characters and those white spaces are never written. Where a pattern names
+// characters, those white spaces and characters past U+FFFF (one character
+// to a u-flag RegExp, two to one without) are never written. Where a pattern names
 // a character outside the alphabet, or a class covers only part of kOther
 // (a literal "é", [à-ÿ]), the automaton leaves it out: the language is a
 // subset of the pattern's, so every output still matches the pattern.

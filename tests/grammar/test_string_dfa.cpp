@@ -165,6 +165,12 @@ TEST_CASE("string dfa: characters outside the alphabet are left out, never let i
   CHECK_FALSE(any.accepts("\xE2\x80\xA8"));  // U+2028, a line terminator . does not match
   CHECK_FALSE(any.accepts("\n"));
   CHECK_FALSE(any.accepts("\xC2\xA0"));      // U+00A0: never written (a \s space)
+  CHECK_FALSE(any.accepts("\xF0\x9F\x98\x80"));  // U+1F600: one . with the u flag, two without: never written
+  const auto any_g = grammar_of(any);
+  CHECK(accepts(*any_g, "\"\xC3\xA9\""));
+  CHECK(accepts(*any_g, "\"\xEF\xBF\xBD\""));              // U+FFFD, the last of the plane kOther covers
+  CHECK_FALSE(accepts(*any_g, "\"\xF0\x9F\x98\x80\""));   // the grammar writes no U+1F600 either
+  CHECK_FALSE(accepts(*any_g, "\"\xE2\x80\xA8\""));
   CHECK(dfa_of("^[^a]$").accepts("\xC3\xA9"));
   CHECK_FALSE(dfa_of("^[^\xC3\xA9]$").accepts("\xC3\xA8"));  // a class naming a non-ASCII character: not kOther
   CHECK(dfa_of("^\xC3\xA9$").empty());                        // that character alone: nothing the alphabet writes

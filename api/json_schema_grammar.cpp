@@ -71,6 +71,13 @@ class Converter {
     out += "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n";
     out += "boolean ::= \"true\" | \"false\"\n";
     out += "null ::= \"null\"\n";
+    // A character of a string with minLength / maxLength: one that every
+    // validator counts as one. JSON Schema counts code points, JavaScript's
+    // string length (zod's .max()) UTF-16 units: a character past U+FFFF,
+    // raw or as an escaped surrogate pair, is one to the first and two to
+    // the second, so it is left out.
+    out += "bchar ::= [^\"\\\\\\x00-\\x1F\\U00010000-\\U0010FFFF] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" "
+           "( [0-9a-cA-Ce-fE-F] hex{3} | [dD] [0-7] hex{2} ) )\n";
     if (out.size() > kMaxGrammarBytes) {
       return refuse("#", "its grammar would take over " + std::to_string(kMaxGrammarBytes >> 20) +
                              " MiB (a schema that large is not supported)");
@@ -454,7 +461,7 @@ class Converter {
     if (format == s.end() && pattern == s.end()) {
       if (min == 0 && max < 0) return std::string("string");
       const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}" : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
-      return new_rule(hint, "\"\\\"\" char" + reps + " \"\\\"\"");
+      return new_rule(hint, "\"\\\"\" bchar" + reps + " \"\\\"\"");
     }
     // A format, a pattern and the lengths meet as automata (string_dfa.h):
     // the string satisfies all of them. The same constraints again (a

@@ -18,7 +18,9 @@
 // lengths are met together), and the empty schema (any JSON value). Without
 // a "type", the keywords say which is meant (properties: an object, pattern:
 // a string, minimum: a number, ...).
-// The output is compact JSON: at most one space between tokens.
+// The output is compact JSON: at most one space between tokens. A string
+// with minLength / maxLength or a pattern holds no character past U+FFFF
+// (JSON Schema counts one, JavaScript's length two; string_dfa.h).
 // Annotations ("title", "description", "default", "examples", "$schema",
 // "$id", "$comment", "deprecated", "readOnly", "writeOnly") are ignored.
 //

@@ -63,6 +63,13 @@ TEST_CASE("json schema: enum, const, anyOf, type lists, nullable, formats, lengt
   auto n = from_schema(R"({"type":["string","null"],"minLength":2,"maxLength":3})");
   CHECK(accepts(*n, R"("ab")"));
   CHECK(accepts(*n, R"("a\nb")"));  // an escape is one character
+  // A character past U+FFFF is one code point (JSON Schema) but two UTF-16
+  // units (JavaScript's length, zod's .max()): a bounded string has none.
+  CHECK(accepts(*n, "\"\xC3\xA9\xC3\xA9\""));
+  CHECK(accepts(*n, R"("\u00e9\u00E9")"));
+  CHECK_FALSE(accepts(*n, "\"\xF0\x9F\x98\x80\xF0\x9F\x98\x80\""));
+  CHECK_FALSE(accepts(*n, R"("\ud83d\ude00\ud83d\ude00")"));
+  CHECK_FALSE(accepts(*n, R"("x\uDFFFx")"));
   CHECK(accepts(*n, "null"));
   CHECK_FALSE(accepts(*n, R"("a")"));
   CHECK_FALSE(accepts(*n, R"("abcd")"));

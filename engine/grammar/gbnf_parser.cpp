@@ -121,12 +121,14 @@ class Parser {
     }
   }
 
-  uint32_t rule_id(const std::string& name) {
+  // The id of rule `name`, made on first sight; `at`: where the name starts
+  // (what an "undefined rule" error points at).
+  uint32_t rule_id(const std::string& name, size_t at) {
     auto [it, added] = ids_.try_emplace(name, uint32_t(rules_.size()));
     if (added) {
       rules_.push_back(GrammarRule{name, {}});
       defined_.push_back(false);
-      first_use_.push_back(pos_);
+      first_use_.push_back(at);
     }
     return it->second;
   }
@@ -136,7 +138,7 @@ class Parser {
     do {
       name = base + "-" + std::to_string(++generated_);
     } while (ids_.count(name) != 0);
-    const uint32_t id = rule_id(name);
+    const uint32_t id = rule_id(name, pos_);
     defined_[id] = true;
     return id;
   }
@@ -159,7 +161,7 @@ class Parser {
     }
     pos_ += 3;
     skip_space(true);
-    const uint32_t id = rule_id(name);
+    const uint32_t id = rule_id(name, name_pos);
     if (defined_[id]) {
       pos_ = name_pos;
       fail("rule \"" + name + "\" is defined twice");
@@ -377,8 +379,9 @@ class Parser {
         if (!count_elements(1)) break;
       } else if (is_word_char(c)) {
         last_start = seq.size();
+        const size_t at = pos_;
         const std::string name = parse_name();
-        seq.push_back(ref(rule_id(name)));
+        seq.push_back(ref(rule_id(name, at)));
         if (!count_elements(1)) break;
       } else if (c == '(') {
         if (++group_depth_ > kMaxGroupDepth) {

@@ -89,6 +89,9 @@ TEST_CASE("gbnf: newlines end a rule except inside parentheses or before |", "[g
 
 TEST_CASE("gbnf: what is refused, with where", "[grammar]") {
   CHECK_THAT(parse_error("root ::= thing\n"), Catch::Contains("undefined rule \"thing\"") && Catch::Contains("line 1"));
+  // The error points at where the name starts: column 10 of "root ::= foo" (columns from 1).
+  CHECK_THAT(parse_error("root ::= foo"), Catch::Contains("line 1, column 10"));
+  CHECK_THAT(parse_error("root ::= \"a\"\nx ::= root | more\n"), Catch::Contains("line 2, column 14"));
   CHECK_THAT(parse_error("start ::= \"a\"\n"), Catch::Contains("no rule named \"root\""));
   CHECK_THAT(parse_error("root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n"),
              Catch::Contains("\"expr\" is left-recursive"));

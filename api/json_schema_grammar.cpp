@@ -26,6 +26,9 @@ constexpr int kMaxDepth = 64;
 // grammar the parser refuses with a less telling message, after seconds).
 constexpr size_t kMaxProperties = 10000;
 constexpr size_t kMaxGrammarBytes = 4 << 20;
+// Subschemas visited (with repeats: a type list visits its schema once per
+// type): a 10000-property schema takes about 20000.
+constexpr size_t kMaxVisits = 200000;
 
 // A GBNF string literal of `bytes` (UTF-8 passes through).
 std::string literal(std::string_view bytes) {
@@ -96,6 +99,7 @@ class Converter {
     if (name.empty() || !std::isalpha(static_cast<unsigned char>(name[0]))) name = "s-" + name;
     if (name.size() > 40) name.resize(40);
     name = "s-" + name + "-" + std::to_string(++n_rules_);
+    rule_bytes_ += name.size() + body.size() + 6;
     rules_.emplace_back(name, std::move(body));
     return name;
   }
@@ -103,6 +107,13 @@ class Converter {
   // The rule (or inline expression) for `s`.
   Result<std::string> visit(const json& s, const std::string& hint, const std::string& where, int depth) {
     if (depth > kMaxDepth) return refuse(where, "nested more than " + std::to_string(kMaxDepth) + " deep");
+    // Type lists and nullable visit a schema once per branch, so nesting
+    // them multiplies the visits (20 levels of ["array","array"]: a
+    // million); the visits and the rules' bytes are bounded as they grow.
+    if (++n_visits_ > kMaxVisits || rule_bytes_ > kMaxGrammarBytes) {
+      return refuse(where, "the schema expands to too large a grammar (over " + std::to_string(kMaxVisits) +
+                               " subschemas or " + std::to_string(kMaxGrammarBytes >> 20) + " MiB)");
+    }
     if (s.is_boolean()) {
       if (s.get<bool>()) return std::string("value");
       return refuse(where, "the schema false allows nothing");
@@ -122,41 +133,91 @@ class Converter {
     // openai SDK): the schema, or null.
     if (const auto it = s.find("nullable"); it != s.end()) {
       if (!it->is_boolean()) return refuse(where + "/nullable", "must be a boolean");
-      json rest = s;
-      rest.erase("nullable");
       std::string r;
-      LARDER_ASSIGN_OR_RETURN(r, visit(rest, hint, where, depth + 1));
+      LARDER_ASSIGN_OR_RETURN(r, body(s, hint, where, depth));
       return it->get<bool>() ? new_rule(hint, r + " | null") : r;
     }
-    if (const auto it = s.find("$ref"); it != s.end()) return ref(*it, where);
-    if (const auto it = s.find("const"); it != s.end()) return literal(it->dump());
-    if (const auto it = s.find("enum"); it != s.end()) {
-      if (!it->is_array() || it->empty()) return refuse(where + "/enum", "must be a non-empty array");
-      std::string alts;
-      for (const json& v : *it) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
-      return "(" + alts + ")";
+    return body(s, hint, where, depth);
+  }
+
+  // The keywords of `s` that constrain a value (not annotations, not
+  // nullable) other than those in `except`.
+  static std::vector<std::string> constraints(const json& s, std::initializer_list<std::string_view> except) {
+    std::vector<std::string> out;
+    for (const auto& [key, v] : s.items()) {
+      if (kAnnotations.count(key) || key == "nullable") continue;
+      if (std::find(except.begin(), except.end(), key) != except.end()) continue;
+      out.push_back(key);
+    }
+    return out;
+  }
+
+  // `a` with the keywords of `b` added (allOf's meaning, for keywords the
+  // two do not both have); kInvalidArgument when both have one with
+  // different values.
+  Result<json> merged(const json& a, const json& b, const std::string& where) {
+    if (!a.is_object() || !b.is_object()) return refuse(where, "allOf / anyOf branches must be objects to be combined");
+    json out = a;
+    for (const auto& [key, v] : b.items()) {
+      const auto mine = out.find(key);
+      if (mine == out.end()) {
+        out[key] = v;
+      } else if (*mine != v && !kAnnotations.count(key)) {
+        return refuse(where, "\"" + key + "\" appears both beside and inside a branch with different values "
+                                          "(not supported)");
+      }
+    }
+    return out;
+  }
+
+  Result<std::string> body(const json& s, const std::string& hint, const std::string& where, int depth) {
+    if (const auto it = s.find("$ref"); it != s.end()) {
+      if (const auto others = constraints(s, {"$ref"}); !others.empty()) {
+        return refuse(where, "\"" + others[0] + "\" beside \"$ref\" is not supported (move it into the definition)");
+      }
+      return ref(*it, where);
+    }
+    for (const char* key : {"const", "enum"}) {
+      if (const auto it = s.find(key); it != s.end()) return constant(s, *it, key, where);
     }
     for (const char* choice : {"anyOf", "oneOf"}) {
       if (const auto it = s.find(choice); it != s.end()) {
         if (!it->is_array() || it->empty()) return refuse(where + "/" + choice, "must be a non-empty array");
+        // Keywords beside the choice hold for every branch: merged into each.
+        json siblings = json::object();
+        for (const std::string& k : constraints(s, {choice})) siblings[k] = s.at(k);
         std::string alts;
         for (size_t i = 0; i < it->size(); ++i) {
+          const std::string at = where + "/" + choice + "/" + std::to_string(i);
           std::string r;
-          LARDER_ASSIGN_OR_RETURN(r, visit((*it)[i], hint, where + "/" + choice + "/" + std::to_string(i), depth + 1));
+          if (siblings.empty()) {
+            LARDER_ASSIGN_OR_RETURN(r, visit((*it)[i], hint, at, depth + 1));
+          } else {
+            json branch;
+            LARDER_ASSIGN_OR_RETURN(branch, merged((*it)[i], siblings, at));
+            LARDER_ASSIGN_OR_RETURN(r, visit(branch, hint, at, depth + 1));
+          }
           alts += (alts.empty() ? "" : " | ") + r;
         }
         return new_rule(hint, alts);
       }
     }
     if (const auto it = s.find("allOf"); it != s.end()) {
-      if (!it->is_array() || it->size() != 1) return refuse(where + "/allOf", "only an allOf of one schema is supported");
-      return visit((*it)[0], hint, where + "/allOf/0", depth + 1);
+      if (!it->is_array() || it->empty()) return refuse(where + "/allOf", "must be a non-empty array");
+      json all = json::object();
+      for (const std::string& k : constraints(s, {"allOf"})) all[k] = s.at(k);
+      for (size_t i = 0; i < it->size(); ++i) {
+        LARDER_ASSIGN_OR_RETURN(all, merged(all, (*it)[i], where + "/allOf/" + std::to_string(i)));
+      }
+      return visit(all, hint, where + "/allOf", depth + 1);
     }
     const auto type = s.find("type");
     if (type == s.end()) {
       // The type the keywords constrain (a value of another type would be
       // valid too: the grammar writes a subset).
-      if (s.contains("properties")) return object(s, hint, where, depth);
+      if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties")) {
+        return object(s, hint, where, depth);
+      }
       if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) return array(s, hint, where, depth);
       for (const char* k : {"pattern", "format", "minLength", "maxLength"}) {
         if (s.contains(k)) return string(s, hint, where);
@@ -169,17 +230,21 @@ class Converter {
     if (type->is_array()) {
       std::string alts;
       for (const json& t : *type) {
-        json one = s;
-        one["type"] = t;
+        if (!t.is_string()) return refuse(where + "/type", "must be a string or an array of strings");
+        if (++n_visits_ > kMaxVisits) return refuse(where, "the schema expands to too large a grammar");
         std::string r;
-        LARDER_ASSIGN_OR_RETURN(r, visit(one, hint, where, depth + 1));
+        LARDER_ASSIGN_OR_RETURN(r, typed(s, t.get_ref<const std::string&>(), hint, where, depth + 1));
         alts += (alts.empty() ? "" : " | ") + r;
       }
       if (alts.empty()) return refuse(where + "/type", "an empty list of types allows nothing");
       return new_rule(hint, alts);
     }
     if (!type->is_string()) return refuse(where + "/type", "must be a string or an array of strings");
-    const std::string& t = type->get_ref<const std::string&>();
+    return typed(s, type->get_ref<const std::string&>(), hint, where, depth);
+  }
+
+  Result<std::string> typed(const json& s, const std::string& t, const std::string& hint, const std::string& where,
+                            int depth) {
     if (t == "object") return object(s, hint, where, depth);
     if (t == "array") return array(s, hint, where, depth);
     if (t == "string") return string(s, hint, where);
@@ -188,6 +253,65 @@ class Converter {
     if (t == "boolean") return std::string("boolean");
     if (t == "null") return std::string("null");
     return refuse(where + "/type", "unknown type \"" + t + "\"");
+  }
+
+  // "const" / "enum": the listed values that also satisfy the keywords
+  // beside them (type, bounds, lengths, pattern, format).
+  Result<std::string> constant(const json& s, const json& values_in, const char* key, const std::string& where) {
+    const bool is_enum = std::string_view(key) == "enum";
+    if (is_enum && (!values_in.is_array() || values_in.empty())) return refuse(where + "/enum", "must be a non-empty array");
+    const json values = is_enum ? values_in : json::array({values_in});
+    static const std::initializer_list<std::string_view> kValueKeywords = {
+        "const", "enum", "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+        "minLength", "maxLength", "pattern", "format"};
+    if (const auto others = constraints(s, kValueKeywords); !others.empty()) {
+      return refuse(where, "\"" + others[0] + "\" beside \"" + key + "\" is not supported");
+    }
+    std::string alts;
+    for (const json& v : values) {
+      bool ok = false;
+      LARDER_ASSIGN_OR_RETURN(ok, satisfies(s, v, where));
+      if (ok) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+    }
+    if (alts.empty()) return refuse(where + "/" + key, "no listed value satisfies the keywords beside it");
+    return is_enum ? "(" + alts + ")" : alts;
+  }
+
+  // Whether the value v satisfies s's type, bounds, lengths, pattern and format.
+  Result<bool> satisfies(const json& s, const json& v, const std::string& where) {
+    if (const auto t = s.find("type"); t != s.end()) {
+      auto is = [&](const json& name) {
+        if (!name.is_string()) return false;
+        const std::string& n = name.get_ref<const std::string&>();
+        if (n == "integer") return v.is_number_integer() || (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>());
+        return (n == "number" && v.is_number()) || (n == "string" && v.is_string()) ||
+               (n == "boolean" && v.is_boolean()) || (n == "null" && v.is_null()) || (n == "object" && v.is_object()) ||
+               (n == "array" && v.is_array());
+      };
+      bool any = t->is_array() ? std::any_of(t->begin(), t->end(), is) : is(*t);
+      if (!any) return false;
+    }
+    if (v.is_number()) {
+      std::optional<Bound> lo, hi;
+      LARDER_ASSIGN_OR_RETURN(lo, bound(s, where, true));
+      LARDER_ASSIGN_OR_RETURN(hi, bound(s, where, false));
+      const long double x = v.is_number_float() ? static_cast<long double>(v.get<double>())
+                            : v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>())
+                                                     : static_cast<long double>(v.get<int64_t>());
+      if (lo && (lo->exclusive ? x <= lo->value : x < lo->value)) return false;
+      if (hi && (hi->exclusive ? x >= hi->value : x > hi->value)) return false;
+    }
+    if (v.is_string() && (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format"))) {
+      // The string's own automaton decides, as for a written string.
+      json only = json::object();
+      for (const char* k : {"minLength", "maxLength", "pattern", "format"}) {
+        if (s.contains(k)) only[k] = s.at(k);
+      }
+      Result<std::optional<StringDfa>> d = string_automaton(only, where);
+      if (!d.is_ok()) return d.status();
+      if (*d && !(*d)->accepts(v.get_ref<const std::string&>())) return false;
+    }
+    return true;
   }
 
   // "#/$defs/x" -> ("$defs", "x"); false for any other form.
@@ -444,43 +568,35 @@ class Converter {
     return new_rule(hint, expr);
   }
 
-  Result<std::string> string(const json& s, const std::string& hint, const std::string& where) {
+  // minLength / maxLength: non-negative integers (2.0 counts as 2).
+  Result<std::pair<int64_t, int64_t>> lengths(const json& s, const std::string& where) {
     int64_t min = 0, max = -1;
-    if (const auto v = s.find("minLength"); v != s.end()) {
-      if (!v->is_number_unsigned()) return refuse(where + "/minLength", "must be a non-negative integer");
-      min = v->get<int64_t>();
-    }
-    if (const auto v = s.find("maxLength"); v != s.end()) {
-      if (!v->is_number_unsigned()) return refuse(where + "/maxLength", "must be a non-negative integer");
-      max = v->get<int64_t>();
+    for (const char* key : {"minLength", "maxLength"}) {
+      const auto v = s.find(key);
+      if (v == s.end()) continue;
+      const bool integral = v->is_number_unsigned() ||
+                            (v->is_number_float() && v->get<double>() >= 0 && v->get<double>() <= 1e9 &&
+                             std::trunc(v->get<double>()) == v->get<double>());
+      if (!integral) return refuse(where + "/" + key, "must be a non-negative integer");
+      (std::string_view(key) == "minLength" ? min : max) = int64_t(v->get<double>());
     }
     if (min > 10000 || max > 10000) return refuse(where, "minLength / maxLength above 10000 are not supported");
     if (max >= 0 && max < min) return refuse(where, "maxLength is below minLength");
+    return std::make_pair(min, max);
+  }
+
+  // The automaton of a string's format, pattern and lengths together
+  // (string_dfa.h), or nullopt when it has none of them. A format and a
+  // pattern that have no string in common (zod 4's z.iso.time() pattern has
+  // no offset, the "time" format requires one): the pattern alone, the
+  // format taken as the annotation JSON Schema 2020-12 makes it by default.
+  Result<std::optional<StringDfa>> string_automaton(const json& s, const std::string& where) {
+    std::pair<int64_t, int64_t> len;
+    LARDER_ASSIGN_OR_RETURN(len, lengths(s, where));
+    const auto [min, max] = len;
     const auto format = s.find("format");
     const auto pattern = s.find("pattern");
-    if (format == s.end() && pattern == s.end()) {
-      if (min == 0 && max < 0) return std::string("string");
-      const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}" : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
-      return new_rule(hint, "\"\\\"\" bchar" + reps + " \"\\\"\"");
-    }
-    // A format, a pattern and the lengths meet as automata (string_dfa.h):
-    // the string satisfies all of them. The same constraints again (a
-    // pattern in every item of a list) reuse the rule.
-    const std::string memo_key = (format != s.end() ? format->dump() : "") + "\n" +
-                                 (pattern != s.end() ? pattern->dump() : "") + "\n" + std::to_string(min) + "," +
-                                 std::to_string(max);
-    if (const auto it = string_rules_.find(memo_key); it != string_rules_.end()) return it->second;
-    std::optional<StringDfa> dfa;
-    auto meet = [&](StringDfa d, const std::string& at) -> Status {
-      if (!dfa) {
-        dfa = std::move(d);
-        return Status::ok();
-      }
-      Result<StringDfa> both = dfa->intersect(d, false, budget_);
-      if (!both.is_ok()) return refuse(at, both.status().message());
-      dfa = std::move(*both);
-      return Status::ok();
-    };
+    std::optional<StringDfa> by_format, by_pattern;
     if (format != s.end()) {
       if (!format->is_string()) return refuse(where + "/format", "must be a string");
       const std::string& fmt = format->get_ref<const std::string&>();
@@ -490,22 +606,62 @@ class Converter {
       }
       Result<StringDfa> d = StringDfa::from_pattern(re, budget_);
       if (!d.is_ok()) return refuse(where + "/format", d.status().message());  // only past the budget
-      LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/format"));
+      by_format = std::move(*d);
     }
     if (pattern != s.end()) {
       if (!pattern->is_string()) return refuse(where + "/pattern", "must be a string");
       Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>(), budget_);
       if (!d.is_ok()) return refuse(where + "/pattern", d.status().message());
-      LARDER_RETURN_IF_ERROR(meet(std::move(*d), where + "/pattern"));
+      by_pattern = std::move(*d);
     }
-    if (min > 0 || max >= 0) LARDER_RETURN_IF_ERROR(meet(StringDfa::length_range(min, max), where));
+    std::optional<StringDfa> dfa;
+    if (by_pattern && by_format) {
+      Result<StringDfa> both = by_pattern->intersect(*by_format, false, budget_);
+      if (!both.is_ok()) return refuse(where + "/format", both.status().message());
+      dfa = both->empty() ? std::move(*by_pattern) : std::move(*both);
+    } else if (by_pattern) {
+      dfa = std::move(by_pattern);
+    } else if (by_format) {
+      dfa = std::move(by_format);
+    }
+    if (min > 0 || max >= 0) {
+      StringDfa l = StringDfa::length_range(min, max);
+      if (!dfa) return std::optional<StringDfa>(std::move(l));
+      Result<StringDfa> both = dfa->intersect(l, false, budget_);
+      if (!both.is_ok()) return refuse(where, both.status().message());
+      dfa = std::move(*both);
+    }
+    return dfa;
+  }
+
+  Result<std::string> string(const json& s, const std::string& hint, const std::string& where) {
+    std::pair<int64_t, int64_t> len;
+    LARDER_ASSIGN_OR_RETURN(len, lengths(s, where));
+    const auto [min, max] = len;
+    const auto format = s.find("format");
+    const auto pattern = s.find("pattern");
+    if (format == s.end() && pattern == s.end()) {
+      if (min == 0 && max < 0) return std::string("string");
+      const std::string reps = max < 0 ? "{" + std::to_string(min) + ",}" : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+      return new_rule(hint, "\"\\\"\" bchar" + reps + " \"\\\"\"");
+    }
+    // The same constraints again (a pattern in every item of a list) reuse the rule.
+    const std::string memo_key = (format != s.end() ? format->dump() : "") + "\n" +
+                                 (pattern != s.end() ? pattern->dump() : "") + "\n" + std::to_string(min) + "," +
+                                 std::to_string(max);
+    if (const auto it = string_rules_.find(memo_key); it != string_rules_.end()) return it->second;
+    std::optional<StringDfa> dfa;
+    LARDER_ASSIGN_OR_RETURN(dfa, string_automaton(s, where));
     if (dfa->empty()) {
       return refuse(where, "its pattern, format and lengths together allow no string the grammar can write "
                            "(printable characters; no control characters)");
     }
     std::vector<std::pair<std::string, std::string>> rules;
     const std::string top = dfa->to_gbnf("s-re" + std::to_string(++n_rules_), &rules);
-    for (auto& r : rules) rules_.push_back(std::move(r));
+    for (auto& r : rules) {
+      rule_bytes_ += r.first.size() + r.second.size() + 6;
+      rules_.push_back(std::move(r));
+    }
     const std::string rule = new_rule(hint, top);
     string_rules_.emplace(memo_key, rule);
     return rule;
@@ -544,6 +700,8 @@ class Converter {
   std::map<std::string, std::unordered_map<std::string, const json*>> def_index_;
   int n_rules_ = 0;
   size_t n_properties_ = 0;
+  size_t n_visits_ = 0;
+  size_t rule_bytes_ = 0;
   // One budget for all the schema's automata, and the rule of each
   // distinct string constraint.
   DfaBudget own_budget_{kSchemaDfaBudget};

@@ -56,10 +56,16 @@ struct CharSet {
     ascii |= s.ascii;
     if (s.other > other) other = s.other;
   }
-  Symbols symbols(bool negated) const {
+  // The symbols of the class: surely in it (a partial cover of kOther
+  // left out) or, with `upper`, maybe in it (a partial cover let in).
+  Symbols symbols(bool negated, bool upper = false) const {
     Symbols out;
     for (int c = 0; c < 95; ++c) out[c] = negated ? !ascii[c] : ascii[c];
-    out[95] = negated ? other == kNone : other == kAll;
+    if (upper) {
+      out[95] = negated ? other != kAll : other != kNone;
+    } else {
+      out[95] = negated ? other == kNone : other == kAll;
+    }
     return out;
   }
 };
@@ -116,10 +122,11 @@ class Parser {
     t_.nodes.push_back(std::move(n));
     return int(t_.nodes.size()) - 1;
   }
-  int set_node(const Symbols& s) {
+  int set_node(const CharSet& s, bool negated) {
     Node n;
     n.kind = Node::kSet;
-    n.set = s;
+    n.set = s.symbols(negated);
+    n.upper = s.symbols(negated, /*upper=*/true);
     return node(std::move(n));
   }
 
@@ -262,7 +269,7 @@ class Parser {
       CharSet all;
       all.ascii.set();
       all.other = CharSet::kAll;
-      return set_node(all.symbols(false));
+      return set_node(all, false);
     }
     if (c == '^' || c == '$') return fail("^ and $ are supported only at the start and end of a top-level alternative");
     if (c == '*' || c == '+' || c == '?') return fail("nothing to repeat");
@@ -279,7 +286,7 @@ class Parser {
       s.add(c);
       ++i_;
     }
-    return set_node(s.symbols(false));
+    return set_node(s, false);
   }
 
   // After a '\\': the code point the escape stands for, or kSetEscape when
@@ -304,6 +311,8 @@ class Parser {
       case 'r': return 13;
       case 'c':
         if ((peek() | 0x20) >= 'a' && (peek() | 0x20) <= 'z') return int64_t(p_[i_++] % 32);
+        // Annex B's ClassControlLetter: in a class, \c0 .. \c9 and \c_ are controls too.
+        if (in_class && ((peek() >= '0' && peek() <= '9') || peek() == '_')) return int64_t(p_[i_++] % 32);
         --i_;  // Annex B: \c not followed by a letter is a backslash, then the c
         return '\\';
       case 'k':
@@ -372,7 +381,7 @@ class Parser {
       }
       if (lo >= 0) s.add(uint32_t(lo));
     }
-    return set_node(s.symbols(negated));
+    return set_node(s, negated);
   }
 
   std::u32string p_;

@@ -28,7 +28,9 @@ struct Node {
     kLook,    // lookahead (?=kids[0]) or, when negative, (?!kids[0])
   };
   Kind kind = kSeq;
-  Symbols set;
+  Symbols set;    // kSet: the symbols surely in the set (a partial cover of kOther left out)
+  Symbols upper;  // kSet: every symbol that may be (a partial cover of kOther let in): a
+                  // negative lookahead's body uses these, so that its complement stays inside
   std::vector<int> kids;  // indices into Tree::nodes
   int min = 0, max = 0;
   bool negative = false;

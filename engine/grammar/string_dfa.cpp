@@ -33,6 +33,9 @@ struct Nfa {
   };
   std::vector<State> st;
   bool too_large = false;
+  // Build character sets from their upper bounds (regex::Node::upper): for
+  // the body of a negative lookahead, whose complement is taken.
+  bool upper = false;
 
   int add() {
     if (st.size() >= kMaxNfaStates) too_large = true;
@@ -55,7 +58,7 @@ struct Nfa {
     switch (n.kind) {
       case regex::Node::kSet: {
         const int a = add(), b = add();
-        st[a].edges.push_back({n.set, b});
+        st[a].edges.push_back({upper ? n.upper : n.set, b});
         return {a, b};
       }
       case regex::Node::kSeq: {
@@ -106,6 +109,7 @@ struct Nfa {
 
   // A finished automaton as a fragment (its accepting states lead to out).
   Frag embed(const StringDfa& d) {
+    if (d.empty()) return {add(), add()};  // no string: nothing leads to out
     const Table& next = d.transitions();
     const std::vector<bool>& accept = d.accepting();
     const int base = int(st.size());
@@ -165,6 +169,10 @@ SymbolClasses symbol_classes(const Nfa& nfa) {
 Result<StringDfa> determinize(const Nfa& nfa, int start, int final, DfaBudget* budget) {
   const SymbolClasses classes = symbol_classes(nfa);
   const size_t n_classes = classes.rep.size();
+  // Every step is charged: the edge scan (states x edges x classes), the
+  // closure (states and empty moves visited), the hashing and comparing of
+  // subsets, and the subsets kept (their memory).
+  size_t work = 0;
   std::vector<uint32_t> seen(nfa.st.size(), 0);
   uint32_t stamp = 0;
   auto closure = [&](std::vector<int>& set) {
@@ -181,6 +189,7 @@ Result<StringDfa> determinize(const Nfa& nfa, int start, int final, DfaBudget* b
       const int s = todo.back();
       todo.pop_back();
       set.push_back(s);
+      work += 1 + nfa.st[s].eps.size();
       for (int e : nfa.st[s].eps) {
         if (seen[e] != stamp) {
           seen[e] = stamp;
@@ -190,18 +199,25 @@ Result<StringDfa> determinize(const Nfa& nfa, int start, int final, DfaBudget* b
     }
     std::sort(set.begin(), set.end());
   };
-  std::map<std::vector<int>, int32_t> ids;
+  auto hash_of = [](const std::vector<int>& set) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the ids
+    for (int x : set) h = (h ^ uint64_t(uint32_t(x))) * 1099511628211ull;
+    return h;
+  };
+  std::unordered_multimap<uint64_t, int32_t> ids;  // subset hash -> state
   std::vector<std::vector<int>> sets;
   Table next;
   std::vector<bool> accept;
   std::vector<int> first = {start};
   closure(first);
-  ids.emplace(first, 0);
+  ids.emplace(hash_of(first), 0);
   sets.push_back(first);
   std::vector<std::vector<int>> moves(n_classes);
+  const Status too_complex = Status::invalid_argument("pattern: too complex to turn into an automaton in the time allowed");
   for (size_t i = 0; i < sets.size(); ++i) {
     for (auto& m : moves) m.clear();
     for (int s : sets[i]) {
+      work += 1 + nfa.st[s].edges.size() * n_classes;
       for (const auto& [set, target] : nfa.st[s].edges) {
         for (size_t k = 0; k < n_classes; ++k) {
           if (set.test(size_t(classes.rep[k]))) moves[k].push_back(target);
@@ -212,24 +228,34 @@ Result<StringDfa> determinize(const Nfa& nfa, int start, int final, DfaBudget* b
     for (size_t k = 0; k < n_classes; ++k) {
       if (moves[k].empty()) continue;
       closure(moves[k]);
-      if (!charge(budget, moves[k].size() + 16)) {
-        return Status::invalid_argument("pattern: too complex to turn into an automaton in the time allowed");
+      const uint64_t h = hash_of(moves[k]);
+      work += 16 + moves[k].size();
+      int32_t id = -1;
+      for (auto [it, end] = ids.equal_range(h); it != end && id < 0; ++it) {
+        work += moves[k].size();
+        if (sets[size_t(it->second)] == moves[k]) id = it->second;
       }
-      auto [it, fresh] = ids.emplace(moves[k], int32_t(sets.size()));
-      if (fresh) {
+      if (id < 0) {
         if (sets.size() >= StringDfa::kMaxDfaStates) {
           return Status::invalid_argument("pattern: its automaton has over " +
                                           std::to_string(StringDfa::kMaxDfaStates) + " states (too complex)");
         }
+        work += 4 * moves[k].size();  // kept: memory
+        id = int32_t(sets.size());
+        ids.emplace(h, id);
         sets.push_back(moves[k]);
       }
-      class_row[k] = it->second;
+      class_row[k] = id;
     }
+    if (!charge(budget, work)) return too_complex;
+    work = 0;
     std::array<int32_t, StringDfa::kSymbols> row;
     for (int c = 0; c < StringDfa::kSymbols; ++c) row[c] = class_row[classes.of[c]];
     next.push_back(row);
     accept.push_back(std::binary_search(sets[i].begin(), sets[i].end(), final));
   }
+  if (!charge(budget, work)) return too_complex;
+  sets.clear();
   return StringDfa(std::move(next), std::move(accept), budget);
 }
 
@@ -252,6 +278,7 @@ Result<StringDfa> compile_sequence(const regex::Tree& t, const regex::TopAlterna
     LARDER_ASSIGN_OR_RETURN(rest, compile_sequence(t, alt, j + 1, budget));
     const regex::Node& look = t.nodes[alt.items[j]];
     Nfa la;
+    la.upper = look.negative;
     Nfa::Frag lf = la.build(t, look.kids[0]);
     lf = la.chain(lf, la.any_string());
     if (la.too_large) return Status::invalid_argument("pattern: too large once its counts are expanded");

@@ -141,6 +141,66 @@ TEST_CASE("json schema: a chain of $ref aliases resolves to its end; a cycle of 
   CHECK_FALSE(accepts(*to_root, "[1]"));
 }
 
+TEST_CASE("json schema: keywords beside enum, const, anyOf, allOf and $ref hold too", "[api][schema]") {
+  // enum / const: only the values that satisfy the keywords beside them.
+  auto e = from_schema(R"({"type":"integer","enum":[1,2,30,2.5,"x"],"maximum":10})");
+  CHECK(accepts(*e, "1"));
+  CHECK(accepts(*e, "2"));
+  CHECK_FALSE(accepts(*e, "30"));
+  CHECK_FALSE(accepts(*e, "2.5"));
+  CHECK_FALSE(accepts(*e, R"("x")"));
+  auto strings = from_schema(R"({"enum":["ab","abc","b",7],"pattern":"^a","maxLength":2})");
+  CHECK(accepts(*strings, R"("ab")"));
+  CHECK_FALSE(accepts(*strings, R"("abc")"));
+  CHECK_FALSE(accepts(*strings, R"("b")"));
+  CHECK(accepts(*strings, "7"));  // pattern and maxLength say nothing of a number
+  CHECK_THAT(refusal(R"({"const":"abc","pattern":"^x"})"), Catch::Contains("no listed value"));
+  CHECK_THAT(refusal(R"({"enum":[{"a":1}],"properties":{"a":{}}})"), Catch::Contains("\"properties\" beside \"enum\""));
+  // anyOf / oneOf: the keywords beside hold in every branch.
+  auto a = from_schema(R"({"anyOf":[{"type":"integer"},{"type":"number"}],"minimum":0,"maximum":5})");
+  CHECK(accepts(*a, "3"));
+  CHECK(accepts(*a, "4.5"));
+  CHECK_FALSE(accepts(*a, "6"));
+  CHECK_FALSE(accepts(*a, "-1"));
+  // allOf: its schemas and the keywords beside it, combined.
+  auto all = from_schema(R"({"allOf":[{"type":"string"},{"maxLength":2}],"minLength":1})");
+  CHECK(accepts(*all, R"("ab")"));
+  CHECK_FALSE(accepts(*all, R"("abc")"));
+  CHECK_FALSE(accepts(*all, R"("")"));
+  auto one = from_schema(R"({"allOf":[{"type":"string"}],"maxLength":3})");
+  CHECK(accepts(*one, R"("abc")"));
+  CHECK_FALSE(accepts(*one, R"("abcd")"));
+  CHECK_THAT(refusal(R"({"allOf":[{"type":"string"},{"type":"integer"}]})"), Catch::Contains("different values"));
+  CHECK_THAT(refusal(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":3})"),
+             Catch::Contains("\"maxLength\" beside \"$ref\""));
+  auto described = from_schema(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","description":"fine"})");
+  CHECK(accepts(*described, R"("x")"));
+  // Without a type, object keywords mean an object.
+  CHECK_THAT(refusal(R"({"required":["zz"]})"), Catch::Contains("\"zz\" is required but not among"));
+  auto closed = from_schema(R"({"additionalProperties":false})");
+  CHECK(accepts(*closed, "{}"));
+  CHECK_FALSE(accepts(*closed, R"({"a":{}})"));
+  // Lengths written as integral floats.
+  auto two = from_schema(R"({"type":"string","maxLength":2.0})");
+  CHECK(accepts(*two, R"("ab")"));
+  CHECK_FALSE(accepts(*two, R"("abc")"));
+}
+
+TEST_CASE("json schema: nested type lists are bounded as they expand", "[api][schema]") {
+  // Each level of ["array","array"] visits the level below twice: 2^20
+  // visits for 20 levels, refused after a bounded number of them.
+  std::string deep = R"({"type":"integer"})";
+  for (int i = 0; i < 20; ++i) deep = R"({"type":["array","array"],"items":)" + deep + "}";
+  CHECK_THAT(refusal(deep), Catch::Contains("too large a grammar"));
+  std::string four = R"({"type":"integer"})";
+  for (int i = 0; i < 10; ++i) four = R"({"type":["array","array","array","array"],"items":)" + four + "}";
+  CHECK_THAT(refusal(four), Catch::Contains("too large a grammar"));
+  std::string ok = R"({"type":"integer"})";
+  for (int i = 0; i < 6; ++i) ok = R"({"type":["array","null"],"items":)" + ok + "}";
+  auto g = from_schema(ok);
+  CHECK(accepts(*g, "[[null,[[[[1]]]]]]"));
+}
+
 TEST_CASE("json schema: what the grammar cannot enforce is refused by name", "[api][schema]") {
   CHECK_THAT(refusal(R"({"type":"string","pattern":"^(?<=a)b$"})"),
              Catch::Contains("#/pattern") && Catch::Contains("lookbehind"));
@@ -150,7 +210,11 @@ TEST_CASE("json schema: what the grammar cannot enforce is refused by name", "[a
   CHECK_THAT(refusal(R"({"type":"number","minimum":1e300})"), Catch::Contains("holds no number"));
   CHECK_THAT(refusal(R"({"type":"integer","minimum":"1"})"), Catch::Contains("must be a number"));
   CHECK_THAT(refusal(R"({"type":"string","pattern":"^[a-z]+$","maxLength":0})"), Catch::Contains("allow no string"));
-  CHECK_THAT(refusal(R"({"type":"string","format":"uuid","pattern":"^x"})"), Catch::Contains("allow no string"));
+  // A format and a pattern with nothing in common: the pattern alone (the
+  // format as an annotation, as JSON Schema 2020-12 takes it by default).
+  auto disjoint = from_schema(R"({"type":"string","format":"uuid","pattern":"^x"})");
+  CHECK(accepts(*disjoint, R"("xyz")"));
+  CHECK_FALSE(accepts(*disjoint, R"("123e4567-e89b-12d3-a456-426614174000")"));
   CHECK_THAT(refusal(R"({"type":"string","nullable":"yes"})"), Catch::Contains("nullable"));
   CHECK_THAT(refusal(R"({"type":"object","properties":{"a":{"type":"number","multipleOf":2}}})"),
              Catch::Contains("#/properties/a") && Catch::Contains("multipleOf"));

@@ -99,19 +99,67 @@ std::string non_negative_range(int64_t a, int64_t b) {
 
 constexpr std::string_view kAnyFraction = "( \".\" [0-9]{1,16} )?";
 constexpr std::string_view kZeroFraction = "( \".\" \"0\"{1,16} )?";
-constexpr std::string_view kNonZeroFraction = "\".\" \"0\"{0,15} [1-9] [0-9]{0,15}";
+
+// Significant digits a number's text keeps next to an exclusive bound: a
+// double holds 15 decimal digits exactly (IEEE 754 binary64: 15.95), so a
+// text of at most 15 digits on the right side of an integer bound parses
+// to a double on that side too (5.0000000000000001 parses as 5, and
+// 4.9999999999999999 as 5: both break a bound of 5 once a client parses
+// them).
+constexpr int kExactDigits = 15;
+
+// Fraction digits a text may have next to an exclusive bound, after the
+// whole part v: 16 after 0 (0.9999999999999999 is still below 1 as a
+// double), kExactDigits less v's digits otherwise.
+int exact_fraction_digits(int64_t v) { return v == 0 ? 16 : kExactDigits - int(std::to_string(v).size()); }
+
+// A fraction of 1..max_digits digits (any), or "" when max_digits < 1.
+std::string fraction_up_to(int max_digits) {
+  if (max_digits < 1) return "";
+  std::string out = "( \".\" [0-9]{1,";
+  return out.append(std::to_string(std::min(max_digits, 16))).append("} )?");
+}
+
+// A non-zero fraction whose first non-zero digit is among the first
+// `within` digits, 16 digits at most in all; "" when within < 1.
+std::string nonzero_fraction(int within) {
+  within = std::min(within, 16);
+  if (within < 1) return "";
+  std::vector<std::string> alts;
+  for (int zeros = 0; zeros < within; ++zeros) {
+    std::string a;
+    if (zeros > 0) a.append("\"").append(size_t(zeros), '0').append("\" ");
+    a.append("[1-9]");
+    if (zeros < 15) a.append(" [0-9]{0,").append(std::to_string(15 - zeros)).append("}");
+    alts.push_back(a);
+  }
+  return "\".\" " + join(alts);
+}
 
 // The magnitudes m (integer part and fraction) with p <= m (p < m when
 // p_exclusive) and m <= q (m < q when q_exclusive; no bound when q is
 // absent), 0 <= p; "" when there are none. The alternatives do not overlap:
 // whole parts in [p or p + 1, q - 1] with any fraction, p itself with a
-// non-zero fraction, q itself with a zero one.
+// non-zero fraction, q itself with a zero one. Next to an exclusive bound
+// the digits are kept to kExactDigits.
 std::string magnitude(int64_t p, bool p_exclusive, std::optional<int64_t> q, bool q_exclusive) {
   std::vector<std::string> alts;
   const int64_t lo_any = p_exclusive ? p + 1 : p;
-  const int64_t hi_any = q ? *q - 1 : kMaxRangeMagnitude;
+  int64_t hi_any = q ? *q - 1 : kMaxRangeMagnitude;
+  // Below an exclusive upper bound, the last whole part's fraction is short.
+  std::string last;
+  if (q && q_exclusive && lo_any <= hi_any) {
+    last = quoted(std::to_string(hi_any));
+    const std::string f = fraction_up_to(exact_fraction_digits(hi_any));
+    if (!f.empty()) last.append(" ").append(f);
+    --hi_any;
+  }
   if (lo_any <= hi_any) alts.push_back(non_negative_range(lo_any, hi_any) + " " + std::string(kAnyFraction));
-  if (p_exclusive && (!q || p < *q)) alts.push_back(quoted(std::to_string(p)) + " " + std::string(kNonZeroFraction));
+  if (!last.empty()) alts.push_back(last);
+  if (p_exclusive && (!q || p < *q)) {
+    const std::string f = nonzero_fraction(exact_fraction_digits(p));
+    if (!f.empty()) alts.push_back(quoted(std::to_string(p)) + " " + f);
+  }
   if (q && !q_exclusive && (*q > p || !p_exclusive) && *q >= p) {
     alts.push_back(quoted(std::to_string(*q)) + " " + std::string(kZeroFraction));
   }

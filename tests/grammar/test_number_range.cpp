@@ -4,6 +4,7 @@
 // comparing its integer part and whether its fraction is zero with the
 // bounds, not by the grammar's construction.
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <random>
 #include <string>
@@ -73,7 +74,7 @@ std::vector<std::string> small_texts() {
   for (int v = -130; v <= 130; ++v) {
     const std::string s = std::to_string(v);
     out.push_back(s);
-    for (const char* f : {".0", ".5", ".05", ".000", ".9999999999999999"}) out.push_back(s + f);
+    for (const char* f : {".0", ".5", ".05", ".000", ".999999999999"}) out.push_back(s + f);
   }
   out.push_back("-0.5");
   out.push_back("-0.05");
@@ -145,4 +146,51 @@ TEST_CASE("number range: numbers within integral bounds, inclusive and exclusive
     }
   }
   CHECK(n_ranges == 100);
+}
+
+TEST_CASE("number range: next to an exclusive bound a text parses to a double on its side", "[grammar][range]") {
+  // strtod is the client's parser here (what JSON.parse and zod see).
+  struct Case {
+    std::optional<NumberBound> lo, hi;
+  };
+  const std::vector<Case> cases = {{NumberBound{5, true}, std::nullopt},
+                                   {std::nullopt, NumberBound{5, true}},
+                                   {NumberBound{4, false}, NumberBound{5, true}},
+                                   {NumberBound{123456789012, true}, NumberBound{123456789014, true}},
+                                   {NumberBound{-5, true}, NumberBound{0, true}},
+                                   {NumberBound{0, true}, NumberBound{1, true}}};
+  std::mt19937 rng(3);
+  for (const Case& c : cases) {
+    const auto g = grammar(number_range_gbnf(c.lo, c.hi));
+    int n_accepted = 0;
+    std::vector<std::string> texts;
+    for (int64_t b : {int64_t(0), int64_t(1), int64_t(4), int64_t(5), int64_t(-1), int64_t(-4), int64_t(-5),
+                      int64_t(123456789012), int64_t(123456789013)}) {
+      for (int digits = 1; digits <= 18; ++digits) {
+        texts.push_back(std::to_string(b) + "." + std::string(size_t(digits - 1), '0') + "1");
+        texts.push_back(std::to_string(b) + "." + std::string(size_t(digits), '9'));
+        std::string r = std::to_string(b) + ".";
+        for (int k = 0; k < digits; ++k) r += char('0' + rng() % 10);
+        texts.push_back(r);
+      }
+    }
+    for (const std::string& t : texts) {
+      if (!accepts(*g, t)) continue;
+      ++n_accepted;
+      const double v = std::strtod(t.c_str(), nullptr);
+      INFO(t << " parses as " << v);
+      if (c.lo) CHECK(v > double(c.lo->value));
+      if (c.hi) CHECK(v < double(c.hi->value));
+      CHECK(t.size() - t.find('.') - 1 <= 16);  // at most 16 fraction digits
+    }
+    CHECK(n_accepted > 10);
+  }
+  // The two texts the hostile pass found, refused; shorter ones accepted.
+  const auto above5 = grammar(number_range_gbnf(NumberBound{5, true}, std::nullopt));
+  CHECK_FALSE(accepts(*above5, "5.0000000000000001"));
+  CHECK(accepts(*above5, "5.00000000000001"));
+  const auto below5 = grammar(number_range_gbnf(NumberBound{4, false}, NumberBound{5, true}));
+  CHECK_FALSE(accepts(*below5, "4.9999999999999999"));
+  CHECK(accepts(*below5, "4.99999999999999"));
+  CHECK(accepts(*grammar(number_range_gbnf(NumberBound{0, true}, NumberBound{1, true})), "0.9999999999999999"));
 }

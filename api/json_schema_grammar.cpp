@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/json_schema_values.h"
 #include "engine/grammar/json_grammar.h"
-#include "engine/grammar/number_range.h"
 #include "engine/grammar/string_dfa.h"
 
 namespace larder {
@@ -292,9 +292,9 @@ class Converter {
       if (!any) return false;
     }
     if (v.is_number()) {
-      std::optional<Bound> lo, hi;
-      LARDER_ASSIGN_OR_RETURN(lo, bound(s, where, true));
-      LARDER_ASSIGN_OR_RETURN(hi, bound(s, where, false));
+      std::optional<SchemaBound> lo, hi;
+      LARDER_ASSIGN_OR_RETURN(lo, schema_bound(s, where, true));
+      LARDER_ASSIGN_OR_RETURN(hi, schema_bound(s, where, false));
       const long double x = v.is_number_float() ? static_cast<long double>(v.get<double>())
                             : v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>())
                                                      : static_cast<long double>(v.get<int64_t>());
@@ -493,79 +493,11 @@ class Converter {
     return new_rule(hint, "\"[\" ws " + items + " \"]\"");
   }
 
-  // The bound of one side: "minimum" / "maximum" (made exclusive by a
-  // draft-4 boolean exclusiveMinimum / exclusiveMaximum) and the draft-6
-  // numeric exclusive form, the tighter of them. long double holds every
-  // int64 exactly (x86's 80-bit and the 128-bit formats both).
-  struct Bound {
-    long double value;
-    bool exclusive;
-  };
-  Result<std::optional<Bound>> bound(const json& s, const std::string& where, bool lower) {
-    const std::string plain = lower ? "minimum" : "maximum";
-    const std::string excl = lower ? "exclusiveMinimum" : "exclusiveMaximum";
-    auto number_at = [&](const json& v) -> long double {
-      if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
-      if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
-      return static_cast<long double>(v.get<double>());
-    };
-    std::optional<Bound> out;
-    auto tighten = [&](Bound b) {
-      if (!out || (lower ? b.value > out->value : b.value < out->value) || (b.value == out->value && b.exclusive)) out = b;
-    };
-    bool draft4_exclusive = false;
-    if (const auto e = s.find(excl); e != s.end()) {
-      if (e->is_boolean()) {
-        draft4_exclusive = e->get<bool>();
-      } else if (e->is_number()) {
-        tighten({number_at(*e), true});
-      } else {
-        return refuse(where + "/" + excl, "must be a number");
-      }
-    }
-    if (const auto m = s.find(plain); m != s.end()) {
-      if (!m->is_number()) return refuse(where + "/" + plain, "must be a number");
-      tighten({number_at(*m), draft4_exclusive});
-    }
-    return out;
-  }
-
-  // "integer" or "number", within the schema's bounds (number_range.h).
+  // "integer" or "number", within the schema's bounds (json_schema_values.h).
   Result<std::string> number(const json& s, const std::string& hint, const std::string& where, bool integer) {
-    std::optional<Bound> lo, hi;
-    LARDER_ASSIGN_OR_RETURN(lo, bound(s, where, true));
-    LARDER_ASSIGN_OR_RETURN(hi, bound(s, where, false));
-    if (!lo && !hi) return std::string(integer ? "integer" : "number");
-    constexpr long double kCap = kMaxRangeMagnitude;
-    const std::string empty = "the range holds no " + std::string(integer ? "integer" : "number") +
-                              " the grammar can write (at most 16 digits before the point)";
-    if (integer) {
-      // The integers inside: the least above the lower bound, the greatest below the upper.
-      long double a = lo ? (lo->exclusive ? std::floor(lo->value) + 1 : std::ceil(lo->value)) : -kCap;
-      long double b = hi ? (hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value)) : kCap;
-      a = std::max(a, -kCap);
-      b = std::min(b, kCap);
-      if (a > b) return refuse(where, empty);
-      return new_rule(hint, integer_range_gbnf(int64_t(a), int64_t(b)));
-    }
-    std::optional<NumberBound> nlo, nhi;
-    for (auto [b, out, name] : {std::tuple{&lo, &nlo, "minimum"}, std::tuple{&hi, &nhi, "maximum"}}) {
-      if (!*b) continue;
-      const long double v = (*b)->value;
-      if (v != std::floor(v)) {
-        return refuse(where + "/" + name, "a fractional bound for a number is not supported (whole-number bounds are)");
-      }
-      // Past the 16 digits a number can have, a bound is no constraint on
-      // its own side and excludes everything on the other.
-      if (v < -kCap || v > kCap) {
-        if ((b == &lo) == (v < 0)) continue;
-        return refuse(where, empty);
-      }
-      *out = NumberBound{int64_t(v), (*b)->exclusive};
-    }
-    const std::string expr = number_range_gbnf(nlo, nhi);
-    if (expr.empty()) return refuse(where, empty);
-    return new_rule(hint, expr);
+    std::string expr;
+    LARDER_ASSIGN_OR_RETURN(expr, number_gbnf(s, where, integer));
+    return expr == "integer" || expr == "number" ? expr : new_rule(hint, expr);
   }
 
   // minLength / maxLength: non-negative integers (2.0 counts as 2).
@@ -600,13 +532,11 @@ class Converter {
     if (format != s.end()) {
       if (!format->is_string()) return refuse(where + "/format", "must be a string");
       const std::string& fmt = format->get_ref<const std::string&>();
-      const char* re = format_pattern(fmt);
-      if (re == nullptr) {
+      const StringDfa* d = format_automaton(fmt);
+      if (d == nullptr) {
         return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid, email are)");
       }
-      Result<StringDfa> d = StringDfa::from_pattern(re, budget_);
-      if (!d.is_ok()) return refuse(where + "/format", d.status().message());  // only past the budget
-      by_format = std::move(*d);
+      by_format = *d;
     }
     if (pattern != s.end()) {
       if (!pattern->is_string()) return refuse(where + "/pattern", "must be a string");
@@ -665,33 +595,6 @@ class Converter {
     const std::string rule = new_rule(hint, top);
     string_rules_.emplace(memo_key, rule);
     return rule;
-  }
-
-  // An ECMAScript pattern for each supported format: RFC 3339 section 5.6
-  // full-date with the days each month has (29 for February in any year),
-  // time with seconds 00-60 (a leap second) and numeric offsets of hours
-  // 00-23 and minutes 00-59, a date-time in UTC ("Z": a subset of RFC
-  // 3339's, and what zod's default .datetime() requires); RFC 9562's 8-4-4-4-12 hex digits; for e-mail a
-  // dot-atom local part and a host of letter-digit-hyphen labels (RFC 5321
-  // section 4.1.2), which zod's and ajv-formats' e-mail patterns accept too.
-  static const char* format_pattern(const std::string& fmt) {
-#define LARDER_DATE "[0-9]{4}-(?:02-(?:0[1-9]|[12][0-9])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01]))"
-#define LARDER_HOUR "(?:[01][0-9]|2[0-3])"
-#define LARDER_TIME LARDER_HOUR ":[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]{1,6})?(?:Z|[+-]" LARDER_HOUR ":[0-5][0-9])"
-    static const std::pair<const char*, const char*> kFormats[] = {
-        {"date", "^" LARDER_DATE "$"},
-        {"time", "^" LARDER_TIME "$"},
-        {"date-time", "^" LARDER_DATE "T" LARDER_HOUR ":[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]{1,6})?Z$"},
-        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
-        {"email", "^[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z]{2,}$"},
-    };
-#undef LARDER_DATE
-#undef LARDER_HOUR
-#undef LARDER_TIME
-    for (const auto& [name, re] : kFormats) {
-      if (fmt == name) return re;
-    }
-    return nullptr;
   }
 
   const json& root_;

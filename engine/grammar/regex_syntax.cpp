@@ -152,8 +152,18 @@ class Parser {
         look.kind = Node::kLook;
         look.negative = peek(2) == '!';
         i_ += 3;
-        const int body = disjunction(1);
+        const int body = disjunction(1, /*lookahead_body=*/true);
         if (body < 0) break;
+        if (peek() == '$') {
+          // (?=X$): X is the whole rest. Only for one alternative: in
+          // (?!a|b$) the $ would bind to b alone.
+          if (t_.nodes[body].kind == Node::kAlt) {
+            fail("$ at the end of a lookahead with several alternatives is not supported");
+            break;
+          }
+          ++i_;
+          look.anchored = true;
+        }
         if (peek() != ')') {
           fail("missing ) after a lookahead");
           break;
@@ -173,14 +183,15 @@ class Parser {
     t_.top.push_back(std::move(alt));
   }
 
-  int disjunction(int depth) {
+  // lookahead_body: stop before a $ that ends the body ("$)").
+  int disjunction(int depth, bool lookahead_body = false) {
     if (depth > kMaxGroupDepth) return fail("groups nested over " + std::to_string(kMaxGroupDepth) + " deep");
     Node alt;
     alt.kind = Node::kAlt;
     while (true) {
       Node seq;
       seq.kind = Node::kSeq;
-      while (!at_end() && peek() != '|' && peek() != ')') {
+      while (!at_end() && peek() != '|' && peek() != ')' && !(lookahead_body && peek() == '$' && peek(1) == ')')) {
         const int t = term(depth);
         if (t < 0) return -1;
         seq.kids.push_back(t);

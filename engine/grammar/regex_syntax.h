@@ -34,6 +34,7 @@ struct Node {
   std::vector<int> kids;  // indices into Tree::nodes
   int min = 0, max = 0;
   bool negative = false;
+  bool anchored = false;  // kLook: the body ends with $ ((?=.{4}$): the rest is exactly it)
 };
 
 // One top-level alternative: its items (lookaheads only here), whether it

@@ -280,7 +280,7 @@ Result<StringDfa> compile_sequence(const regex::Tree& t, const regex::TopAlterna
     Nfa la;
     la.upper = look.negative;
     Nfa::Frag lf = la.build(t, look.kids[0]);
-    lf = la.chain(lf, la.any_string());
+    if (!look.anchored) lf = la.chain(lf, la.any_string());
     if (la.too_large) return Status::invalid_argument("pattern: too large once its counts are expanded");
     StringDfa ahead;
     LARDER_ASSIGN_OR_RETURN(ahead, determinize(la, lf.in, lf.out, budget));

@@ -28,8 +28,9 @@
 // same language), ^ at the start and $ at the end of a top-level
 // alternative (without them the match may sit anywhere in the string, as
 // JSON Schema says), and (?=...) (?!...) as items of a top-level
-// alternative. Refused (kInvalidArgument naming the construct): lookbehind,
-// a lookahead inside a group or quantifier, backreferences, \b \B, \p{...},
+// alternative (ending with $ when they have one alternative: (?=.{8,}$)).
+// Refused (kInvalidArgument naming the construct): lookbehind, a lookahead
+// inside a group or quantifier, backreferences, \b \B, \p{...},
 // anchors elsewhere, counts above 1000, a pattern over 4096 code points,
 // automata over kMaxDfaStates states or past the DfaBudget.
 #pragma once

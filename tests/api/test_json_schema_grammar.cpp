@@ -81,18 +81,21 @@ TEST_CASE("json schema: enum, const, anyOf, type lists, nullable, formats, lengt
   // Days per month, hours, minutes, seconds and offsets as RFC 3339 has them
   // (the day 00, 31 in a 30-day month and offsets past 23:59 were accepted).
   auto date = from_schema(R"({"type":"string","format":"date"})");
-  for (const char* ok : {"2026-01-31", "2026-02-29", "2026-04-30", "2026-12-31", "0000-11-30", "9999-08-31"}) {
+  for (const char* ok : {"2026-01-31", "2024-02-29", "2000-02-29", "2026-04-30", "2026-12-31", "0000-11-30",
+                         "9999-08-31", "2026-02-28", "1600-02-29", "0004-02-29"}) {
     CHECK(accepts(*date, std::string("\"") + ok + "\""));
   }
-  for (const char* bad : {"3500-02-00", "0011-01-00", "2026-02-30", "2026-04-31", "2026-06-31", "2026-09-31",
+  // February 29 only in leap years: every 4th, not centuries unless every 400th.
+  for (const char* bad : {"2026-02-29", "1900-02-29", "2100-02-29", "2023-02-29", "0001-02-29",
+                          "3500-02-00", "0011-01-00", "2026-02-30", "2026-04-31", "2026-06-31", "2026-09-31",
                           "2026-11-31", "2026-01-32", "2026-00-10", "2026-1-10", "2026-01-1"}) {
     CHECK_FALSE(accepts(*date, std::string("\"") + bad + "\""));
   }
   auto time = from_schema(R"({"type":"string","format":"time"})");
-  for (const char* ok : {"00:00:00Z", "23:59:60Z", "12:30:05.5-05:30", "12:30:05+23:59"}) {
+  for (const char* ok : {"00:00:00Z", "23:59:59Z", "12:30:05.5-05:30", "12:30:05+23:59"}) {
     CHECK(accepts(*time, std::string("\"") + ok + "\""));
   }
-  for (const char* bad : {"24:00:00Z", "12:60:00Z", "12:00:61Z", "12:00:00-50:00", "12:00:00+99:99",
+  for (const char* bad : {"24:00:00Z", "12:60:00Z", "12:00:61Z", "23:59:60Z", "12:00:00-50:00", "12:00:00+99:99",
                           "12:00:00+01:60", "12:00:00", "12:00:00-50:"}) {
     CHECK_FALSE(accepts(*time, std::string("\"") + bad + "\""));
   }

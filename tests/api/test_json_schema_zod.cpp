@@ -97,7 +97,8 @@ TEST_CASE("zod schemas: what both zod 3 and zod 4 accept is written, what they r
   CHECK_FALSE(accepts(*z4, doc("1", "0", "1", "0", "null", kId, "a@b.co", "2023-02-29T10:00:00Z", "[]")));
   CHECK_FALSE(accepts(*z4, doc("1", "0", "1", "0", "null", kId, "a@b.co", "2026-12-02T10:30:00+01:00", "[]")));
   auto z3 = from_schema(kZod3);
-  CHECK(accepts(*z3, doc("1", "9007199254740992", "1", "0", "null", kId, "a@b.co", "2023-02-29T10:00:00.5Z", "[]")));
+  CHECK(accepts(*z3, doc("1", "9007199254740992", "1", "0", "null", kId, "a@b.co", "2024-02-29T10:00:00.5Z", "[]")));
+  CHECK_FALSE(accepts(*z3, doc("1", "0", "1", "0", "null", kId, "a@b.co", "2023-02-29T10:00:00Z", "[]")));  // leap years only
 }
 
 TEST_CASE("zod schemas: bounds in their draft 4, draft 6 and type-less forms", "[api][schema][zod]") {
@@ -155,6 +156,14 @@ TEST_CASE("zod schemas: a pattern with lengths, an escaped quote, a format alone
   CHECK_FALSE(accepts(*email, R"("first..last@example.com")"));
   CHECK_FALSE(accepts(*email, R"("me@-example.com")"));
   CHECK_FALSE(accepts(*email, R"("me@example")"));
+  // Bounded: a local part of 64 characters at most, a host of 64.
+  const std::string local64(64, 'a'), host = "b.co";
+  CHECK(accepts(*email, "\"" + local64 + "@" + host + "\""));
+  CHECK_FALSE(accepts(*email, "\"" + local64 + "a@" + host + "\""));
+  std::string host64 = std::string(59, 'h');
+  host64.append(".abcd");  // 64 characters
+  CHECK(accepts(*email, "\"x@" + host64 + "\""));
+  CHECK_FALSE(accepts(*email, "\"x@h" + host64 + "\""));
 }
 
 TEST_CASE("zod schemas: many patterns cost one automaton each, and their work is bounded", "[api][schema][zod]") {

@@ -69,7 +69,9 @@ TEST_CASE("string dfa: every short string is decided as ECMAScript's regex_searc
       "^[a\\-b]$", "^\\S\\s?$", "^\\D\\W$", "^.$",
       // Lookaheads that can never hold (an empty automaton must stay empty
       // where it is embedded, not become the empty string).
-      "^(?=a)b", "(?=a)b", "^x(?=a)b$", "^(?=.*\\d)[a-z]+$", "^(?!a)a", "^a(?=b)(?!b)",
+      "^(?=a)b", "^x(?=a)b$", "^(?=.*\\d)[a-z]+$", "^(?!a)a", "^a(?=b)(?!b)",
+      // A lookahead ending with $: the rest is exactly its body.
+      "^(?=.{2}$)", "^(?!.{3}$)[a.-]*$", "(?=a$)", "^(?=[ab]{2}$).*", "^a(?!b.$)", "^(?=(?:a|b)$).$",
   };
   const std::vector<std::string> strings = all_strings("ab.-0 ", 4);
   for (const std::string& p : patterns) {
@@ -207,6 +209,7 @@ TEST_CASE("string dfa: characters outside the alphabet are left out, never let i
 
 TEST_CASE("string dfa: what cannot be an automaton here is refused by name", "[grammar][pattern]") {
   CHECK_THAT(refusal("(?<=a)b"), Catch::Contains("lookbehind"));
+  CHECK_THAT(refusal("^(?!a|b$)"), Catch::Contains("several alternatives"));
   CHECK_THAT(refusal("(a)\\1"), Catch::Contains("backreferences"));
   CHECK_THAT(refusal("\\bword"), Catch::Contains("word boundary"));
   CHECK_THAT(refusal("^(?:(?!a)b)*$"), Catch::Contains("top-level alternative"));

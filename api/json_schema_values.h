@@ -1,0 +1,38 @@
+// The value keywords of a JSON Schema, for json_schema_grammar: the bounds
+// of numbers (minimum / maximum and their exclusive forms) as a grammar,
+// and the formats of strings as automata.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/grammar/string_dfa.h"
+#include "storage/status.h"
+
+namespace larder {
+
+// The bound of one side of `s`: "minimum" / "maximum" (made exclusive by a
+// draft-4 boolean exclusiveMinimum / exclusiveMaximum) and the draft-6
+// numeric exclusive form, the tighter of them; nullopt when there is none.
+// long double holds every int64 exactly (x86's 80-bit and the 128-bit
+// formats both). kInvalidArgument ("json schema at <where>/<keyword>: ...")
+// for a bound that is not a number.
+struct SchemaBound {
+  long double value;
+  bool exclusive;
+};
+Result<std::optional<SchemaBound>> schema_bound(const nlohmann::ordered_json& s, const std::string& where, bool lower);
+
+// A GBNF expression for the integers (integer) or numbers of `s`'s type
+// within its bounds (number_range.h): "integer" / "number" (the converter's
+// rules) when there are none. kInvalidArgument for a range that holds
+// nothing the grammar writes, and for a number's fractional bound.
+Result<std::string> number_gbnf(const nlohmann::ordered_json& s, const std::string& where, bool integer);
+
+// The automaton of a supported "format" (date, time, date-time, uuid,
+// email), built once per process; null for any other.
+const StringDfa* format_automaton(const std::string& fmt);
+
+}  // namespace larder

@@ -1,6 +1,8 @@
 // A ready GBNF grammar for JSON (RFC 8259), for response_format
 // {"type": "json_object"} and as the base of schema grammars. Whitespace
-// between tokens is bounded (at most 20 characters in a row) and numbers
+// between tokens is one space, or one newline and up to 20 spaces or tabs
+// of indentation (as llama.cpp's grammars/json.gbnf: pretty-printed JSON
+// fits, runs of blank lines do not), and numbers
 // have at most 16 digits before and after the point and 2 in the exponent,
 // so that a model cannot run on forever inside one of them and every
 // number fits a double (below 1e116).

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/grammar/grammar_test_util.h"
+#include "engine/grammar/json_grammar.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -167,4 +168,15 @@ TEST_CASE("gbnf: nesting and rule chains that would exhaust the stack are refuse
   auto g = compile(consuming);
   CHECK(accepts(*g, std::string(5001, 'a')));
   CHECK_FALSE(accepts(*g, std::string(5000, 'a')));
+}
+
+TEST_CASE("json grammar: whitespace is a space or one newline with indentation", "[grammar]") {
+  auto g = compile(kJsonObjectGbnf);
+  CHECK(accepts(*g, "{\"a\": [1, 2]}"));
+  CHECK(accepts(*g, "{\n  \"a\": {\n    \"b\": true\n  }\n}"));  // pretty-printed (JSON.stringify(x, null, 2))
+  CHECK(accepts(*g, "{\n\t\"a\":1}"));
+  CHECK_FALSE(accepts(*g, "{\n\n\"a\":1}"));    // a blank line
+  CHECK_FALSE(accepts(*g, "{\"a\":  1}"));     // two spaces
+  CHECK_FALSE(accepts(*g, "{\"a\": \n1}"));    // a space, then a newline
+  CHECK_FALSE(accepts(*g, std::string("{\n") + std::string(21, ' ') + "\"a\":1}"));  // 21 spaces of indentation
 }

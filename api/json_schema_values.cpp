@@ -88,7 +88,8 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
   LARDER_ASSIGN_OR_RETURN(hi, schema_bound(s, where, false));
   if (!lo && !hi) return std::string(integer ? "integer" : "number");
   constexpr long double kCap = kMaxRangeMagnitude;
-  const std::string empty = "the range holds no " + std::string(integer ? "integer" : "number") +
+  const std::string empty = "its minimum / maximum (or exclusive ones) leave no " +
+                            std::string(integer ? "integer" : "number") +
                             " the grammar can write (at most 16 digits before the point)";
   if (integer) {
     // The integers inside: the least above the lower bound, the greatest below the upper.

@@ -78,6 +78,15 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
         return ApiError::invalid("'response_format' of type \"json_schema\" needs 'json_schema': {\"name\": ..., \"schema\": {...}}",
                                  "response_format");
       }
+      // OpenAI's fields of json_schema; "strict" is how every answer is
+      // made here anyway. Anything else is a misspelling, not ignored.
+      for (const auto& [key, value] : js->items()) {
+        if (key != "name" && key != "description" && key != "schema" && key != "strict") {
+          return ApiError::invalid("'response_format.json_schema' has no field '" + key +
+                                       "' (it has name, description, schema and strict)",
+                                   "response_format");
+        }
+      }
       if (auto e = schema_grammar(*schema, "response_format")) return e;
     } else if (t != "text") {
       return ApiError::invalid("'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", got " +
@@ -87,6 +96,13 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
   }
   if (param == nullptr) return std::nullopt;
   Result<Grammar> g = parse_gbnf(text);
+  if (!g.is_ok() && !from_schema.empty() && g.status().message().find("left-recursive") != std::string::npos) {
+    // A schema that refers to itself before anything is written ({"anyOf":
+    // [{"$ref": "#"}, ...]}): said in the schema's terms, not the grammar's.
+    return ApiError::invalid(std::string("'") + param + "': the JSON schema refers back to itself (a $ref) before any "
+                             "part of the value is written, which a grammar cannot run (" + g.status().message() + ")",
+                             param);
+  }
   if (!g.is_ok()) return ApiError::invalid(field_error(param, g.status()), param);
   Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
   if (!cg.is_ok()) return ApiError::invalid(field_error(param, cg.status()), param);

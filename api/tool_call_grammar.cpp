@@ -31,7 +31,13 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
     }
     Result<std::string> check = json_schema_to_gbnf(call, &budget);
     if (!check.is_ok()) {
-      return Status::invalid_argument("tool \"" + name + "\": " + check.status().message());
+      // Places in the call's wrapper schema, said as places in the tool's parameters.
+      std::string message = check.status().message();
+      const std::string wrapper = "#/properties/" + std::string(args_key);
+      for (size_t at = message.find(wrapper); at != std::string::npos; at = message.find(wrapper, at + 1)) {
+        message.replace(at, wrapper.size(), "parameters #");
+      }
+      return Status::invalid_argument("tool \"" + name + "\": " + message);
     }
     calls.push_back(std::move(call));
   }

@@ -147,6 +147,12 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
       {"response_format json_schema", "/v1/chat/completions",
        "{" + user + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"string","pattern":"(?<=a)b"}}}})",
        400, "invalid_request_error", "response_format", nullptr},
+      {"response_format json_schema with a misspelt field", "/v1/chat/completions",
+       "{" + user + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{},"stric":true}}})",
+       400, "invalid_request_error", "response_format", nullptr},
+      {"a schema that refers to itself before writing anything", "/v1/chat/completions",
+       "{" + user + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}}})",
+       400, "invalid_request_error", "response_format", nullptr},
       {"response_format json_schema without a schema", "/v1/chat/completions",
        "{" + user + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", 400,
        "invalid_request_error", "response_format", nullptr},
@@ -263,6 +269,23 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
   }
   // None of them reached the engine.
   CHECK(ts.fake().requests().empty());
+}
+
+TEST_CASE("schema errors are said in the schema's terms", "[api]") {
+  TestServer ts;
+  const std::string head = R"({"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_schema",)";
+  auto message = [&](const std::string& rest) {
+    auto r = http(ts.port(), "POST", "/v1/chat/completions", head + rest + "}");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    return json::parse(r->body)["error"]["message"].get<std::string>();
+  };
+  CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{},"stric":true}})"),
+             Catch::Contains("no field 'stric'"));
+  CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}})"),
+             Catch::Contains("refers back to itself"));
+  CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{"type":"integer","minimum":5,"maximum":4}}})"),
+             Catch::Contains("minimum / maximum"));
 }
 
 TEST_CASE("random bytes never take the server down", "[api]") {

@@ -208,9 +208,9 @@ TEST_CASE("json schema: what the grammar cannot enforce is refused by name", "[a
   CHECK_THAT(refusal(R"({"type":"string","pattern":"^(?<=a)b$"})"),
              Catch::Contains("#/pattern") && Catch::Contains("lookbehind"));
   CHECK_THAT(refusal(R"({"type":"number","minimum":0.5})"), Catch::Contains("#/minimum") && Catch::Contains("fractional"));
-  CHECK_THAT(refusal(R"({"type":"integer","minimum":3,"maximum":2})"), Catch::Contains("holds no integer"));
-  CHECK_THAT(refusal(R"({"type":"integer","exclusiveMinimum":2,"exclusiveMaximum":3})"), Catch::Contains("holds no integer"));
-  CHECK_THAT(refusal(R"({"type":"number","minimum":1e300})"), Catch::Contains("holds no number"));
+  CHECK_THAT(refusal(R"({"type":"integer","minimum":3,"maximum":2})"), Catch::Contains("leave no integer"));
+  CHECK_THAT(refusal(R"({"type":"integer","exclusiveMinimum":2,"exclusiveMaximum":3})"), Catch::Contains("leave no integer"));
+  CHECK_THAT(refusal(R"({"type":"number","minimum":1e300})"), Catch::Contains("leave no number"));
   CHECK_THAT(refusal(R"({"type":"integer","minimum":"1"})"), Catch::Contains("must be a number"));
   CHECK_THAT(refusal(R"({"type":"string","pattern":"^[a-z]+$","maxLength":0})"), Catch::Contains("allow no string"));
   // A format and a pattern with nothing in common: the pattern alone (the

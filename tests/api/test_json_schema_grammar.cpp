@@ -5,30 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_schema_grammar.h"
-#include "tests/grammar/grammar_test_util.h"
+#include "tests/api/schema_test_util.h"
 
 using namespace larder;
 using namespace larder::testing;
 using json = nlohmann::ordered_json;
-
-namespace {
-
-std::shared_ptr<CompiledGrammar> from_schema(const std::string& schema) {
-  Result<std::string> gbnf = json_schema_to_gbnf(json::parse(schema));
-  INFO(gbnf.status().to_string());
-  REQUIRE(gbnf.is_ok());
-  INFO(*gbnf);
-  return compile(*gbnf);
-}
-
-std::string refusal(const std::string& schema) {
-  Result<std::string> gbnf = json_schema_to_gbnf(json::parse(schema));
-  REQUIRE_FALSE(gbnf.is_ok());
-  CHECK(gbnf.status().code() == StatusCode::kInvalidArgument);
-  return gbnf.status().message();
-}
-
-}  // namespace
 
 TEST_CASE("json schema: an object with required and optional properties, in order", "[api][schema]") {
   auto g = from_schema(R"({"type":"object","properties":{

@@ -7,20 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "api/json_schema_grammar.h"
-#include "tests/grammar/grammar_test_util.h"
+#include "tests/api/schema_test_util.h"
 
 using namespace larder;
 using namespace larder::testing;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::shared_ptr<CompiledGrammar> from_schema(const std::string& schema) {
-  Result<std::string> gbnf = json_schema_to_gbnf(json::parse(schema));
-  INFO(gbnf.status().to_string());
-  REQUIRE(gbnf.is_ok());
-  return compile(*gbnf);
-}
 
 // z.object({ age: z.number().int().min(0).max(150), count: z.number().int(),
 //   score: z.number().positive(), ratio: z.number().min(0).max(1),

@@ -267,18 +267,28 @@ class Converter {
     if (const auto others = constraints(s, kValueKeywords); !others.empty()) {
       return refuse(where, "\"" + others[0] + "\" beside \"" + key + "\" is not supported");
     }
+    // The string keywords' automaton, built once for all the values.
+    std::optional<StringDfa> strings;
+    if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
+      json only = json::object();
+      for (const char* k : {"minLength", "maxLength", "pattern", "format"}) {
+        if (s.contains(k)) only[k] = s.at(k);
+      }
+      LARDER_ASSIGN_OR_RETURN(strings, string_automaton(only, where));
+    }
     std::string alts;
     for (const json& v : values) {
       bool ok = false;
-      LARDER_ASSIGN_OR_RETURN(ok, satisfies(s, v, where));
+      LARDER_ASSIGN_OR_RETURN(ok, satisfies(s, v, strings ? &*strings : nullptr, where));
       if (ok) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
     }
     if (alts.empty()) return refuse(where + "/" + key, "no listed value satisfies the keywords beside it");
     return is_enum ? "(" + alts + ")" : alts;
   }
 
-  // Whether the value v satisfies s's type, bounds, lengths, pattern and format.
-  Result<bool> satisfies(const json& s, const json& v, const std::string& where) {
+  // Whether the value v satisfies s's type and bounds and, for a string,
+  // `strings` (the automaton of s's lengths, pattern and format; null: none).
+  Result<bool> satisfies(const json& s, const json& v, const StringDfa* strings, const std::string& where) {
     if (const auto t = s.find("type"); t != s.end()) {
       auto is = [&](const json& name) {
         if (!name.is_string()) return false;
@@ -301,16 +311,8 @@ class Converter {
       if (lo && (lo->exclusive ? x <= lo->value : x < lo->value)) return false;
       if (hi && (hi->exclusive ? x >= hi->value : x > hi->value)) return false;
     }
-    if (v.is_string() && (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format"))) {
-      // The string's own automaton decides, as for a written string.
-      json only = json::object();
-      for (const char* k : {"minLength", "maxLength", "pattern", "format"}) {
-        if (s.contains(k)) only[k] = s.at(k);
-      }
-      Result<std::optional<StringDfa>> d = string_automaton(only, where);
-      if (!d.is_ok()) return d.status();
-      if (*d && !(*d)->accepts(v.get_ref<const std::string&>())) return false;
-    }
+    // The string's automaton decides, as for a written string.
+    if (v.is_string() && strings != nullptr && !strings->accepts(v.get_ref<const std::string&>())) return false;
     return true;
   }
 

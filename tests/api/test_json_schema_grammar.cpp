@@ -139,6 +139,14 @@ TEST_CASE("json schema: keywords beside enum, const, anyOf, allOf and $ref hold 
   CHECK_FALSE(accepts(*strings, R"("b")"));
   CHECK(accepts(*strings, "7"));  // pattern and maxLength say nothing of a number
   CHECK_THAT(refusal(R"({"const":"abc","pattern":"^x"})"), Catch::Contains("no listed value"));
+  // Many values, one automaton for them all: those matching ^v[0-9]*7$ stay.
+  json many = {{"pattern", "^v[0-9]*7$"}, {"enum", json::array()}};
+  for (int i = 0; i < 3000; ++i) many["enum"].push_back(std::string("v").append(std::to_string(i)));
+  auto m = from_schema(many.dump());
+  CHECK(accepts(*m, R"("v17")"));
+  CHECK(accepts(*m, R"("v2997")"));
+  CHECK_FALSE(accepts(*m, R"("v18")"));
+  CHECK_FALSE(accepts(*m, R"("v3007")"));
   CHECK_THAT(refusal(R"({"enum":[{"a":1}],"properties":{"a":{}}})"), Catch::Contains("\"properties\" beside \"enum\""));
   // anyOf / oneOf: the keywords beside hold in every branch.
   auto a = from_schema(R"({"anyOf":[{"type":"integer"},{"type":"number"}],"minimum":0,"maximum":5})");

@@ -90,7 +90,7 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
   constexpr long double kCap = kMaxRangeMagnitude;
   const std::string empty = "its minimum / maximum (or exclusive ones) leave no " +
                             std::string(integer ? "integer" : "number") +
-                            " the grammar can write (at most 16 digits before the point)";
+                            " the grammar can write (whole parts within ±(2^53 - 1) under a bound)";
   if (integer) {
     // The integers inside: the least above the lower bound, the greatest below the upper.
     long double a = lo ? (lo->exclusive ? std::floor(lo->value) + 1 : std::ceil(lo->value)) : -kCap;
@@ -107,7 +107,7 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
     if (v != std::floor(v)) {
       return refuse(where + "/" + name, "a fractional bound for a number is not supported (whole-number bounds are)");
     }
-    // Past the 16 digits a number can have, a bound is no constraint on
+    // Past the whole parts a bounded number can have, a bound is no constraint on
     // its own side and excludes everything on the other.
     if (v < -kCap || v > kCap) {
       if ((b == &lo) == (v < 0)) continue;

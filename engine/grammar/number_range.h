@@ -8,9 +8,11 @@
 // Numbers are written as JSON writes them: no leading zeros, no "-0", a
 // fraction of up to 16 digits, and no exponent (a bounded number is written
 // in plain decimal: a subset of the valid texts, so every output is inside
-// the bounds). Integer parts have at most 16 digits, as the unbounded
-// integer and number rules have; bounds past kMaxRangeMagnitude are clamped
-// to it (for numbers: treated as absent), which again only narrows the set.
+// the bounds). Under a bound, whole parts stay within kMaxRangeMagnitude,
+// 2^53 - 1, the largest integer past which a double (what JSON.parse and
+// most clients read) skips integers, so that a value inside the bounds is
+// still inside once parsed; bounds past it are clamped to it (for numbers:
+// treated as absent), which only narrows the set.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +21,7 @@
 
 namespace larder {
 
-inline constexpr int64_t kMaxRangeMagnitude = 9999999999999999;  // 10^16 - 1
+inline constexpr int64_t kMaxRangeMagnitude = 9007199254740991;  // 2^53 - 1
 
 // An integral bound; exclusive: the value itself is outside.
 struct NumberBound {

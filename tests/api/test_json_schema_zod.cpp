@@ -117,9 +117,13 @@ TEST_CASE("zod schemas: bounds in their draft 4, draft 6 and type-less forms", "
   CHECK(accepts(*typeless, R"({"n":-1.5,"s":"ab"})"));
   CHECK_FALSE(accepts(*typeless, R"({"n":-0.5,"s":"ab"})"));
   CHECK_FALSE(accepts(*typeless, R"({"n":-1,"s":"abc"})"));
-  // Bounds past the 16 digits a number has: no constraint on that side.
+  // Bounds past the whole parts a bounded number has (2^53 - 1): no constraint on that side.
   auto wide = from_schema(R"({"type":"number","minimum":-1e300,"maximum":2})");
-  CHECK(accepts(*wide, "-9999999999999999.5"));
+  CHECK(accepts(*wide, "-9007199254740990.5"));
+  CHECK_FALSE(accepts(*wide, "-9007199254740992"));  // past 2^53 - 1 a double skips integers
+  // Exclusive bounds past 2^53: 9007199254740993 would parse as ...992, on the bound.
+  CHECK_THAT(refusal(R"({"type":"integer","exclusiveMinimum":9007199254740992,"exclusiveMaximum":9007199254740994})"),
+             Catch::Contains("leave no integer"));
   CHECK_FALSE(accepts(*wide, "2.5"));
   auto nullable_int = from_schema(R"({"type":"integer","minimum":0,"nullable":true})");
   CHECK(accepts(*nullable_int, "null"));

@@ -65,7 +65,20 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
                                "response_format");
     }
     const std::string& t = type->get_ref<const std::string&>();
-    if (t == "json_object") {
+    // The fields each type has (OpenAI's, and llama.cpp's "schema" beside
+    // json_object): anything else is a misspelling, not ignored.
+    for (const auto& [key, value] : v->items()) {
+      const bool known = key == "type" || (t == "json_schema" && key == "json_schema") ||
+                         (t == "json_object" && key == "schema");
+      if (!known) {
+        return ApiError::invalid("'response_format' of type " + show(*type) + " has no field '" + key + "'",
+                                 "response_format");
+      }
+    }
+    if (t == "json_object" && field(*v, "schema") != nullptr) {
+      // llama.cpp: {"type": "json_object", "schema": {...}} constrains by the schema.
+      if (auto e = schema_grammar(*field(*v, "schema"), "response_format")) return e;
+    } else if (t == "json_object") {
       if (param != nullptr) {
         return ApiError::invalid("give one of 'grammar', 'json_schema' and 'response_format', not several", "response_format");
       }
@@ -84,6 +97,12 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
         if (key != "name" && key != "description" && key != "schema" && key != "strict") {
           return ApiError::invalid("'response_format.json_schema' has no field '" + key +
                                        "' (it has name, description, schema and strict)",
+                                   "response_format");
+        }
+        const bool typed = key == "schema" || (key == "strict" ? value.is_boolean() || value.is_null() : value.is_string());
+        if (!typed) {
+          return ApiError::invalid("'response_format.json_schema." + key + "' must be " +
+                                       (key == "strict" ? "a boolean" : "a string") + ", got " + show(value),
                                    "response_format");
         }
       }

@@ -282,10 +282,32 @@ TEST_CASE("schema errors are said in the schema's terms", "[api]") {
   };
   CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{},"stric":true}})"),
              Catch::Contains("no field 'stric'"));
+  CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{},"strict":"yes"}})"), Catch::Contains("must be a boolean"));
+  CHECK_THAT(message(R"("json_schema":{"name":7,"schema":{}}})"), Catch::Contains("must be a string"));
+  CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{}},"schema":{}})"), Catch::Contains("no field 'schema'"));
   CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{"anyOf":[{"$ref":"#"},{"type":"null"}]}}})"),
              Catch::Contains("refers back to itself"));
   CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{"type":"integer","minimum":5,"maximum":4}}})"),
              Catch::Contains("minimum / maximum"));
+}
+
+TEST_CASE("response_format json_object with llama.cpp's schema field constrains by the schema", "[api]") {
+  TestServer ts;
+  auto r = http(ts.port(), "POST", "/v1/chat/completions",
+                R"({"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object","schema":{"type":"integer","minimum":3}}})");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  REQUIRE_FALSE(ts.fake().requests().empty());
+  const auto& g = ts.fake().requests().back().grammar;
+  REQUIRE(g);
+  CHECK(accepts(*g, "3"));
+  CHECK_FALSE(accepts(*g, "2"));
+  CHECK_FALSE(accepts(*g, "{}"));
+  auto bad = http(ts.port(), "POST", "/v1/chat/completions",
+                  R"({"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_object","shema":{}}})");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK_THAT(bad->body, Catch::Contains("no field 'shema'"));
 }
 
 TEST_CASE("random bytes never take the server down", "[api]") {

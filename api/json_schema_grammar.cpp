@@ -92,6 +92,11 @@ class Converter {
   Status refuse(const std::string& where, const std::string& what) {
     return Status::invalid_argument("json schema at " + where + ": " + what);
   }
+  // A (sub)schema that allows no value the grammar writes: kOutOfRange, so
+  // that an anyOf can drop that branch and keep the others.
+  static Status nothing(const std::string& where, const std::string& what) {
+    return Status::out_of_range("json schema at " + where + ": " + what);
+  }
 
   std::string new_rule(const std::string& hint, std::string body) {
     std::string name;
@@ -116,7 +121,7 @@ class Converter {
     }
     if (s.is_boolean()) {
       if (s.get<bool>()) return std::string("value");
-      return refuse(where, "the schema false allows nothing");
+      return nothing(where, "the schema false allows nothing");
     }
     if (!s.is_object()) return refuse(where, "a schema must be an object or a boolean");
     for (const auto& [key, v] : s.items()) {
@@ -133,9 +138,11 @@ class Converter {
     // openai SDK): the schema, or null.
     if (const auto it = s.find("nullable"); it != s.end()) {
       if (!it->is_boolean()) return refuse(where + "/nullable", "must be a boolean");
-      std::string r;
-      LARDER_ASSIGN_OR_RETURN(r, body(s, hint, where, depth));
-      return it->get<bool>() ? new_rule(hint, r + " | null") : r;
+      Result<std::string> r = body(s, hint, where, depth);
+      // A schema that allows nothing, made nullable: null.
+      if (!r.is_ok() && r.status().code() == StatusCode::kOutOfRange && it->get<bool>()) return std::string("null");
+      if (!r.is_ok()) return r.status();
+      return it->get<bool>() ? new_rule(hint, *r + " | null") : *r;
     }
     return body(s, hint, where, depth);
   }
@@ -187,18 +194,25 @@ class Converter {
         json siblings = json::object();
         for (const std::string& k : constraints(s, {choice})) siblings[k] = s.at(k);
         std::string alts;
+        Status first_empty;  // a branch that allows nothing is left out; all of them: that
         for (size_t i = 0; i < it->size(); ++i) {
           const std::string at = where + "/" + choice + "/" + std::to_string(i);
-          std::string r;
+          Result<std::string> r = Status::ok();
           if (siblings.empty()) {
-            LARDER_ASSIGN_OR_RETURN(r, visit((*it)[i], hint, at, depth + 1));
+            r = visit((*it)[i], hint, at, depth + 1);
           } else {
             json branch;
             LARDER_ASSIGN_OR_RETURN(branch, merged((*it)[i], siblings, at));
-            LARDER_ASSIGN_OR_RETURN(r, visit(branch, hint, at, depth + 1));
+            r = visit(branch, hint, at, depth + 1);
           }
-          alts += (alts.empty() ? "" : " | ") + r;
+          if (!r.is_ok() && r.status().code() == StatusCode::kOutOfRange) {
+            if (first_empty.is_ok()) first_empty = r.status();
+            continue;
+          }
+          if (!r.is_ok()) return r.status();
+          alts += (alts.empty() ? "" : " | ") + *r;
         }
+        if (alts.empty()) return first_empty;
         return new_rule(hint, alts);
       }
     }
@@ -229,14 +243,20 @@ class Converter {
     }
     if (type->is_array()) {
       std::string alts;
+      Status first_empty;  // a type the keywords leave nothing of is left out, as in anyOf
       for (const json& t : *type) {
         if (!t.is_string()) return refuse(where + "/type", "must be a string or an array of strings");
         if (++n_visits_ > kMaxVisits) return refuse(where, "the schema expands to too large a grammar");
-        std::string r;
-        LARDER_ASSIGN_OR_RETURN(r, typed(s, t.get_ref<const std::string&>(), hint, where, depth + 1));
-        alts += (alts.empty() ? "" : " | ") + r;
+        Result<std::string> r = typed(s, t.get_ref<const std::string&>(), hint, where, depth + 1);
+        if (!r.is_ok() && r.status().code() == StatusCode::kOutOfRange) {
+          if (first_empty.is_ok()) first_empty = r.status();
+          continue;
+        }
+        if (!r.is_ok()) return r.status();
+        alts += (alts.empty() ? "" : " | ") + *r;
       }
-      if (alts.empty()) return refuse(where + "/type", "an empty list of types allows nothing");
+      if (alts.empty() && !first_empty.is_ok()) return first_empty;
+      if (alts.empty()) return nothing(where + "/type", "an empty list of types allows nothing");
       return new_rule(hint, alts);
     }
     if (!type->is_string()) return refuse(where + "/type", "must be a string or an array of strings");
@@ -282,7 +302,7 @@ class Converter {
       LARDER_ASSIGN_OR_RETURN(ok, satisfies(s, v, strings ? &*strings : nullptr, where));
       if (ok) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
     }
-    if (alts.empty()) return refuse(where + "/" + key, "no listed value satisfies the keywords beside it");
+    if (alts.empty()) return nothing(where + "/" + key, "no listed value satisfies the keywords beside it");
     return is_enum ? "(" + alts + ")" : alts;
   }
 
@@ -358,9 +378,15 @@ class Converter {
     const std::string rule = new_rule(name, "");
     const size_t slot = rules_.size() - 1;
     refs_[path] = rule;
-    std::string body;
-    LARDER_ASSIGN_OR_RETURN(body, visit(*def, name, path, 1));
-    rules_[slot].second = body;
+    Result<std::string> body = visit(*def, name, path, 1);
+    if (!body.is_ok()) {
+      // The rule stays (others may already name it) but matches nothing,
+      // and is not found again by its path.
+      rules_[slot].second = "[^\\x00-\\U0010FFFF]";
+      refs_.erase(path);
+      return body.status();
+    }
+    rules_[slot].second = *body;
     return rule;
   }
 
@@ -483,7 +509,7 @@ class Converter {
       max = v->get<int64_t>();
     }
     if (min > 1000 || max > 1000) return refuse(where, "minItems / maxItems above 1000 are not supported");
-    if (max >= 0 && max < min) return refuse(where, "maxItems is below minItems");
+    if (max >= 0 && max < min) return nothing(where, "maxItems is below minItems");
     if (max == 0) return new_rule(hint, "\"[\" ws \"]\"");
     const std::string more = "( \",\" ws " + item + " ws )";
     std::string reps;
@@ -515,7 +541,7 @@ class Converter {
       (std::string_view(key) == "minLength" ? min : max) = int64_t(v->get<double>());
     }
     if (min > 10000 || max > 10000) return refuse(where, "minLength / maxLength above 10000 are not supported");
-    if (max >= 0 && max < min) return refuse(where, "maxLength is below minLength");
+    if (max >= 0 && max < min) return nothing(where, "maxLength is below minLength");
     return std::make_pair(min, max);
   }
 
@@ -585,7 +611,7 @@ class Converter {
     std::optional<StringDfa> dfa;
     LARDER_ASSIGN_OR_RETURN(dfa, string_automaton(s, where));
     if (dfa->empty()) {
-      return refuse(where, "its pattern, format and lengths together allow no string the grammar can write "
+      return nothing(where, "its pattern, format and lengths together allow no string the grammar can write "
                            "(printable characters; no control characters)");
     }
     std::vector<std::pair<std::string, std::string>> rules;

@@ -97,7 +97,7 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
     long double b = hi ? (hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value)) : kCap;
     a = std::max(a, -kCap);
     b = std::min(b, kCap);
-    if (a > b) return refuse(where, empty);
+    if (a > b) return Status::out_of_range("json schema at " + where + ": " + empty);
     return integer_range_gbnf(int64_t(a), int64_t(b));
   }
   std::optional<NumberBound> nlo, nhi;
@@ -111,12 +111,12 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
     // its own side and excludes everything on the other.
     if (v < -kCap || v > kCap) {
       if ((b == &lo) == (v < 0)) continue;
-      return refuse(where, empty);
+      return Status::out_of_range("json schema at " + where + ": " + empty);
     }
     *out = NumberBound{int64_t(v), (*b)->exclusive};
   }
   const std::string expr = number_range_gbnf(nlo, nhi);
-  if (expr.empty()) return refuse(where, empty);
+  if (expr.empty()) return Status::out_of_range("json schema at " + where + ": " + empty);
   return expr;
 }
 

@@ -27,8 +27,8 @@ Result<std::optional<SchemaBound>> schema_bound(const nlohmann::ordered_json& s,
 
 // A GBNF expression for the integers (integer) or numbers of `s`'s type
 // within its bounds (number_range.h): "integer" / "number" (the converter's
-// rules) when there are none. kInvalidArgument for a range that holds
-// nothing the grammar writes, and for a number's fractional bound.
+// rules) when there are none. kOutOfRange for a range that holds nothing
+// the grammar writes, kInvalidArgument for a number's fractional bound.
 Result<std::string> number_gbnf(const nlohmann::ordered_json& s, const std::string& where, bool integer);
 
 // The automaton of a supported "format" (date, time, date-time, uuid,

@@ -172,6 +172,27 @@ TEST_CASE("json schema: keywords beside enum, const, anyOf, allOf and $ref hold 
   auto closed = from_schema(R"({"additionalProperties":false})");
   CHECK(accepts(*closed, "{}"));
   CHECK_FALSE(accepts(*closed, R"({"a":{}})"));
+  // A branch (or type) that allows nothing is left out; when all do, the
+  // first one's reason is the 400.
+  auto some = from_schema(R"({"type":"string","anyOf":[{"maxLength":1},{"pattern":"^zz"}],"minLength":2})");
+  CHECK(accepts(*some, R"("zzz")"));
+  CHECK_FALSE(accepts(*some, R"("a")"));
+  CHECK_FALSE(accepts(*some, R"("ab")"));
+  CHECK_THAT(refusal(R"({"anyOf":[{"type":"integer","minimum":3,"maximum":2},{"enum":[1],"minimum":5}]})"),
+             Catch::Contains("anyOf/0") && Catch::Contains("minimum / maximum"));
+  auto typed_out = from_schema(R"({"type":["string","integer"],"minimum":1,"maximum":0})");
+  CHECK(accepts(*typed_out, R"("x")"));
+  CHECK_FALSE(accepts(*typed_out, "0"));
+  auto only_null = from_schema(R"({"type":"string","minLength":2,"maxLength":1,"nullable":true})");
+  CHECK(accepts(*only_null, "null"));
+  CHECK_FALSE(accepts(*only_null, R"("ab")"));
+  // A $ref whose definition allows nothing, in one branch: the other stays,
+  // and the definition is not reused as if it matched.
+  auto refs = from_schema(R"({"$defs":{"none":{"type":"integer","minimum":2,"maximum":1}},
+      "anyOf":[{"$ref":"#/$defs/none"},{"type":"boolean"}]})");
+  CHECK(accepts(*refs, "true"));
+  CHECK_FALSE(accepts(*refs, "1"));
+  CHECK_FALSE(accepts(*refs, ""));
   // Lengths written as integral floats.
   auto two = from_schema(R"({"type":"string","maxLength":2.0})");
   CHECK(accepts(*two, R"("ab")"));

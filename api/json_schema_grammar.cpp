@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/json_schema_properties.h"
 #include "api/json_schema_values.h"
 #include "engine/grammar/json_grammar.h"
 #include "engine/grammar/string_dfa.h"
@@ -406,59 +407,6 @@ class Converter {
     return it == index->second.end() ? nullptr : it->second;
   }
 
-  // One property of an object: the rule of its `"name" ws ":" ws value ws`.
-  struct PropRule {
-    std::string kv;
-    bool required;
-  };
-
-  // The rules for the properties of one object in schema order, required
-  // ones present, optional ones maybe absent, with commas between them.
-  // nonempty(l, r, after): a non-empty in-order selection of [l, r) that
-  // has every required one of them, led by a comma when `after` (one was
-  // written before). With m the middle of [l, r):
-  //   nonempty(l, r, a) ::= nonempty(l, m, a) rest(m, r)
-  //                       | nonempty(m, r, a)       (only when [l, m) has no required one)
-  //   rest(m, r)        ::= nonempty(m, r, true), or that or "" when [m, r) has no required one
-  // The two alternatives differ in whether [l, m) contributes, so a text
-  // has one reading; a rule's first element expands to a rule of half its
-  // range, so a top-down expansion goes through about 2 log2(n) rules
-  // before matching a character (a chain "kv_i rest_(i+1) | rest_(i+1)"
-  // went through n, past the parser's bound for a thousand optional
-  // properties), and there are about 4 n rules in all.
-  class PropertySequence {
-   public:
-    PropertySequence(Converter& c, const std::string& hint, const std::vector<PropRule>& props)
-        : c_(c), hint_(hint), props_(props), n_required_(props.size() + 1, 0) {
-      for (size_t i = 0; i < props.size(); ++i) n_required_[i + 1] = n_required_[i] + (props[i].required ? 1 : 0);
-    }
-
-    bool any_required(size_t l, size_t r) const { return n_required_[r] > n_required_[l]; }
-
-    // The rule (or, for one property, the expression) of nonempty(l, r, after); l < r.
-    std::string nonempty(size_t l, size_t r, bool after) {
-      if (r - l == 1) return after ? "\",\" ws " + props_[l].kv : props_[l].kv;
-      const auto key = std::make_tuple(l, r, after);
-      if (const auto it = memo_.find(key); it != memo_.end()) return it->second;
-      const size_t m = l + (r - l) / 2;
-      std::string rest = nonempty(m, r, true);
-      if (!any_required(m, r)) rest = "( " + rest + " )?";
-      std::string body = nonempty(l, m, after) + " " + rest;
-      if (!any_required(l, m)) body += " | " + nonempty(m, r, after);
-      std::string name = c_.new_rule(hint_ + "-" + std::to_string(l) + "-" + std::to_string(r) + (after ? "-more" : ""),
-                                     std::move(body));
-      memo_.emplace(key, name);
-      return name;
-    }
-
-   private:
-    Converter& c_;
-    const std::string& hint_;
-    const std::vector<PropRule>& props_;
-    std::vector<size_t> n_required_;  // n_required_[i]: required ones among [0, i)
-    std::map<std::tuple<size_t, size_t, bool>, std::string> memo_;
-  };
-
   Result<std::string> object(const json& s, const std::string& hint, const std::string& where, int depth) {
     if (const auto ap = s.find("additionalProperties"); ap != s.end() && !(ap->is_boolean() && !ap->get<bool>())) {
       return refuse(where + "/additionalProperties", "only false (or absent) is supported: the object has only its listed properties");
@@ -489,7 +437,7 @@ class Converter {
     }
     if (!required.empty()) return refuse(where + "/required", "\"" + *required.begin() + "\" is required but not among the properties");
     if (props.empty()) return new_rule(hint, "\"{\" ws \"}\"");
-    PropertySequence seq(*this, hint, props);
+    PropertySequence seq(props, [&](const std::string& h, std::string body) { return new_rule(hint + "-" + h, std::move(body)); });
     const std::string body = seq.nonempty(0, props.size(), false);
     return new_rule(hint, "\"{\" ws " + (seq.any_required(0, props.size()) ? body : "( " + body + " )?") + " \"}\"");
   }

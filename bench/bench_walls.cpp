@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", a.threads, "thread counts, comma-separated")
       ->delimiter(',')
       ->check(larder::bench::kPositive);
-  app.add_option("--mib", a.mib, "read buffer in MiB (size it past the L3)")->check(larder::bench::kPositive);
+  app.add_option("--mib", a.mib, "read buffer in MiB (size it past the L3)")->check(CLI::Range(1, 16384));
   app.add_option("--reps", a.reps, "runs per figure (the best is printed)")->check(larder::bench::kPositive);
   app.add_flag("--json-only", a.json_only, "print only the JSON lines");
   larder::bench::parse_or_exit(app, argc, argv);

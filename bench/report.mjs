@@ -1,7 +1,8 @@
-// Combines the JSON lines of bench_decode, llama_cpp.mjs and bench_restore
-// (files given on the command line; other lines are ignored) into markdown
-// tables: larder vs llama.cpp decode and prefill tok/s with their ratio, then
-// larder's TTFT cold vs restored.
+// Combines the JSON lines of bench_walls, bench_decode, llama_cpp.mjs and
+// bench_restore (files given on the command line; other lines are ignored)
+// into markdown tables: the machine's walls (read bandwidth, int8 peak)
+// measured in the same run, larder vs llama.cpp decode and prefill tok/s with
+// their ratio, then larder's TTFT cold vs restored.
 //
 // usage: node report.mjs FILE.jsonl...
 import fs from "node:fs";
@@ -41,6 +42,21 @@ function speedTable(bench, title) {
     }
     console.log(`\n(${bench}: ${tokens} tokens per run; median of the runs, (min–max) in parentheses` +
         (bench === "decode" ? "; [n tok]: llama.cpp's runs hit the time cap, so only n tokens were timed and the ratio (*) mostly measures thread contention" : "") + ")\n");
+}
+
+const walls = rows.filter((r) => r.bench === "wall_read" || r.bench === "wall_int8");
+if (walls.length > 0) {
+    console.log("### The machine's walls, same run (bench_walls)\n");
+    console.log("| probe | threads | value |");
+    console.log("| --- | ---: | ---: |");
+    for (const w of walls) {
+        if (w.bench === "wall_read") {
+            console.log(`| read ${fmt(w.bytes / 2 ** 20)} MiB, 512-bit loads | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`);
+        } else {
+            console.log(`| vpdpbusd int8 | ${w.threads} | ${fmt(w.top_per_s, 2)} TOP/s |`);
+        }
+    }
+    console.log("\n(decode reads every weight byte once per token: tok/s <= GB/s / weight GB; best of the runs)\n");
 }
 
 speedTable("decode", "Decode, greedy, 256 tokens from BOS");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: larder (bench_decode, bench_restore) and llama.cpp
-# (node-llama-cpp 3.21.1, bench/llama_cpp.mjs) on the same stories260K GGUF
-# files in the same run, then one markdown report (bench/report.mjs).
+# Side-by-side benchmark: the machine's walls (bench_walls), larder
+# (bench_decode, bench_restore) and llama.cpp (node-llama-cpp 3.21.1,
+# bench/llama_cpp.mjs) on the same stories260K GGUF files in the same run,
+# then one markdown report (bench/report.mjs) naming the CPU.
 #
 # Environment:
 #   LARDER_TEST_MODELS  model directory (default: ../shared/models from the repo root)
@@ -26,7 +27,7 @@ echo "== building bench programs (Release) in $build" >&2
 generator=()
 if [[ ! -f $build/CMakeCache.txt ]] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DLARDER_CUDA=OFF >/dev/null
-cmake --build "$build" --target bench_decode bench_restore -j"${JOBS:-2}" >/dev/null
+cmake --build "$build" --target bench_walls bench_decode bench_restore -j"${JOBS:-2}" >/dev/null
 
 if [[ ! -d $here/node_modules/node-llama-cpp ]]; then
   echo "== installing node-llama-cpp (npm i -E --no-package-lock)" >&2
@@ -42,6 +43,8 @@ else
 fi
 ref=(--reference "$models/reference.json")
 
+echo "== the machine's walls (read bandwidth, int8 peak)" >&2
+"$build/bench/bench_walls" --json-only | tee "$out/walls.jsonl" >&2
 echo "== larder decode/prefill" >&2
 "$build/bench/bench_decode" --json-only --runs "$runs" "${ref[@]}" "${files[@]}" | tee "$out/larder.jsonl" >&2
 echo "== llama.cpp decode/prefill" >&2
@@ -51,6 +54,7 @@ echo "== larder TTFT cold / restored" >&2
   | tee "$out/ttft.jsonl" >&2
 
 echo >&2
-echo "Machine: $(nproc) cores, $(uname -sr); $(date -u +%Y-%m-%d)"
+cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')
+echo "Machine: ${cpu:-unknown CPU}, $(nproc) cores, $(uname -sr); $(date -u +%Y-%m-%d)"
 echo
-node "$here/report.mjs" "$out/larder.jsonl" "$out/llama_cpp.jsonl" "$out/ttft.jsonl"
+node "$here/report.mjs" "$out/walls.jsonl" "$out/larder.jsonl" "$out/llama_cpp.jsonl" "$out/ttft.jsonl"

@@ -90,14 +90,33 @@ class Converter {
   }
 
  private:
-  Status refuse(const std::string& where, const std::string& what) {
-    return Status::invalid_argument("json schema at " + where + ": " + what);
-  }
-  // A (sub)schema that allows no value the grammar writes: kOutOfRange, so
-  // that an anyOf can drop that branch and keep the others.
+  static Status refuse(const std::string& where, const std::string& what) { return schema_error(where, what); }
+  // A (sub)schema that allows no value the grammar writes (kOutOfRange):
+  // an anyOf drops that branch and keeps the others.
   static Status nothing(const std::string& where, const std::string& what) {
-    return Status::out_of_range("json schema at " + where + ": " + what);
+    return schema_allows_nothing(where, what);
   }
+
+  // The alternatives of a choice (anyOf / oneOf branches, a type list's
+  // types): one that allows nothing is left out; when all are, the first
+  // one's reason stands.
+  struct Choice {
+    std::string alts;
+    Status first_empty;
+    // Adds r; false (with r's status to return) on any other error.
+    bool add(Result<std::string> r, Status* error) {
+      if (r.is_ok()) {
+        alts += (alts.empty() ? "" : " | ") + *r;
+        return true;
+      }
+      if (r.status().code() == StatusCode::kOutOfRange) {
+        if (first_empty.is_ok()) first_empty = r.status();
+        return true;
+      }
+      *error = r.status();
+      return false;
+    }
+  };
 
   std::string new_rule(const std::string& hint, std::string body) {
     std::string name;
@@ -194,8 +213,8 @@ class Converter {
         // Keywords beside the choice hold for every branch: merged into each.
         json siblings = json::object();
         for (const std::string& k : constraints(s, {choice})) siblings[k] = s.at(k);
-        std::string alts;
-        Status first_empty;  // a branch that allows nothing is left out; all of them: that
+        Choice c;
+        Status error;
         for (size_t i = 0; i < it->size(); ++i) {
           const std::string at = where + "/" + choice + "/" + std::to_string(i);
           Result<std::string> r = Status::ok();
@@ -206,15 +225,10 @@ class Converter {
             LARDER_ASSIGN_OR_RETURN(branch, merged((*it)[i], siblings, at));
             r = visit(branch, hint, at, depth + 1);
           }
-          if (!r.is_ok() && r.status().code() == StatusCode::kOutOfRange) {
-            if (first_empty.is_ok()) first_empty = r.status();
-            continue;
-          }
-          if (!r.is_ok()) return r.status();
-          alts += (alts.empty() ? "" : " | ") + *r;
+          if (!c.add(std::move(r), &error)) return error;
         }
-        if (alts.empty()) return first_empty;
-        return new_rule(hint, alts);
+        if (c.alts.empty()) return c.first_empty;
+        return new_rule(hint, c.alts);
       }
     }
     if (const auto it = s.find("allOf"); it != s.end()) {
@@ -243,22 +257,16 @@ class Converter {
       return std::string("value");  // no constraint: any JSON value
     }
     if (type->is_array()) {
-      std::string alts;
-      Status first_empty;  // a type the keywords leave nothing of is left out, as in anyOf
+      Choice c;  // a type the keywords leave nothing of is left out, as in anyOf
+      Status error;
       for (const json& t : *type) {
         if (!t.is_string()) return refuse(where + "/type", "must be a string or an array of strings");
         if (++n_visits_ > kMaxVisits) return refuse(where, "the schema expands to too large a grammar");
-        Result<std::string> r = typed(s, t.get_ref<const std::string&>(), hint, where, depth + 1);
-        if (!r.is_ok() && r.status().code() == StatusCode::kOutOfRange) {
-          if (first_empty.is_ok()) first_empty = r.status();
-          continue;
-        }
-        if (!r.is_ok()) return r.status();
-        alts += (alts.empty() ? "" : " | ") + *r;
+        if (!c.add(typed(s, t.get_ref<const std::string&>(), hint, where, depth + 1), &error)) return error;
       }
-      if (alts.empty() && !first_empty.is_ok()) return first_empty;
-      if (alts.empty()) return nothing(where + "/type", "an empty list of types allows nothing");
-      return new_rule(hint, alts);
+      if (c.alts.empty() && !c.first_empty.is_ok()) return c.first_empty;
+      if (c.alts.empty()) return nothing(where + "/type", "an empty list of types allows nothing");
+      return new_rule(hint, c.alts);
     }
     if (!type->is_string()) return refuse(where + "/type", "must be a string or an array of strings");
     return typed(s, type->get_ref<const std::string&>(), hint, where, depth);
@@ -288,28 +296,27 @@ class Converter {
     if (const auto others = constraints(s, kValueKeywords); !others.empty()) {
       return refuse(where, "\"" + others[0] + "\" beside \"" + key + "\" is not supported");
     }
-    // The string keywords' automaton, built once for all the values.
-    std::optional<StringDfa> strings;
-    if (s.contains("minLength") || s.contains("maxLength") || s.contains("pattern") || s.contains("format")) {
-      json only = json::object();
-      for (const char* k : {"minLength", "maxLength", "pattern", "format"}) {
-        if (s.contains(k)) only[k] = s.at(k);
-      }
-      LARDER_ASSIGN_OR_RETURN(strings, string_automaton(only, where));
+    // The bounds and the string keywords' automaton, once for all the values.
+    std::optional<SchemaBound> lo, hi;
+    if (std::any_of(values.begin(), values.end(), [](const json& v) { return v.is_number(); })) {
+      LARDER_ASSIGN_OR_RETURN(lo, schema_bound(s, where, true));
+      LARDER_ASSIGN_OR_RETURN(hi, schema_bound(s, where, false));
     }
+    std::optional<StringDfa> strings;
+    LARDER_ASSIGN_OR_RETURN(strings, string_automaton(s, where));
     std::string alts;
     for (const json& v : values) {
-      bool ok = false;
-      LARDER_ASSIGN_OR_RETURN(ok, satisfies(s, v, strings ? &*strings : nullptr, where));
-      if (ok) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      if (satisfies(s, v, lo, hi, strings ? &*strings : nullptr)) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
     }
     if (alts.empty()) return nothing(where + "/" + key, "no listed value satisfies the keywords beside it");
     return is_enum ? "(" + alts + ")" : alts;
   }
 
-  // Whether the value v satisfies s's type and bounds and, for a string,
-  // `strings` (the automaton of s's lengths, pattern and format; null: none).
-  Result<bool> satisfies(const json& s, const json& v, const StringDfa* strings, const std::string& where) {
+  // Whether the value v satisfies s's type, the bounds lo / hi and, for a
+  // string, `strings` (the automaton of s's lengths, pattern and format;
+  // null: none).
+  static bool satisfies(const json& s, const json& v, const std::optional<SchemaBound>& lo,
+                        const std::optional<SchemaBound>& hi, const StringDfa* strings) {
     if (const auto t = s.find("type"); t != s.end()) {
       auto is = [&](const json& name) {
         if (!name.is_string()) return false;
@@ -323,12 +330,7 @@ class Converter {
       if (!any) return false;
     }
     if (v.is_number()) {
-      std::optional<SchemaBound> lo, hi;
-      LARDER_ASSIGN_OR_RETURN(lo, schema_bound(s, where, true));
-      LARDER_ASSIGN_OR_RETURN(hi, schema_bound(s, where, false));
-      const long double x = v.is_number_float() ? static_cast<long double>(v.get<double>())
-                            : v.is_number_unsigned() ? static_cast<long double>(v.get<uint64_t>())
-                                                     : static_cast<long double>(v.get<int64_t>());
+      const long double x = json_number(v);
       if (lo && (lo->exclusive ? x <= lo->value : x < lo->value)) return false;
       if (hi && (hi->exclusive ? x >= hi->value : x > hi->value)) return false;
     }

@@ -13,10 +13,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-Status refuse(const std::string& where, const std::string& what) {
-  return Status::invalid_argument("json schema at " + where + ": " + what);
-}
-
 // An ECMAScript pattern for each supported format, each a subset of its
 // standard that the common validators (zod 3 and 4, ajv-formats) accept
 // too: RFC 3339 section 5.6 full-date with the days each month has and
@@ -28,39 +24,42 @@ Status refuse(const std::string& where, const std::string& what) {
 // host of letter-digit-hyphen labels, 64 characters in all
 // (RFC 5321 section 4.5.3.1 allows 255): bounded, so that a small model's
 // address ends.
-const char* format_pattern(const std::string& fmt) {
 #define LARDER_LEAP "(?:\\d\\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29"
 #define LARDER_DATE "(?:" LARDER_LEAP "|[0-9]{4}-(?:02-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])))"
 #define LARDER_HOUR "(?:[01][0-9]|2[0-3])"
 #define LARDER_CLOCK LARDER_HOUR ":[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?"
-  static const std::pair<const char*, const char*> kFormats[] = {
-      {"date", "^" LARDER_DATE "$"},
-      {"time", "^" LARDER_CLOCK "(?:Z|[+-]" LARDER_HOUR ":[0-5][0-9])$"},
-      {"date-time", "^" LARDER_DATE "T" LARDER_CLOCK "Z$"},
-      {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
-      {"email", "^(?=[^@]{1,64}@[^@]{1,64}$)[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@"
-                "(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z]{2,}$"},
-  };
+constexpr std::pair<const char*, const char*> kFormats[] = {
+    {"date", "^" LARDER_DATE "$"},
+    {"time", "^" LARDER_CLOCK "(?:Z|[+-]" LARDER_HOUR ":[0-5][0-9])$"},
+    {"date-time", "^" LARDER_DATE "T" LARDER_CLOCK "Z$"},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+    {"email", "^(?=[^@]{1,64}@[^@]{1,64}$)[A-Za-z0-9_+-]+(?:\\.[A-Za-z0-9_+-]+)*@"
+              "(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z]{2,}$"},
+};
 #undef LARDER_LEAP
 #undef LARDER_DATE
 #undef LARDER_HOUR
 #undef LARDER_CLOCK
-  for (const auto& [name, re] : kFormats) {
-    if (fmt == name) return re;
-  }
-  return nullptr;
-}
 
 }  // namespace
+
+Status schema_error(const std::string& where, const std::string& what) {
+  return Status::invalid_argument("json schema at " + where + ": " + what);
+}
+
+Status schema_allows_nothing(const std::string& where, const std::string& what) {
+  return Status::out_of_range("json schema at " + where + ": " + what);
+}
+
+long double json_number(const json& v) {
+  if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
+  if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
+  return static_cast<long double>(v.get<double>());
+}
 
 Result<std::optional<SchemaBound>> schema_bound(const json& s, const std::string& where, bool lower) {
   const std::string plain = lower ? "minimum" : "maximum";
   const std::string excl = lower ? "exclusiveMinimum" : "exclusiveMaximum";
-  auto number_at = [&](const json& v) -> long double {
-    if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
-    if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
-    return static_cast<long double>(v.get<double>());
-  };
   std::optional<SchemaBound> out;
   auto tighten = [&](SchemaBound b) {
     if (!out || (lower ? b.value > out->value : b.value < out->value) || (b.value == out->value && b.exclusive)) out = b;
@@ -70,14 +69,14 @@ Result<std::optional<SchemaBound>> schema_bound(const json& s, const std::string
     if (e->is_boolean()) {
       draft4_exclusive = e->get<bool>();
     } else if (e->is_number()) {
-      tighten({number_at(*e), true});
+      tighten({json_number(*e), true});
     } else {
-      return refuse(where + "/" + excl, "must be a number");
+      return schema_error(where + "/" + excl, "must be a number");
     }
   }
   if (const auto m = s.find(plain); m != s.end()) {
-    if (!m->is_number()) return refuse(where + "/" + plain, "must be a number");
-    tighten({number_at(*m), draft4_exclusive});
+    if (!m->is_number()) return schema_error(where + "/" + plain, "must be a number");
+    tighten({json_number(*m), draft4_exclusive});
   }
   return out;
 }
@@ -97,7 +96,7 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
     long double b = hi ? (hi->exclusive ? std::ceil(hi->value) - 1 : std::floor(hi->value)) : kCap;
     a = std::max(a, -kCap);
     b = std::min(b, kCap);
-    if (a > b) return Status::out_of_range("json schema at " + where + ": " + empty);
+    if (a > b) return schema_allows_nothing(where, empty);
     return integer_range_gbnf(int64_t(a), int64_t(b));
   }
   std::optional<NumberBound> nlo, nhi;
@@ -105,18 +104,18 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
     if (!*b) continue;
     const long double v = (*b)->value;
     if (v != std::floor(v)) {
-      return refuse(where + "/" + name, "a fractional bound for a number is not supported (whole-number bounds are)");
+      return schema_error(where + "/" + name, "a fractional bound for a number is not supported (whole-number bounds are)");
     }
     // Past the whole parts a bounded number can have, a bound is no constraint on
     // its own side and excludes everything on the other.
     if (v < -kCap || v > kCap) {
       if ((b == &lo) == (v < 0)) continue;
-      return Status::out_of_range("json schema at " + where + ": " + empty);
+      return schema_allows_nothing(where, empty);
     }
     *out = NumberBound{int64_t(v), (*b)->exclusive};
   }
   const std::string expr = number_range_gbnf(nlo, nhi);
-  if (expr.empty()) return Status::out_of_range("json schema at " + where + ": " + empty);
+  if (expr.empty()) return schema_allows_nothing(where, empty);
   return expr;
 }
 
@@ -125,8 +124,8 @@ Result<std::string> number_gbnf(const json& s, const std::string& where, bool in
 const StringDfa* format_automaton(const std::string& fmt) {
   static const std::vector<std::pair<std::string, StringDfa>> kAutomata = [] {
     std::vector<std::pair<std::string, StringDfa>> out;
-    for (const char* name : {"date", "time", "date-time", "uuid", "email"}) {
-      Result<StringDfa> d = StringDfa::from_pattern(format_pattern(name));
+    for (const auto& [name, pattern] : kFormats) {
+      Result<StringDfa> d = StringDfa::from_pattern(pattern);
       if (d.is_ok()) out.emplace_back(name, std::move(*d));  // they all compile (tests/api)
     }
     return out;

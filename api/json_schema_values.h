@@ -13,6 +13,15 @@
 
 namespace larder {
 
+// "json schema at <where>: <what>": kInvalidArgument, for a keyword the
+// grammar cannot enforce or a malformed one, and kOutOfRange, for a schema
+// that allows no value (an anyOf leaves such a branch out).
+Status schema_error(const std::string& where, const std::string& what);
+Status schema_allows_nothing(const std::string& where, const std::string& what);
+
+// A JSON number's value; long double holds every int64 and uint64 exactly.
+long double json_number(const nlohmann::ordered_json& v);
+
 // The bound of one side of `s`: "minimum" / "maximum" (made exclusive by a
 // draft-4 boolean exclusiveMinimum / exclusiveMaximum) and the draft-6
 // numeric exclusive form, the tighter of them; nullopt when there is none.

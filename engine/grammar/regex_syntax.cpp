@@ -4,6 +4,9 @@
 #include "engine/grammar/regex_syntax.h"
 
 #include <string>
+#include <vector>
+
+#include "engine/tokenizer/unicode.h"
 
 namespace larder::regex {
 
@@ -11,24 +14,6 @@ bool in_other(uint32_t cp) {
   if (cp < 0x80 || cp >= 0x10000) return false;
   return !(cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
            cp == 0x202F || cp == 0x205F || cp == 0x3000 || cp == 0xFEFF);
-}
-
-bool next_code_point(std::string_view s, size_t* i, uint32_t* cp) {
-  const uint8_t c = uint8_t(s[*i]);
-  const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (len == 0 || *i + len > s.size()) return false;
-  uint32_t v = len == 1 ? c : c & (0x7F >> len);
-  for (int k = 1; k < len; ++k) {
-    const uint8_t b = uint8_t(s[*i + k]);
-    if ((b & 0xC0) != 0x80) return false;
-    v = (v << 6) | (b & 0x3F);
-  }
-  // Overlong forms, surrogates and values past U+10FFFF are malformed.
-  static constexpr uint32_t kMinOf[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (v < kMinOf[len] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF) return false;
-  *i += len;
-  *cp = v;
-  return true;
 }
 
 namespace {
@@ -404,11 +389,12 @@ class Parser {
 }  // namespace
 
 Result<Tree> parse(std::string_view pattern) {
+  std::vector<unicode::Char> chars;
+  unicode::decode_utf8(pattern, chars);
   std::u32string cps;
-  for (size_t i = 0; i < pattern.size();) {
-    uint32_t cp = 0;
-    if (!next_code_point(pattern, &i, &cp)) return Status::invalid_argument("pattern: not valid UTF-8");
-    cps.push_back(char32_t(cp));
+  for (const unicode::Char& c : chars) {
+    if (c.cpt >= unicode::kInvalidBase) return Status::invalid_argument("pattern: not valid UTF-8");
+    cps.push_back(char32_t(c.cpt));
     if (cps.size() > kMaxPatternChars) {
       return Status::invalid_argument("pattern: longer than " + std::to_string(kMaxPatternChars) + " characters");
     }

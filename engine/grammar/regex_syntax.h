@@ -68,7 +68,4 @@ inline constexpr std::string_view kOtherGbnf =
     "[^\\x00-\\x7F\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000\\uFEFF"
     "\\U00010000-\\U0010FFFF]";
 
-// Decodes one UTF-8 code point at s[*i], advancing *i; false when malformed.
-bool next_code_point(std::string_view s, size_t* i, uint32_t* cp);
-
 }  // namespace larder::regex

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/grammar/regex_syntax.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace larder {
 
@@ -268,8 +269,8 @@ Result<StringDfa> compile_sequence(const regex::Tree& t, const regex::TopAlterna
   size_t j = k;
   while (j < alt.items.size() && t.nodes[alt.items[j]].kind != regex::Node::kLook) ++j;
   Nfa nfa;
-  Nfa::Frag f{nfa.add(), 0};
-  f.out = f.in;
+  const int start = nfa.add();
+  Nfa::Frag f{start, start};
   for (size_t i = k; i < j; ++i) f = nfa.chain(f, nfa.build(t, alt.items[i]));
   if (j == alt.items.size()) {
     if (!alt.anchored_end) f = nfa.chain(f, nfa.any_string());
@@ -472,9 +473,10 @@ Result<StringDfa> StringDfa::intersect(const StringDfa& other, bool complement_o
 bool StringDfa::accepts(std::string_view text) const {
   if (empty()) return false;
   int32_t s = 0;
-  for (size_t i = 0; i < text.size();) {
-    uint32_t cp = 0;
-    if (!regex::next_code_point(text, &i, &cp)) return false;
+  std::vector<unicode::Char> chars;
+  unicode::decode_utf8(text, chars);  // an ill-formed byte is kInvalidBase + byte: in no symbol
+  for (const unicode::Char& c : chars) {
+    const uint32_t cp = c.cpt;
     const int sym = cp < 0x80 ? ascii_symbol(cp) : regex::in_other(cp) ? kOther : -1;
     if (sym < 0) return false;
     s = next_[s][sym];

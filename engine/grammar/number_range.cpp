@@ -97,7 +97,6 @@ std::string non_negative_range(int64_t a, int64_t b) {
   return join(alts);
 }
 
-constexpr std::string_view kAnyFraction = "( \".\" [0-9]{1,16} )?";
 constexpr std::string_view kZeroFraction = "( \".\" \"0\"{1,16} )?";
 
 // Significant digits a number's text keeps next to an exclusive bound: a
@@ -154,7 +153,7 @@ std::string magnitude(int64_t p, bool p_exclusive, std::optional<int64_t> q, boo
     if (!f.empty()) last.append(" ").append(f);
     --hi_any;
   }
-  if (lo_any <= hi_any) alts.push_back(non_negative_range(lo_any, hi_any) + " " + std::string(kAnyFraction));
+  if (lo_any <= hi_any) alts.push_back(non_negative_range(lo_any, hi_any) + " " + fraction_up_to(16));
   if (!last.empty()) alts.push_back(last);
   if (p_exclusive && (!q || p < *q)) {
     const std::string f = nonzero_fraction(exact_fraction_digits(p));

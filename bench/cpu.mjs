@@ -1,0 +1,254 @@
+// CPU speed, larder against llama.cpp, on the same GGUF files in one run.
+//   larder    : larderd started on the file (no disk tier), driven through its
+//               OpenAI HTTP API as a client sees it (fetch, times on this side).
+//   llama.cpp : node-llama-cpp 3.21.1's prebuilt CPU binaries, in this process.
+// Both get the same token ids, so no tokenizer is timed and nothing differs
+// but the engines:
+//   prefill : a prompt of --prompt-tokens random ids (a new one every run, so
+//             neither side reuses a cached prefix) and one generated token;
+//             tok/s = prompt tokens / (request sent .. answer received) for
+//             larder, (evaluate() .. first token) for llama.cpp.
+//   decode  : --decode-tokens greedy tokens after a 16-token prompt, EOS
+//             ignored; tok/s = (tokens - 1) / (first token .. last token), from
+//             the stream's chunks for larder.
+//   context : with --contexts 4096,16384,...: prefill the first C - 1 tokens
+//             of a prompt, then time the last --prompt-tokens of it (prefill
+//             at that depth) and --decode-tokens decoded after it.
+// The model's shape (from its GGUF metadata) gives the work per token, printed
+// beside the speeds so the report can divide by the machine's walls:
+//   weight_bytes   the tensor bytes decode reads per token (all matrices; the
+//                  token embedding is read whole only when it is also the output);
+//   macs_per_token multiply-adds per prompt token in the layers' matrices (the
+//                  output matrix runs for the last token only, so it is left out).
+// Prints one JSON line per (impl, bench, model, threads[, context]).
+//
+// usage: node cpu.mjs --larder BIN [--threads 1,2] [--runs 3] [--prompt-tokens 512]
+//                     [--decode-tokens 64] [--contexts 4096,16384] [--skip-llama-cpp]
+//                     MODEL.gguf...
+import fs from "node:fs";
+import path from "node:path";
+import {getLlama, LlamaLogLevel, readGgufFileInfo} from "node-llama-cpp";
+import {Daemon} from "../tests/e2e/daemon.mjs";
+
+function parseArgs(argv) {
+    const a = {larder: "", threads: [1, 2], runs: 3, promptTokens: 512, decodeTokens: 64, contexts: [],
+        skipLlamaCpp: false, skipLarder: false, models: []};
+    for (let i = 0; i < argv.length; i++) {
+        const s = argv[i];
+        const next = () => {
+            if (i + 1 >= argv.length) usage();
+            return argv[++i];
+        };
+        if (s === "--larder") a.larder = next();
+        else if (s === "--threads") a.threads = next().split(",").map(Number);
+        else if (s === "--runs") a.runs = Number(next());
+        else if (s === "--prompt-tokens") a.promptTokens = Number(next());
+        else if (s === "--decode-tokens") a.decodeTokens = Number(next());
+        else if (s === "--contexts") a.contexts = next().split(",").map(Number);
+        else if (s === "--skip-llama-cpp") a.skipLlamaCpp = true;
+        else if (s === "--skip-larder") a.skipLarder = true;
+        else if (s.startsWith("-")) usage();
+        else a.models.push(s);
+    }
+    if (a.models.length === 0 || !(a.runs >= 1) || !(a.decodeTokens >= 2) || !(a.promptTokens >= 1)) usage();
+    if (!a.skipLarder && !fs.existsSync(a.larder)) usage();
+    return a;
+}
+
+function usage() {
+    console.error("usage: node cpu.mjs --larder BIN [--threads 1,2] [--runs N] [--prompt-tokens N] " +
+        "[--decode-tokens N] [--contexts C1,C2] [--skip-llama-cpp] [--skip-larder] MODEL.gguf...");
+    process.exit(2);
+}
+
+const median = (xs) => {
+    const v = [...xs].sort((x, y) => x - y);
+    const n = v.length;
+    return n % 2 === 1 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+};
+const line = (obj) => process.stdout.write(JSON.stringify(obj) + "\n");
+
+// A deterministic stream of token ids in [lo, hi) (xorshift32), so both
+// engines see the same prompts.
+function idStream(seed, lo, hi) {
+    let s = (seed * 2654435761) >>> 0 || 1;
+    return (n) => Array.from({length: n}, () => {
+        s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0;
+        return lo + (s % (hi - lo));
+    });
+}
+
+// Work per token from the GGUF's metadata and tensor table.
+async function modelShape(file) {
+    const info = await readGgufFileInfo(file, {readTensorInfo: true});
+    const arch = info.metadata.general.architecture;
+    const m = info.metadata[arch];
+    const tensors = [...(info.fullTensorInfo ?? info.tensorInfo)].sort((x, y) => x.fileOffset - y.fileOffset);
+    const tied = !tensors.some((t) => t.name === "output.weight");
+    // A tensor's bytes: the distance to the next one (alignment padding included).
+    const fileSize = fs.statSync(file).size;
+    let weightBytes = 0;
+    for (let i = 0; i < tensors.length; i++) {
+        const end = i + 1 < tensors.length ? tensors[i + 1].fileOffset : fileSize;
+        if (tensors[i].name === "token_embd.weight" && !tied) continue;
+        weightBytes += end - tensors[i].fileOffset;
+    }
+    const nEmbd = m.embedding_length, nFf = m.feed_forward_length, nLayer = m.block_count;
+    const nHead = m.attention.head_count, nKv = m.attention.head_count_kv ?? nHead;
+    const headDim = nEmbd / nHead;
+    const perLayer = nEmbd * nEmbd * 2 + 2 * nEmbd * nKv * headDim + 3 * nEmbd * nFf;
+    return {arch, n_layer: nLayer, n_embd: nEmbd, weight_bytes: weightBytes, macs_per_token: perLayer * nLayer,
+        attn_macs_per_token_per_ctx: 2 * nLayer * nHead * headDim};
+}
+
+// ---- larder through HTTP ----------------------------------------------------
+async function post(base, body) {
+    const r = await fetch(`${base.url}/completions`, {method: "POST", headers: {"content-type": "application/json"},
+        body: JSON.stringify({model: base.model, ...body})});
+    if (!r.ok) throw new Error(`larder ${r.status}: ${await r.text()}`);
+    return r;
+}
+
+async function larderPrefill(base, prompt) {
+    const t0 = performance.now();
+    const r = await post(base, {prompt, max_tokens: 1, temperature: 0});
+    await r.json();
+    return performance.now() - t0;
+}
+
+// Streams n greedy tokens; returns {tokens, ms: first .. last chunk with a
+// choice, firstMs: request sent .. first such chunk}.
+async function larderDecode(base, prompt, n) {
+    const t0 = performance.now();
+    const r = await post(base, {prompt, max_tokens: n, temperature: 0, ignore_eos: true, stream: true,
+        stream_options: {include_usage: true}});
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "", tFirst = 0, tLast = 0, tokens = 0;
+    for (;;) {
+        const {done, value} = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, {stream: true});
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+            const ev = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            if (!ev.startsWith("data: ") || ev === "data: [DONE]") continue;
+            const j = JSON.parse(ev.slice(6));
+            if (j.usage) tokens = j.usage.completion_tokens;
+            if (j.choices?.length) {
+                const now = performance.now();
+                if (!tFirst) tFirst = now;
+                tLast = now;
+            }
+        }
+    }
+    return {tokens, ms: tLast - tFirst, firstMs: tFirst - t0};
+}
+
+async function benchLarder(args, file, shape, ids) {
+    for (const threads of args.threads) {
+        const maxCtx = Math.max(args.promptTokens + 8, ...args.contexts.map((c) => c + args.decodeTokens + 8));
+        const d = await Daemon.start({bin: args.larder, model: file, threads, startTimeoutMs: 120000,
+            extraArgs: ["--ctx", String(Math.max(4096, maxCtx)), "--log-level", "warn"]});
+        try {
+            const base = {url: d.baseURL, model: path.basename(file, ".gguf")};
+            await larderPrefill(base, ids(args.promptTokens));  // warm-up: pages in the weights
+            const pre = [], dec = [];
+            for (let r = 0; r < args.runs; r++) {
+                pre.push(args.promptTokens / (await larderPrefill(base, ids(args.promptTokens)) / 1000));
+            }
+            let minTokens = Infinity;
+            for (let r = 0; r < args.runs; r++) {
+                const {tokens, ms} = await larderDecode(base, ids(16), args.decodeTokens);
+                minTokens = Math.min(minTokens, tokens);
+                dec.push((tokens - 1) / (ms / 1000));
+            }
+            const name = path.basename(file);
+            line({impl: "larder", bench: "prefill", model: name, threads, tokens: args.promptTokens,
+                tok_per_s: median(pre), runs: pre, ...shape});
+            line({impl: "larder", bench: "decode", model: name, threads, tokens: minTokens, tok_per_s: median(dec),
+                runs: dec, ...shape});
+            for (const c of args.contexts) {
+                // The first request caches the prefix (c - promptTokens
+                // tokens); the timed one prefills the last promptTokens at
+                // that depth (time to its first chunk) and decodes on.
+                const prefix = ids(c - args.promptTokens);
+                await larderPrefill(base, prefix);
+                const t = await larderDecode(base, [...prefix, ...ids(args.promptTokens)], args.decodeTokens);
+                line({impl: "larder", bench: "context", model: name, threads, context: c,
+                    prefill_tok_per_s: args.promptTokens / (t.firstMs / 1000),
+                    decode_tok_per_s: (t.tokens - 1) / (t.ms / 1000), ...shape});
+            }
+        } finally {
+            await d.stop();
+        }
+    }
+}
+
+// ---- llama.cpp through node-llama-cpp ----------------------------------------
+async function benchLlamaCpp(args, llama, file, shape, ids) {
+    const model = await llama.loadModel({modelPath: file});
+    const evalOptions = {temperature: 0, repeatPenalty: false};
+    const first = async (seq, tokens) => {
+        const t0 = performance.now();
+        const it = seq.evaluate(tokens, evalOptions);
+        await it.next();
+        const ms = performance.now() - t0;
+        await it.return();
+        return ms;
+    };
+    const decode = async (seq, tokens, n) => {
+        let k = 0, t1 = 0;
+        const t0 = performance.now();
+        for await (const _ of seq.evaluate(tokens, evalOptions)) {
+            if (++k === 1) t1 = performance.now();
+            if (k >= n) break;
+        }
+        return {tokens: k, ms: performance.now() - t1, firstMs: t1 - t0};
+    };
+    for (const threads of args.threads) {
+        const maxCtx = Math.max(args.promptTokens + 8, ...args.contexts.map((c) => c + args.decodeTokens + 8));
+        const context = await model.createContext({contextSize: maxCtx, batchSize: 512, sequences: 1,
+            threads: {ideal: threads, min: threads}});
+        const seq = context.getSequence();
+        await first(seq, ids(args.promptTokens));  // warm-up
+        const pre = [], dec = [];
+        for (let r = 0; r < args.runs; r++) {
+            await seq.clearHistory();
+            pre.push(args.promptTokens / (await first(seq, ids(args.promptTokens)) / 1000));
+        }
+        for (let r = 0; r < args.runs; r++) {
+            await seq.clearHistory();
+            const {tokens, ms} = await decode(seq, ids(16), args.decodeTokens);
+            dec.push((tokens - 1) / (ms / 1000));
+        }
+        const name = path.basename(file);
+        line({impl: "llama.cpp", bench: "prefill", model: name, threads, tokens: args.promptTokens,
+            tok_per_s: median(pre), runs: pre, ...shape});
+        line({impl: "llama.cpp", bench: "decode", model: name, threads, tokens: args.decodeTokens,
+            tok_per_s: median(dec), runs: dec, ...shape});
+        for (const c of args.contexts) {
+            await seq.clearHistory();
+            await first(seq, ids(c - args.promptTokens));
+            // The sequence keeps the prefix's KV: the tail is prefilled at depth.
+            const t = await decode(seq, ids(args.promptTokens), args.decodeTokens);
+            line({impl: "llama.cpp", bench: "context", model: name, threads, context: c,
+                prefill_tok_per_s: args.promptTokens / (t.firstMs / 1000),
+                decode_tok_per_s: (t.tokens - 1) / (t.ms / 1000), ...shape});
+        }
+        await context.dispose();
+    }
+    await model.dispose();
+}
+
+const args = parseArgs(process.argv.slice(2));
+const llama = args.skipLlamaCpp ? null : await getLlama({build: "never", gpu: false, logLevel: LlamaLogLevel.error});
+for (const file of args.models) {
+    const shape = await modelShape(file);
+    const vocab = (await readGgufFileInfo(file)).metadata.tokenizer?.ggml?.tokens?.length ?? 32000;
+    const hi = Math.min(vocab, 100000), lo = Math.min(1000, Math.floor(hi / 4));
+    if (!args.skipLarder) await benchLarder(args, file, shape, idStream(1, lo, hi));
+    if (llama) await benchLlamaCpp(args, llama, file, shape, idStream(1, lo, hi));
+}
+if (llama) await llama.dispose();

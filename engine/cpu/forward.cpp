@@ -4,18 +4,21 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
 #include "engine/cpu/attention.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_q8_packed.h"
 #include "engine/cpu/thread_pool.h"
 
 namespace larder {
 
 // 2: int8-activation Q4_K/Q5_K/Q6_K kernels with VNNI (2026-12-01).
-constexpr int kCpuArithmeticVersion = 2;
+// 3: Q8_0 repacked, one fma per block and row (matmul_q8_packed.h, 2026-12-02).
+constexpr int kCpuArithmeticVersion = 3;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__)
@@ -92,6 +95,9 @@ struct CpuForward::Impl {
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
+  // Q8_0 matrices repacked for the int8 kernels (matmul_q8_packed.h), by
+  // their data pointer in the model; empty when the build has no such kernels.
+  std::unordered_map<const uint8_t*, PackedQ8_0> packed;
   std::vector<float> scores;     // (n_threads, max pos + 1 rounded up to page_size)
   size_t scores_stride = 0;
   std::vector<int> want;         // batch indices of the tokens with want_logits
@@ -105,6 +111,12 @@ struct CpuForward::Impl {
 
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
   act.prepare(w.type, in, n, int(w.ne[0]), q8_path);
+  if (w.type == GgmlType::kQ8_0 && act.q8_packed() != nullptr) {
+    if (auto it = packed.find(w.data); it != packed.end()) {
+      matmul_q8_packed_parallel(threads, it->second, act.q8_packed(), n, y, int(w.ne[1]));
+      return;
+    }
+  }
   matmul_parallel(threads, w, act, y, int(w.ne[1]));
 }
 
@@ -194,8 +206,25 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
                                         : int(std::max(1u, std::thread::hardware_concurrency()));
   std::unique_ptr<CpuForward> f(new CpuForward());
   f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
+  Impl& m = *f->impl_;
+  if (m.q8_path == Q8Path::kVnni && q8_packed_supported()) {
+    // Repacked once at load (a copy the size of the Q8_0 matrices); the
+    // mapping's pages stay in the page cache for the embedding lookups.
+    size_t bytes = 0;
+    auto pack = [&](const WeightView& w) {
+      if (w.type != GgmlType::kQ8_0 || m.packed.count(w.data)) return;
+      bytes += m.packed.emplace(w.data, PackedQ8_0::pack(w, &m.threads)).first->second.bytes();
+    };
+    pack(model.output());
+    for (const LayerWeights& l : model.layers()) {
+      for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) pack(*w);
+    }
+    if (!m.packed.empty())
+      spdlog::info("cpu forward: {} Q8_0 matrices repacked for the int8 kernels ({:.1f} MiB)", m.packed.size(),
+                   double(bytes) / (1 << 20));
+  }
   spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,
-                f->impl_->q8_path == Q8Path::kVnni ? "vnni" : "dequant-fma");
+                m.q8_path == Q8Path::kVnni ? "vnni" : "dequant-fma");
   return f;
 }
 

@@ -448,13 +448,18 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   n_tokens_ = n_tokens;
   k_ = k;
   q8_path_ = q8_path;
-  has_q8_0_ = has_pairs_ = has_q8k_ = false;
+  has_q8_0_ = has_pairs_ = has_packed_ = has_q8k_ = false;
   if (n_tokens <= 0 || q8_path != Q8Path::kVnni) return;
   if (type == GgmlType::kQ8_0) {
     const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
     if (q8_0_.size() < need) q8_0_.resize(need);
     quantize_rows_q8_0(x, n_tokens, k, q8_0_.data());
     has_q8_0_ = true;
+    if (q8_packed_supported()) {
+      if (packed_.size() < need) packed_.resize(need);
+      prepare_q8_packed_act(q8_0_.data(), n_tokens, k, packed_.data());
+      has_packed_ = true;
+    }
 #if defined(LARDER_MATMUL_AVX512) && defined(__AVX512VNNI__)
     if (n_tokens == 1) {
       const size_t np = size_t(n_pairs_of(k));

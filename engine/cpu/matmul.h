@@ -31,6 +31,7 @@
 
 #include "engine/gguf/ggml_types.h"
 #include "engine/cpu/matmul_kquant.h"
+#include "engine/cpu/matmul_q8_packed.h"
 #include "engine/model/model.h"
 
 namespace larder {
@@ -64,8 +65,9 @@ class MatmulInput {
  public:
   // Prepares x ([n_tokens][k] f32, k the weight's row length) for weights of
   // type `type` multiplied on q8_path:
-  //   Q8_0, kVnni:              Q8_0 blocks (quantize_rows_q8_0) and, for one
-  //                             token on a VNNI build, the decode tile's pairs;
+  //   Q8_0, kVnni:              Q8_0 blocks (quantize_rows_q8_0), on a VNNI
+  //                             build the packed kernels' blocks and, for one
+  //                             token, the decode tile's pairs;
   //   Q4_K, Q5_K, Q6_K, kVnni:  256-value int8 blocks (quantize_rows_q8k) when
   //                             the build has the integer kernels;
   //   anything else:            x as it is.
@@ -83,6 +85,9 @@ class MatmulInput {
   const BlockQ8_0* q8_0() const { return has_q8_0_ ? q8_0_.data() : nullptr; }
   // [(k / 32 + 1) / 2]; null unless q8_0() is set, n_tokens == 1 and the build has VNNI.
   const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
+  // [n_tokens][k / 32] for the repacked Q8_0 kernels (matmul_q8_packed.h);
+  // null unless q8_0() is set and q8_packed_supported().
+  const Q8PackedAct* q8_packed() const { return has_packed_ ? packed_.data() : nullptr; }
   // [n_tokens][k / 256]; null unless prepared for Q4_K / Q5_K / Q6_K integer kernels.
   const BlockQ8K* q8k() const { return has_q8k_ ? q8k_.data() : nullptr; }
 
@@ -92,9 +97,10 @@ class MatmulInput {
   int n_tokens_ = 0;
   int k_ = 0;
   Q8Path q8_path_ = Q8Path::kDequantFma;
-  bool has_q8_0_ = false, has_pairs_ = false, has_q8k_ = false;
+  bool has_q8_0_ = false, has_pairs_ = false, has_packed_ = false, has_q8k_ = false;
   std::vector<BlockQ8_0> q8_0_;
   std::vector<PreparedQ8Pair> pairs_;
+  std::vector<Q8PackedAct> packed_;
   std::vector<BlockQ8K> q8k_;
 };
 

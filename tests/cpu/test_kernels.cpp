@@ -15,20 +15,11 @@
 
 namespace larder {
 
+using testing::half_to_double;
 using testing::multiply;
 
 namespace {
 
-// IEEE binary16 -> double, written out here so the reference does not use
-// the code under test.
-double half_to_double(uint16_t h) {
-  const int sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  double v;
-  if (exp == 0) v = std::ldexp(double(man), -24);
-  else if (exp == 31) v = man ? NAN : INFINITY;
-  else v = std::ldexp(double(man | 0x400), exp - 25);
-  return sign ? -v : v;
-}
 double bf16_to_double(uint16_t h) {
   uint32_t u = uint32_t(h) << 16;
   float f;

@@ -1,0 +1,220 @@
+#include "engine/cpu/matmul_q8_packed.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/gguf/quant_blocks.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define LARDER_Q8_PACKED 1
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
+
+namespace larder {
+
+bool q8_packed_supported() {
+#ifdef LARDER_Q8_PACKED
+  return true;
+#else
+  return false;
+#endif
+}
+
+void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out) {
+  const size_t n = size_t(n_tokens) * size_t(k / kQ8_0BlockSize);
+  for (size_t i = 0; i < n; ++i) {
+    int32_t sum = 0;
+    for (int j = 0; j < kQ8_0BlockSize; ++j) sum += xq[i].qs[j];
+    std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
+    out[i].neg_c = -128 * sum;
+    out[i].d = fp16_to_fp32(xq[i].d);
+  }
+}
+
+void PackedQ8_0::Free::operator()(uint8_t* p) const { std::free(p); }
+
+PackedQ8_0 PackedQ8_0::pack(const WeightView& w, ThreadPool* pool) {
+  assert(w.type == GgmlType::kQ8_0 && w.ne[0] % kQ8_0BlockSize == 0);
+  PackedQ8_0 p;
+  p.rows_ = w.ne[1];
+  p.k_ = int(w.ne[0]);
+  const int nb = p.n_blocks();
+  const size_t raw = size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
+  p.group_stride_ = (raw + 63) / 64 * 64;
+  void* mem = std::aligned_alloc(64, std::max<size_t>(64, p.bytes()));
+  if (mem == nullptr) throw std::bad_alloc();
+  p.data_.reset(static_cast<uint8_t*>(mem));
+  auto pack_groups = [&](int64_t gb, int64_t ge, int) {
+    for (int64_t g = gb; g < ge; ++g) {
+      uint8_t* q = p.data_.get() + size_t(g) * p.group_stride_;
+      auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kBlockQuantBytes);
+      std::memset(q, 0x80, size_t(nb) * kBlockQuantBytes);  // padding rows: w = 0
+      std::memset(s, 0, p.group_stride_ - size_t(nb) * kBlockQuantBytes);
+      const int64_t r_end = std::min<int64_t>(kGroupRows, p.rows_ - g * kGroupRows);
+      for (int64_t r = 0; r < r_end; ++r) {
+        const auto* src = reinterpret_cast<const BlockQ8_0*>(w.row(g * kGroupRows + r));
+        for (int b = 0; b < nb; ++b) {
+          s[size_t(b) * kGroupRows + r] = src[b].d;
+          uint8_t* dst = q + size_t(b) * kBlockQuantBytes + size_t(r) * 4;
+          for (int j = 0; j < 8; ++j) {
+            uint32_t v;
+            std::memcpy(&v, src[b].qs + 4 * j, 4);
+            v ^= 0x80808080u;  // w + 128 as u8
+            std::memcpy(dst + size_t(j) * kChunkBytes, &v, 4);
+          }
+        }
+      }
+    }
+  };
+  if (pool != nullptr && pool->n_threads() > 1) {
+    pool->parallel_for(p.n_groups(), 16, pack_groups);
+  } else {
+    pack_groups(0, p.n_groups(), 0);
+  }
+  return p;
+}
+
+#ifdef LARDER_Q8_PACKED
+namespace {
+
+// T tokens x G groups of 16 rows over all nb blocks. q[g]: group g's quants,
+// scales after nb * 512 bytes. x: token 0's blocks, token t at x + t * nb.
+// y: token 0, the tile's first row; the last group writes `last_rows` rows.
+template <int T, int G>
+void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, float* y,
+          int y_stride, int last_rows) {
+  const uint8_t* q[G];
+  const uint16_t* s[G];
+  for (int g = 0; g < G; ++g) {
+    q[g] = q0 + size_t(g) * group_stride;
+    s[g] = reinterpret_cast<const uint16_t*>(q[g] + size_t(nb) * PackedQ8_0::kBlockQuantBytes);
+  }
+  __m512 acc[T][G];
+  for (int t = 0; t < T; ++t)
+    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    __m512i is[T][G];
+    for (int t = 0; t < T; ++t) {
+      const __m512i c = _mm512_set1_epi32(x[size_t(t) * nb + b].neg_c);
+      for (int g = 0; g < G; ++g) is[t][g] = c;
+    }
+    const size_t off = size_t(b) * PackedQ8_0::kBlockQuantBytes;
+    if constexpr (T == 1) {
+      for (int g = 0; g < G; ++g) {
+        const char* pf = reinterpret_cast<const char*>(q[g] + off + 4 * PackedQ8_0::kBlockQuantBytes);
+        for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      __m512i wv[G];
+      for (int g = 0; g < G; ++g)
+        wv[g] = _mm512_load_si512(q[g] + off + size_t(j) * PackedQ8_0::kChunkBytes);
+      for (int t = 0; t < T; ++t) {
+        int32_t x4;
+        std::memcpy(&x4, x[size_t(t) * nb + b].qs + 4 * j, 4);
+        const __m512i xv = _mm512_set1_epi32(x4);
+        for (int g = 0; g < G; ++g) is[t][g] = _mm512_dpbusd_epi32(is[t][g], wv[g], xv);
+      }
+    }
+    __m512 dw[G];
+    for (int g = 0; g < G; ++g)
+      dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[g] + size_t(b) * 16)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + b].d);
+      for (int g = 0; g < G; ++g)
+        acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t][g]), _mm512_mul_ps(dw[g], dx), acc[t][g]);
+    }
+  }
+  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
+  for (int t = 0; t < T; ++t) {
+    float* yt = y + size_t(t) * y_stride;
+    for (int g = 0; g + 1 < G; ++g) _mm512_storeu_ps(yt + 16 * g, acc[t][g]);
+    _mm512_mask_storeu_ps(yt + 16 * (G - 1), last, acc[t][G - 1]);
+  }
+}
+
+using TileFn = void (*)(const uint8_t*, size_t, const Q8PackedAct*, int, float*, int, int);
+
+// Prefill tiles: up to kT tokens x kG groups (kT * kG * 2 + 2 * kG <= 32 zmm);
+// decode (one token): up to kGDecode groups, more rows in flight.
+constexpr int kT = 6;
+constexpr int kG = 2;
+constexpr int kGDecode = 4;
+
+#define LARDER_G2(T) {&tile<T, 1>, &tile<T, 2>}
+constexpr TileFn kPrefillTiles[kT][kG] = {LARDER_G2(1), LARDER_G2(2), LARDER_G2(3),
+                                          LARDER_G2(4), LARDER_G2(5), LARDER_G2(6)};
+#undef LARDER_G2
+constexpr TileFn kDecodeTiles[kGDecode] = {&tile<1, 1>, &tile<1, 2>, &tile<1, 3>, &tile<1, 4>};
+
+// A token block's activations (n_tokens x nb x 40 bytes) stay in L2 while the
+// groups stream past.
+constexpr size_t kActBlockBytes = 512 * 1024;
+
+}  // namespace
+#endif  // LARDER_Q8_PACKED
+
+void matmul_q8_packed_rows(const PackedQ8_0& w, const Q8PackedAct* x, int n_tokens, float* y,
+                           int y_stride, int64_t row_begin, int64_t row_end) {
+  if (n_tokens <= 0 || row_begin >= row_end) return;
+  assert(row_begin % PackedQ8_0::kGroupRows == 0);
+  assert(row_end % PackedQ8_0::kGroupRows == 0 || row_end == w.rows());
+#ifdef LARDER_Q8_PACKED
+  const int nb = w.n_blocks();
+  const int64_t g_begin = row_begin / PackedQ8_0::kGroupRows;
+  const int64_t g_end = (row_end + PackedQ8_0::kGroupRows - 1) / PackedQ8_0::kGroupRows;
+  const int tail = int(row_end - (g_end - 1) * PackedQ8_0::kGroupRows);  // rows of the last group
+  if (n_tokens == 1) {
+    for (int64_t g0 = g_begin; g0 < g_end; g0 += kGDecode) {
+      const int G = int(std::min<int64_t>(kGDecode, g_end - g0));
+      kDecodeTiles[G - 1](w.group(g0), w.group_stride(), x, nb, y + g0 * PackedQ8_0::kGroupRows,
+                          y_stride, g0 + G == g_end ? tail : 16);
+    }
+    return;
+  }
+  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q8PackedAct)));
+  block = std::max(kT, block / kT * kT);
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t g0 = g_begin; g0 < g_end; g0 += kG) {
+      const int G = int(std::min<int64_t>(kG, g_end - g0));
+      const int last = g0 + G == g_end ? tail : 16;
+      for (int t0 = tb; t0 < te; t0 += kT) {
+        const int T = std::min(kT, te - t0);
+        kPrefillTiles[T - 1][G - 1](w.group(g0), w.group_stride(), x + size_t(t0) * nb, nb,
+                                    y + size_t(t0) * y_stride + g0 * PackedQ8_0::kGroupRows,
+                                    y_stride, last);
+      }
+    }
+  }
+#else
+  (void)w; (void)x; (void)y; (void)y_stride;
+  assert(false && "matmul_q8_packed_rows needs an AVX-512 VNNI build");
+#endif
+}
+
+void matmul_q8_packed_parallel(ThreadPool& pool, const PackedQ8_0& w, const Q8PackedAct* x,
+                               int n_tokens, float* y, int y_stride) {
+  const int64_t groups = w.n_groups();
+  const int64_t macs = int64_t(n_tokens) * w.rows() * w.k();
+  auto run = [&](int64_t gb, int64_t ge, int) {
+    matmul_q8_packed_rows(w, x, n_tokens, y, y_stride, gb * PackedQ8_0::kGroupRows,
+                          std::min(w.rows(), ge * PackedQ8_0::kGroupRows));
+  };
+  if (pool.n_threads() == 1 || macs < kMatmulParallelMinMacs) {
+    run(0, groups, 0);
+    return;
+  }
+  pool.parallel_chunks(groups, pool.chunk_size(groups, 1), run);
+}
+
+}  // namespace larder

@@ -87,7 +87,161 @@ inline void scores16_f32(const float* q, const float* k, int kv_dim, int hd, int
 }
 #endif
 
+#if defined(__AVX512F__)
+// ---- head_dim a multiple of 16 (every real model): query heads of one kv
+// head together, keys 16 at a time --------------------------------------------
+//
+// Arithmetic per query head h and position p (fixed, whatever the batch, the
+// head range or the thread, so a token's output depends only on its q and the
+// pages):
+//   score_p = hsum16(sum_c q_c * k_{p,c}) * scale   (c: 16-lane chunks of the
+//             head dims in order, one FMA each; hsum16: the fixed butterfly
+//             of hsum16x16 below, the same tree for every position)
+//   e_p     = exp_avx512(score_p - max_p score_p)
+//   sum     = reduce(16-lane sums of e over p in blocks of 16, in order)
+//   out_h   = (sum_p e_p v_p, one FMA per p in increasing p) * (1 / sum)
+// K/V are read in the page dtype (F16 widened exactly to f32).
+
+// exp(x) for x <= 88 (softmax inputs are <= 0): Cephes expf's range
+// reduction x = n ln2 + r (ln2 in two parts) and degree-5 polynomial, then
+// 2^n by scalef (underflows to 0 below about -104). |relative error| ~2 ulp.
+inline __m512 exp_avx512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+
+// v[0..15] -> lane i = the sum of the 16 lanes of v[i] (a butterfly of
+// 128/256-bit shuffles; every input goes through the same tree of adds).
+inline __m512 hsum16x16(__m512 v[16]) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i)  // lanes 0-7: v[2i], 8-15: v[2i+1], halves added
+    a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+  for (int i = 0; i < 4; ++i)  // quarter k: input 4i + k, 4 lanes
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
+  for (int i = 0; i < 2; ++i)  // quarter q: inputs 8i + q, 8i + 4 + q, 2 lanes each
+    c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], 0xEE));
+  const __m512 d = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
+  // d's lane 4q + m holds input q + 4m (see the shuffles): put input i in lane i.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, d);
+}
+
+constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
+
+// rows x hd values of one kv head from a K or V block (rows kv_dim apart) as
+// f32 into dst ([rows][hd]); F32 blocks are read in place (returned pointer).
+inline const float* kv_rows_f32(const void* block, bool f16, size_t off, int kv_dim, int rows, int hd,
+                                float* dst) {
+  if (!f16) return static_cast<const float*>(block) + off;
+  const uint16_t* src = static_cast<const uint16_t*>(block) + off;
+  for (int j = 0; j < rows; ++j)
+    for (int c = 0; c < hd; c += 16)
+      _mm512_storeu_ps(dst + size_t(j) * hd + c,
+                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + size_t(j) * kv_dim + c))));
+  return dst;
+}
+
+// Heads [h0, h0 + nh) of one kv head (at offset off of a K/V row).
+// scores: nh x stride floats, stride >= pos + 1 rounded up to 16.
+void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd,
+                    size_t off, const float* q, float* out, int nh, float* scores, size_t stride) {
+  const KvLayout& lay = pool.layout();
+  const bool f16 = lay.dtype == KvDtype::kF16;
+  const int ps = lay.page_size, n_pages = pos / ps + 1, nc = hd / 16;
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16
+  __m512 mx[kMaxGroupHeads];
+  for (int h = 0; h < nh; ++h) mx[h] = _mm512_set1_ps(-INFINITY);
+  for (int pi = 0; pi < n_pages; ++pi) {
+    const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
+    const void* kb = pool.k_block(pages[pi], layer);
+    for (int j0 = 0; j0 < n_slots; j0 += 16) {
+      const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
+                                    // may run past the page, into slots the next block rewrites
+      const int nk = std::min(16, n_slots - j0);
+      const __mmask16 m = __mmask16((1u << nk) - 1u);
+      const float* k = kv_rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.kv_dim * kv_dtype_bytes(lay.dtype),
+                                   f16, off, lay.kv_dim, nk, hd, conv);
+      const size_t kstride = f16 ? size_t(hd) : size_t(lay.kv_dim);
+      for (int h = 0; h < nh; ++h) {
+        const float* qh = q + size_t(h) * hd;
+        __m512 part[16];
+        for (int j = 0; j < 16; ++j) {
+          if (j >= nk) { part[j] = _mm512_setzero_ps(); continue; }
+          const float* kj = k + size_t(j) * kstride;
+          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kj));
+          for (int c = 1; c < nc; ++c)
+            acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc);
+          part[j] = acc;
+        }
+        const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
+        _mm512_storeu_ps(scores + size_t(h) * stride + p0, sc);
+        mx[h] = _mm512_mask_max_ps(mx[h], m, mx[h], sc);
+      }
+    }
+  }
+  const int n_pos = pos + 1;
+  float inv[kMaxGroupHeads];
+  for (int h = 0; h < nh; ++h) {
+    float* s = scores + size_t(h) * stride;
+    const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mx[h]));
+    __m512 sum = _mm512_setzero_ps();
+    for (int p = 0; p < n_pos; p += 16) {
+      const __mmask16 m = n_pos - p >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n_pos - p)) - 1u);
+      const __m512 e = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(s + p), mxv)));
+      _mm512_storeu_ps(s + p, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    inv[h] = 1.0f / _mm512_reduce_add_ps(sum);
+  }
+  __m512 acc[kMaxGroupHeads][16];  // hd <= 256
+  for (int h = 0; h < nh; ++h)
+    for (int c = 0; c < nc; ++c) acc[h][c] = _mm512_setzero_ps();
+  for (int pi = 0; pi < n_pages; ++pi) {
+    const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
+    const void* vb = pool.v_block(pages[pi], layer);
+    for (int j0 = 0; j0 < n_slots; j0 += 16) {
+      const int p0 = pi * ps + j0;
+      const int nk = std::min(16, n_slots - j0);
+      const float* v = kv_rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.kv_dim * kv_dtype_bytes(lay.dtype),
+                                   f16, off, lay.kv_dim, nk, hd, conv);
+      const size_t vstride = f16 ? size_t(hd) : size_t(lay.kv_dim);
+      for (int h = 0; h < nh; ++h) {
+        const float* e = scores + size_t(h) * stride + p0;
+        for (int j = 0; j < nk; ++j) {
+          const __m512 ej = _mm512_set1_ps(e[j]);
+          for (int c = 0; c < nc; ++c)
+            acc[h][c] = _mm512_fmadd_ps(ej, _mm512_loadu_ps(v + size_t(j) * vstride + 16 * c), acc[h][c]);
+        }
+      }
+    }
+  }
+  for (int h = 0; h < nh; ++h)
+    for (int c = 0; c < nc; ++c)
+      _mm512_storeu_ps(out + size_t(h) * hd + 16 * c, _mm512_mul_ps(acc[h][c], _mm512_set1_ps(inv[h])));
+}
+#endif
+
 }  // namespace
+
+size_t attention_scores_floats(int max_pos, int page_size) {
+  const size_t per_head = size_t((max_pos / page_size + 1) * page_size + 16) / 16 * 16;
+  return per_head * kAttentionGroupHeads;
+}
 
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
               const float* k, const float* v) {
@@ -116,6 +270,20 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
   const float scale = float(1.0 / std::sqrt(double(hd)));
   const bool f16 = lay.dtype == KvDtype::kF16;
   const int n_pages = pos / lay.page_size + 1;
+#if defined(__AVX512F__)
+  if (hd % 16 == 0 && hd <= 256) {
+    static_assert(kMaxGroupHeads == kAttentionGroupHeads);
+    const size_t stride = attention_scores_floats(pos, lay.page_size) / kAttentionGroupHeads;
+    for (int h = head_begin; h < head_end;) {
+      const int kv = h / group;
+      const int nh = std::min({head_end - h, (kv + 1) * group - h, kMaxGroupHeads});
+      attend_heads16(pool, layer, pages, pos, hd, size_t(kv) * hd, q + size_t(h) * hd, out + size_t(h) * hd,
+                     nh, scores, stride);
+      h += nh;
+    }
+    return;
+  }
+#endif
 
   for (int h = head_begin; h < head_end; ++h) {
     const float* qh = q + size_t(h) * hd;

@@ -10,6 +10,7 @@
 // only on its own q and the pages.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -30,9 +31,18 @@ struct AttentionShape {
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
               const float* k, const float* v);
 
+// Query heads attended in one pass over their kv head's K/V.
+constexpr int kAttentionGroupHeads = 4;
+
+// Floats of attend_token's scratch for positions up to max_pos.
+size_t attention_scores_floats(int max_pos, int page_size);
+
 // Attention of one token at `pos` for query heads [head_begin, head_end).
 // q: [n_head][head_dim] (after RoPE); out: [n_head][head_dim], only the given
-// heads are written. scores: scratch of at least pos + 1 floats.
+// heads are written. scores: scratch of attention_scores_floats(pos, page_size)
+// floats. With AVX-512 and head_dim a multiple of 16 (at most 256) the query
+// heads of one kv head share a pass over its K/V, 16 positions at a time, with
+// a vectorized exp; the result is the same whatever the head range.
 void attend_token(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
                   const AttentionShape& shape, const float* q, float* out, float* scores,
                   int head_begin, int head_end);

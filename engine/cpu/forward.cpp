@@ -17,7 +17,9 @@
 namespace larder {
 
 // 2: int8-activation Q4_K/Q5_K/Q6_K kernels with VNNI (2026-12-01).
-// 3: Q8_0 repacked, one fma per block and row (matmul_q8_packed.h, 2026-12-02).
+// 3: Q8_0 repacked, one fma per block and row (matmul_q8_packed.h); attention
+//    of head_dim % 16 == 0 with 16 positions at a time and a vectorized exp
+//    (attention.cpp) (2026-12-02).
 constexpr int kCpuArithmeticVersion = 3;
 
 std::string cpu_numerics_id() {
@@ -264,7 +266,7 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
   grow(m.rope_cos, size_t(n) * half_rot);
   grow(m.rope_sin, size_t(n) * half_rot);
   const int ps = m.pool.layout().page_size;
-  const size_t need_scores = size_t((max_pos / ps + 1) * ps);
+  const size_t need_scores = attention_scores_floats(max_pos, ps);
   if (need_scores > m.scores_stride) {
     m.scores_stride = need_scores;
     m.scores.assign(m.scores_stride * m.threads.n_threads(), 0.0f);

@@ -11,13 +11,13 @@
 #include "engine/cpu/attention.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
-#include "engine/cpu/matmul_q8_packed.h"
+#include "engine/cpu/matmul_packed.h"
 #include "engine/cpu/thread_pool.h"
 
 namespace larder {
 
 // 2: int8-activation Q4_K/Q5_K/Q6_K kernels with VNNI (2026-12-01).
-// 3: Q8_0 repacked, one fma per block and row (matmul_q8_packed.h); attention
+// 3: Q8_0 repacked, one fma per block and row (matmul_packed.h); attention
 //    of head_dim % 16 == 0 with 16 positions at a time and a vectorized exp
 //    (attention.cpp) (2026-12-02).
 constexpr int kCpuArithmeticVersion = 3;
@@ -97,9 +97,9 @@ struct CpuForward::Impl {
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
-  // Q8_0 matrices repacked for the int8 kernels (matmul_q8_packed.h), by
+  // Q8_0 and Q4_K matrices repacked for the int8 kernels (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
-  std::unordered_map<const uint8_t*, PackedQ8_0> packed;
+  std::unordered_map<const uint8_t*, PackedMatrix> packed;
   std::vector<float> scores;     // (n_threads, max pos + 1 rounded up to page_size)
   size_t scores_stride = 0;
   std::vector<int> want;         // batch indices of the tokens with want_logits
@@ -113,9 +113,9 @@ struct CpuForward::Impl {
 
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
   act.prepare(w.type, in, n, int(w.ne[0]), q8_path);
-  if (w.type == GgmlType::kQ8_0 && act.q8_packed() != nullptr) {
+  if (const void* xp = act.packed()) {
     if (auto it = packed.find(w.data); it != packed.end()) {
-      matmul_q8_packed_parallel(threads, it->second, act.q8_packed(), n, y, int(w.ne[1]));
+      matmul_packed_parallel(threads, it->second, xp, n, y, int(w.ne[1]));
       return;
     }
   }
@@ -210,19 +210,19 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
   f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
   Impl& m = *f->impl_;
   if (m.q8_path == Q8Path::kVnni && q8_packed_supported()) {
-    // Repacked once at load (a copy the size of the Q8_0 matrices); the
+    // Repacked once at load (a copy the size of those matrices); the
     // mapping's pages stay in the page cache for the embedding lookups.
     size_t bytes = 0;
     auto pack = [&](const WeightView& w) {
-      if (w.type != GgmlType::kQ8_0 || m.packed.count(w.data)) return;
-      bytes += m.packed.emplace(w.data, PackedQ8_0::pack(w, &m.threads)).first->second.bytes();
+      if (!packed_type_supported(w.type) || m.packed.count(w.data)) return;
+      bytes += m.packed.emplace(w.data, PackedMatrix::pack(w, &m.threads)).first->second.bytes();
     };
     pack(model.output());
     for (const LayerWeights& l : model.layers()) {
       for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) pack(*w);
     }
     if (!m.packed.empty())
-      spdlog::info("cpu forward: {} Q8_0 matrices repacked for the int8 kernels ({:.1f} MiB)", m.packed.size(),
+      spdlog::info("cpu forward: {} matrices repacked for the int8 kernels ({:.1f} MiB)", m.packed.size(),
                    double(bytes) / (1 << 20));
   }
   spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,

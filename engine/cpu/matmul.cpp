@@ -473,6 +473,11 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
     if (q8k_.size() < need) q8k_.resize(need);
     quantize_rows_q8k(x, n_tokens, k, q8k_.data());
     has_q8k_ = true;
+    if (type == GgmlType::kQ4_K && packed_type_supported(type)) {
+      if (packed_q4k_.size() < need) packed_q4k_.resize(need);
+      prepare_q4k_packed_act(q8k_.data(), n_tokens, k, packed_q4k_.data());
+      has_packed_ = true;
+    }
   }
 }
 

@@ -31,7 +31,7 @@
 
 #include "engine/gguf/ggml_types.h"
 #include "engine/cpu/matmul_kquant.h"
-#include "engine/cpu/matmul_q8_packed.h"
+#include "engine/cpu/matmul_packed.h"
 #include "engine/model/model.h"
 
 namespace larder {
@@ -69,7 +69,8 @@ class MatmulInput {
   //                             build the packed kernels' blocks and, for one
   //                             token, the decode tile's pairs;
   //   Q4_K, Q5_K, Q6_K, kVnni:  256-value int8 blocks (quantize_rows_q8k) when
-  //                             the build has the integer kernels;
+  //                             the build has the integer kernels (and for
+  //                             Q4_K the packed kernels' blocks);
   //   anything else:            x as it is.
   // x is kept by pointer: it must stay valid and unchanged while the input is
   // used. Buffers grow to the largest input seen and are reused.
@@ -85,9 +86,14 @@ class MatmulInput {
   const BlockQ8_0* q8_0() const { return has_q8_0_ ? q8_0_.data() : nullptr; }
   // [(k / 32 + 1) / 2]; null unless q8_0() is set, n_tokens == 1 and the build has VNNI.
   const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
-  // [n_tokens][k / 32] for the repacked Q8_0 kernels (matmul_q8_packed.h);
-  // null unless q8_0() is set and q8_packed_supported().
-  const Q8PackedAct* q8_packed() const { return has_packed_ ? packed_.data() : nullptr; }
+  // The activations of the repacked kernels (matmul_packed.h) for this type:
+  // [n_tokens][k / 32] Q8PackedAct for Q8_0, [n_tokens][k / 256]
+  // Q4KPackedAct for Q4_K; null unless packed_type_supported(type) on kVnni.
+  const void* packed() const {
+    if (!has_packed_) return nullptr;
+    if (type_ == GgmlType::kQ4_K) return packed_q4k_.data();
+    return packed_.data();
+  }
   // [n_tokens][k / 256]; null unless prepared for Q4_K / Q5_K / Q6_K integer kernels.
   const BlockQ8K* q8k() const { return has_q8k_ ? q8k_.data() : nullptr; }
 
@@ -101,6 +107,7 @@ class MatmulInput {
   std::vector<BlockQ8_0> q8_0_;
   std::vector<PreparedQ8Pair> pairs_;
   std::vector<Q8PackedAct> packed_;
+  std::vector<Q4KPackedAct> packed_q4k_;
   std::vector<BlockQ8K> q8k_;
 };
 

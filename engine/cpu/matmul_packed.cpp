@@ -1,4 +1,4 @@
-#include "engine/cpu/matmul_q8_packed.h"
+#include "engine/cpu/matmul_packed.h"
 
 #include <algorithm>
 #include <cassert>
@@ -40,20 +40,31 @@ void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct
   }
 }
 
-void PackedQ8_0::Free::operator()(uint8_t* p) const { std::free(p); }
+void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
-PackedQ8_0 PackedQ8_0::pack(const WeightView& w, ThreadPool* pool) {
-  assert(w.type == GgmlType::kQ8_0 && w.ne[0] % kQ8_0BlockSize == 0);
-  PackedQ8_0 p;
+bool packed_type_supported(GgmlType t) {
+  return q8_packed_supported() && (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K);
+}
+
+PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
+  assert(packed_type_supported(w.type));
+  PackedMatrix p;
+  p.type_ = w.type;
   p.rows_ = w.ne[1];
   p.k_ = int(w.ne[0]);
   const int nb = p.n_blocks();
-  const size_t raw = size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
+  const size_t raw = w.type == GgmlType::kQ4_K
+                         ? size_t(nb) * kQ4KBlockBytes
+                         : size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
   p.group_stride_ = (raw + 63) / 64 * 64;
   void* mem = std::aligned_alloc(64, std::max<size_t>(64, p.bytes()));
   if (mem == nullptr) throw std::bad_alloc();
   p.data_.reset(static_cast<uint8_t*>(mem));
   auto pack_groups = [&](int64_t gb, int64_t ge, int) {
+    if (p.type_ == GgmlType::kQ4_K) {
+      packed_detail::pack_q4k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
+    }
     for (int64_t g = gb; g < ge; ++g) {
       uint8_t* q = p.data_.get() + size_t(g) * p.group_stride_;
       auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kBlockQuantBytes);
@@ -96,7 +107,7 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
   const uint16_t* s[G];
   for (int g = 0; g < G; ++g) {
     q[g] = q0 + size_t(g) * group_stride;
-    s[g] = reinterpret_cast<const uint16_t*>(q[g] + size_t(nb) * PackedQ8_0::kBlockQuantBytes);
+    s[g] = reinterpret_cast<const uint16_t*>(q[g] + size_t(nb) * PackedMatrix::kBlockQuantBytes);
   }
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
@@ -107,17 +118,17 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
       const __m512i c = _mm512_set1_epi32(x[size_t(t) * nb + b].neg_c);
       for (int g = 0; g < G; ++g) is[t][g] = c;
     }
-    const size_t off = size_t(b) * PackedQ8_0::kBlockQuantBytes;
+    const size_t off = size_t(b) * PackedMatrix::kBlockQuantBytes;
     if constexpr (T == 1) {
       for (int g = 0; g < G; ++g) {
-        const char* pf = reinterpret_cast<const char*>(q[g] + off + 4 * PackedQ8_0::kBlockQuantBytes);
+        const char* pf = reinterpret_cast<const char*>(q[g] + off + 4 * PackedMatrix::kBlockQuantBytes);
         for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
     }
     for (int j = 0; j < 8; ++j) {
       __m512i wv[G];
       for (int g = 0; g < G; ++g)
-        wv[g] = _mm512_load_si512(q[g] + off + size_t(j) * PackedQ8_0::kChunkBytes);
+        wv[g] = _mm512_load_si512(q[g] + off + size_t(j) * PackedMatrix::kChunkBytes);
       for (int t = 0; t < T; ++t) {
         int32_t x4;
         std::memcpy(&x4, x[size_t(t) * nb + b].qs + 4 * j, 4);
@@ -163,20 +174,20 @@ constexpr size_t kActBlockBytes = 512 * 1024;
 }  // namespace
 #endif  // LARDER_Q8_PACKED
 
-void matmul_q8_packed_rows(const PackedQ8_0& w, const Q8PackedAct* x, int n_tokens, float* y,
-                           int y_stride, int64_t row_begin, int64_t row_end) {
-  if (n_tokens <= 0 || row_begin >= row_end) return;
-  assert(row_begin % PackedQ8_0::kGroupRows == 0);
-  assert(row_end % PackedQ8_0::kGroupRows == 0 || row_end == w.rows());
+namespace {
+void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y,
+                    int y_stride, int64_t row_begin, int64_t row_end) {
+  assert(row_begin % PackedMatrix::kGroupRows == 0);
+  assert(row_end % PackedMatrix::kGroupRows == 0 || row_end == w.rows());
 #ifdef LARDER_Q8_PACKED
   const int nb = w.n_blocks();
-  const int64_t g_begin = row_begin / PackedQ8_0::kGroupRows;
-  const int64_t g_end = (row_end + PackedQ8_0::kGroupRows - 1) / PackedQ8_0::kGroupRows;
-  const int tail = int(row_end - (g_end - 1) * PackedQ8_0::kGroupRows);  // rows of the last group
+  const int64_t g_begin = row_begin / PackedMatrix::kGroupRows;
+  const int64_t g_end = (row_end + PackedMatrix::kGroupRows - 1) / PackedMatrix::kGroupRows;
+  const int tail = int(row_end - (g_end - 1) * PackedMatrix::kGroupRows);  // rows of the last group
   if (n_tokens == 1) {
     for (int64_t g0 = g_begin; g0 < g_end; g0 += kGDecode) {
       const int G = int(std::min<int64_t>(kGDecode, g_end - g0));
-      kDecodeTiles[G - 1](w.group(g0), w.group_stride(), x, nb, y + g0 * PackedQ8_0::kGroupRows,
+      kDecodeTiles[G - 1](w.group(g0), w.group_stride(), x, nb, y + g0 * PackedMatrix::kGroupRows,
                           y_stride, g0 + G == g_end ? tail : 16);
     }
     return;
@@ -191,24 +202,38 @@ void matmul_q8_packed_rows(const PackedQ8_0& w, const Q8PackedAct* x, int n_toke
       for (int t0 = tb; t0 < te; t0 += kT) {
         const int T = std::min(kT, te - t0);
         kPrefillTiles[T - 1][G - 1](w.group(g0), w.group_stride(), x + size_t(t0) * nb, nb,
-                                    y + size_t(t0) * y_stride + g0 * PackedQ8_0::kGroupRows,
+                                    y + size_t(t0) * y_stride + g0 * PackedMatrix::kGroupRows,
                                     y_stride, last);
       }
     }
   }
 #else
   (void)w; (void)x; (void)y; (void)y_stride;
-  assert(false && "matmul_q8_packed_rows needs an AVX-512 VNNI build");
+  assert(false && "the packed kernels need an AVX-512 VNNI build");
 #endif
 }
+}  // namespace
 
-void matmul_q8_packed_parallel(ThreadPool& pool, const PackedQ8_0& w, const Q8PackedAct* x,
-                               int n_tokens, float* y, int y_stride) {
+void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
+                        int64_t row_begin, int64_t row_end) {
+  if (n_tokens <= 0 || row_begin >= row_end) return;
+  assert(row_begin % PackedMatrix::kGroupRows == 0);
+  assert(row_end % PackedMatrix::kGroupRows == 0 || row_end == w.rows());
+  if (w.type() == GgmlType::kQ4_K) {
+    packed_detail::matmul_q4k_rows(w, static_cast<const Q4KPackedAct*>(x), n_tokens, y, y_stride,
+                                   row_begin, row_end);
+  } else {
+    matmul_q8_rows(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  }
+}
+
+void matmul_packed_parallel(ThreadPool& pool, const PackedMatrix& w, const void* x, int n_tokens,
+                            float* y, int y_stride) {
   const int64_t groups = w.n_groups();
   const int64_t macs = int64_t(n_tokens) * w.rows() * w.k();
   auto run = [&](int64_t gb, int64_t ge, int) {
-    matmul_q8_packed_rows(w, x, n_tokens, y, y_stride, gb * PackedQ8_0::kGroupRows,
-                          std::min(w.rows(), ge * PackedQ8_0::kGroupRows));
+    matmul_packed_rows(w, x, n_tokens, y, y_stride, gb * PackedMatrix::kGroupRows,
+                          std::min(w.rows(), ge * PackedMatrix::kGroupRows));
   };
   if (pool.n_threads() == 1 || macs < kMatmulParallelMinMacs) {
     run(0, groups, 0);

@@ -1,0 +1,144 @@
+// Q8_0 and Q4_K weights repacked at load for the int8 GEMM (prefill) and
+// GEMV (decode): rows interleaved 16 to a 64-byte vector, so that one
+// vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
+// reduced across lanes (llama.cpp repacks Q4_0 the same way for AVX2 / ARM,
+// "q4_0_8x8").
+//
+// Q8_0 layout. Rows are taken in groups of 16 (the last group padded with zero
+// rows of scale 0). A group is stored as
+//   quants: nb blocks x 8 chunks x 64 bytes, chunk j of block b holding, for
+//           each row r of the group, bytes 4j..4j+3 of block b of row r, as
+//           w + 128 (u8), at byte 4r of the chunk;
+//   scales: nb x 16 f16, the rows' block scales d_w;
+// padded to 64 bytes (group stride); a token's 4 activation bytes are a
+// broadcast.
+//
+// Q8_0 arithmetic, per output y[t][r] (the contract the tests check against a
+// scalar definition with memcmp):
+//   isum_b = sum_{i<32} w[r][32b+i] * q_x[t][32b+i]                 (exact int32)
+//   acc    = fma(float(isum_b), d_w[r][b] * d_x[t][b], acc)  for b = 0, 1, ... nb-1
+// starting from acc = 0, with d_x, q_x the activations' Q8_0 blocks
+// (quantize_rows_q8_0). float(isum_b) and d_w * d_x (two f16 values) are
+// exact in f32, so the only rounding is the fma's, in block order.
+//
+// Q4_K layout, per group and super-block of 256 values (2368 bytes):
+//   quants: 8 sub-blocks x 4 vectors of 64 bytes; vector c of sub-block i
+//           holds at byte 4r + k, low nibble: q[r][32i + 4c + k], high
+//           nibble: q[r][32i + 16 + 4c + k] (q in 0..15);
+//   sc[i][r] (u8, 8 x 16), m pairs [k][r] = (m_2k, m_2k+1) (u8, 4 x 16 x 2),
+//   d[r], dmin[r] (f16, 16 each).
+// Q4_K arithmetic, per output, with the activations' Q8_K blocks (x_q, d_x,
+// quantize_rows_q8k) and xs_i the sum of x_q over sub-block i:
+//   S  = sum_i sc_i * sum_{j<32} q_j x_q,j        (exact int32)
+//   Mn = sum_i m_i * xs_i                          (exact int32)
+//   acc = fma(float(S), d * d_x, acc); acc = fma(-float(Mn), dmin * d_x, acc)
+// per super-block in order, from acc = 0 (d, dmin widened from f16).
+//
+// The same sequence runs whatever the number of tokens, the tile, the row
+// range or the thread: prefill, decode and restored pages give the same bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "engine/gguf/ggml_types.h"
+#include "engine/model/model.h"
+
+namespace larder {
+
+class ThreadPool;
+
+// True when this build has the packed kernels (AVX-512 with VNNI).
+bool q8_packed_supported();
+
+// One token's Q8_0 block as the packed kernel reads it: the 32 quants, the
+// int32 -128 * sum(qs) that turns the u8 weights' sum back into w * x, and d
+// as f32. 40 bytes.
+struct Q8PackedAct {
+  int8_t qs[32];
+  int32_t neg_c;
+  float d;
+};
+static_assert(sizeof(Q8PackedAct) == 40);
+
+// xq: [n_tokens][k / 32] Q8_0 blocks -> out: [n_tokens][k / 32].
+void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out);
+
+struct BlockQ8K;
+
+// One token's Q8_K super-block as the packed Q4_K kernel reads it: the 256
+// quants, the sub-block sums as int16 pairs (xs_2k | xs_2k+1 << 16), d.
+struct Q4KPackedAct {
+  int8_t qs[256];
+  int32_t xs_pairs[4];
+  float d;
+  int32_t pad[3];
+};
+static_assert(sizeof(Q4KPackedAct) == 288);
+
+// xq: [n_tokens][k / 256] -> out: [n_tokens][k / 256].
+void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAct* out);
+
+// True for the types PackedMatrix::pack accepts on this build.
+bool packed_type_supported(GgmlType t);
+
+class PackedMatrix {
+ public:
+  static constexpr int kGroupRows = 16;
+  static constexpr size_t kChunkBytes = 64;
+  static constexpr size_t kBlockQuantBytes = 8 * kChunkBytes;  // Q8_0: 32 values x 16 rows
+  static constexpr size_t kQ4KBlockBytes = 2368;                // Q4_K: 256 values x 16 rows
+
+  PackedMatrix() = default;
+
+  // Repacks a Q8_0 or Q4_K matrix (w.ne[0] = K, a multiple of the block
+  // size; w.ne[1] rows), reading it once. With a pool the groups are shared
+  // among its threads. Memory: about the matrix's own size, rounded up to 16
+  // rows. Requires packed_type_supported(w.type).
+  static PackedMatrix pack(const WeightView& w, ThreadPool* pool = nullptr);
+
+  GgmlType type() const { return type_; }
+  int64_t rows() const { return rows_; }
+  int k() const { return k_; }
+  // Blocks per row: of 32 values (Q8_0) or 256 (Q4_K).
+  int n_blocks() const { return k_ / (type_ == GgmlType::kQ4_K ? 256 : kQ8_0BlockSize); }
+  int64_t n_groups() const { return (rows_ + kGroupRows - 1) / kGroupRows; }
+  size_t group_stride() const { return group_stride_; }
+  size_t bytes() const { return size_t(n_groups()) * group_stride_; }
+  // Group g's bytes (Q8_0: quants, then scales at n_blocks() * kBlockQuantBytes;
+  // Q4_K: kQ4KBlockBytes per super-block).
+  const uint8_t* group(int64_t g) const { return data_.get() + size_t(g) * group_stride_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  GgmlType type_ = GgmlType::kQ8_0;
+  int64_t rows_ = 0;
+  int k_ = 0;
+  size_t group_stride_ = 0;
+  std::unique_ptr<uint8_t[], Free> data_;
+};
+
+// y[t][r] for r in [row_begin, row_end), t in [0, n_tokens); row_begin a
+// multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
+// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0) or
+// Q4KPackedAct (Q4_K). y: [n_tokens][y_stride].
+void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
+                        int64_t row_begin, int64_t row_end);
+
+// All rows, in chunks of whole groups that the pool's threads take as they
+// free up; same bits as one matmul_packed_rows call.
+void matmul_packed_parallel(ThreadPool& pool, const PackedMatrix& w, const void* x, int n_tokens,
+                            float* y, int y_stride);
+
+namespace packed_detail {
+// Per-type halves of the above (matmul_packed_q4k.cpp).
+void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end);
+void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
+                     int y_stride, int64_t row_begin, int64_t row_end);
+}  // namespace packed_detail
+
+}  // namespace larder

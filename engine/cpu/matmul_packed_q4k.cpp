@@ -1,0 +1,179 @@
+// The packed Q4_K layout and kernels (layout and arithmetic: matmul_packed.h).
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "engine/cpu/matmul_kquant.h"
+#include "engine/cpu/matmul_packed.h"
+#include "engine/gguf/quant_blocks.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define LARDER_Q4K_PACKED 1
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
+
+namespace larder {
+
+namespace {
+
+constexpr size_t kScOff = 2048, kMinOff = 2176, kDOff = 2304, kDminOff = 2336;
+static_assert(kDminOff + 32 == PackedMatrix::kQ4KBlockBytes);
+
+// Value v (0..255) of a Q4_K super-block: qs[32j + l] holds value 64j + l in
+// its low nibble and 64j + 32 + l in its high nibble.
+inline int q4k_value(const BlockQ4_K& b, int v) {
+  const int j = v / 64, l = v % 64;
+  return l < 32 ? b.qs[32 * j + l] & 15 : b.qs[32 * j + l - 32] >> 4;
+}
+
+}  // namespace
+
+void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAct* out) {
+  const size_t n = size_t(n_tokens) * size_t(k / kQK_K);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
+    for (int p = 0; p < 4; ++p) {
+      const int lo = xq[i].bsums[4 * p] + xq[i].bsums[4 * p + 1];      // sub-block 2p
+      const int hi = xq[i].bsums[4 * p + 2] + xq[i].bsums[4 * p + 3];  // sub-block 2p + 1
+      out[i].xs_pairs[p] = int32_t(uint32_t(uint16_t(int16_t(lo))) | (uint32_t(uint16_t(int16_t(hi))) << 16));
+    }
+    out[i].d = xq[i].d;
+    std::memset(out[i].pad, 0, sizeof(out[i].pad));
+  }
+}
+
+namespace packed_detail {
+
+void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end) {
+  const int nb = int(w.ne[0] / kQK_K);
+  const int64_t rows = w.ne[1];
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    uint8_t* grp = data + size_t(g) * group_stride;
+    std::memset(grp, 0, group_stride);  // padding rows: q, scales and d all 0
+    const int64_t r_end = std::min<int64_t>(PackedMatrix::kGroupRows, rows - g * PackedMatrix::kGroupRows);
+    for (int64_t r = 0; r < r_end; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ4_K*>(w.row(g * PackedMatrix::kGroupRows + r));
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ4_K& b = src[s];
+        uint8_t* o = grp + size_t(s) * PackedMatrix::kQ4KBlockBytes;
+        for (int i = 0; i < 8; ++i) {
+          for (int c = 0; c < 4; ++c)
+            for (int k = 0; k < 4; ++k)
+              o[i * 256 + c * 64 + 4 * r + k] =
+                  uint8_t(q4k_value(b, 32 * i + 4 * c + k) | (q4k_value(b, 32 * i + 16 + 4 * c + k) << 4));
+          int sc, m;
+          k4_scale_min(b.scales, i, &sc, &m);
+          o[kScOff + i * 16 + r] = uint8_t(sc);
+          o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
+        }
+        std::memcpy(o + kDOff + 2 * r, &b.d, 2);
+        std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
+      }
+    }
+  }
+}
+
+#ifdef LARDER_Q4K_PACKED
+namespace {
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// T tokens x one group of 16 rows over all nb super-blocks.
+template <int T>
+void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y_stride,
+              int last_rows) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int s = 0; s < nb; ++s) {
+    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ4KBlockBytes;
+    __m512i S[T];
+    for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (T == 1) {  // decode: the super-block after next, 5 lines per step
+        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ4KBlockBytes + i * 320);
+        for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+      __m512i A[T], B[T];
+      for (int t = 0; t < T; ++t) A[t] = B[t] = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_load_si512(b + i * 256 + c * 64);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * c;
+          A[t] = _mm512_dpbusd_epi32(A[t], lo, bcast4(q));
+          B[t] = _mm512_dpbusd_epi32(B[t], hi, bcast4(q + 16));
+        }
+      }
+      // Each lane's two 16-value sums (|.| <= 16 * 15 * 128) as an int16
+      // pair, times (sc, sc): S += sc * (A + B), exact.
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + i * 16)));
+      const __m512i sc2 = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16));
+      for (int t = 0; t < T; ++t) {
+        const __m512i pair = _mm512_mask_blend_epi16(__mmask32(0xAAAAAAAAu), A[t], _mm512_slli_epi32(B[t], 16));
+        S[t] = _mm512_dpwssd_epi32(S[t], pair, sc2);
+      }
+    }
+    __m512i mp[4];
+    for (int k = 0; k < 4; ++k)
+      mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kMinOff + 32 * k)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
+    const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDminOff)));
+    for (int t = 0; t < T; ++t) {
+      const Q4KPackedAct& a = x[size_t(t) * nb + s];
+      __m512i mn = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) mn = _mm512_dpwssd_epi32(mn, mp[k], _mm512_set1_epi32(a.xs_pairs[k]));
+      const __m512 dx = _mm512_set1_ps(a.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, dx), acc[t]);
+    }
+  }
+  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
+}
+
+using TileFn = void (*)(const uint8_t*, const Q4KPackedAct*, int, float*, int, int);
+constexpr int kT = 5;  // 4 T + 4 + 3 zmm live
+constexpr TileFn kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>, &tile_q4k<4>, &tile_q4k<5>};
+constexpr size_t kActBlockBytes = 512 * 1024;
+
+}  // namespace
+#endif  // LARDER_Q4K_PACKED
+
+void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
+                     int y_stride, int64_t row_begin, int64_t row_end) {
+#ifdef LARDER_Q4K_PACKED
+  const int nb = w.n_blocks();
+  constexpr int kR = PackedMatrix::kGroupRows;
+  const int64_t g_begin = row_begin / kR, g_end = (row_end + kR - 1) / kR;
+  const int tail = int(row_end - (g_end - 1) * kR);
+  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q4KPackedAct)));
+  block = std::max(kT, block / kT * kT);
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t g = g_begin; g < g_end; ++g) {
+      const int last = g + 1 == g_end ? tail : kR;
+      for (int t0 = tb; t0 < te; t0 += kT) {
+        const int T = std::min(kT, te - t0);
+        kTiles[T - 1](w.group(g), x + size_t(t0) * nb, nb, y + size_t(t0) * y_stride + g * kR, y_stride, last);
+      }
+    }
+  }
+#else
+  (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
+  assert(false && "the packed kernels need an AVX-512 VNNI build");
+#endif
+}
+
+}  // namespace packed_detail
+}  // namespace larder

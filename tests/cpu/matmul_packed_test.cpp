@@ -1,0 +1,417 @@
+// The repacked Q8_0 and Q4_K kernels (engine/cpu/matmul_packed.h) against their
+// arithmetic written out as a scalar loop (bit for bit), against a double
+// dot product, and for independence from tokens, rows, chunks and threads.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/cpu/matmul_kquant.h"
+#include "engine/cpu/matmul_packed.h"
+#include "engine/cpu/thread_pool.h"
+#include "tests/cpu/matmul_test_util.h"
+#include "engine/gguf/quant_blocks.h"
+#include "tests/support/skip.h"
+
+namespace larder {
+
+using testing::half_to_double;
+
+namespace {
+
+struct Q8Matrix {
+  int K = 0, rows = 0;
+  std::vector<BlockQ8_0> blocks;  // [rows][K / 32]
+  WeightView view() const {
+    WeightView w;
+    w.type = GgmlType::kQ8_0;
+    w.ne[0] = K;
+    w.ne[1] = rows;
+    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
+    w.row_bytes = size_t(K / 32) * sizeof(BlockQ8_0);
+    return w;
+  }
+};
+
+// Random blocks: quants in [-128, 127] (or only the extremes), positive or
+// negative f16 scales of moderate size.
+std::vector<BlockQ8_0> random_blocks(size_t n, std::mt19937& rng, bool extremes) {
+  std::vector<BlockQ8_0> v(n);
+  for (BlockQ8_0& b : v) {
+    b.d = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));
+    for (int8_t& q : b.qs) {
+      q = extremes ? int8_t((rng() & 1) ? 127 : -128) : int8_t(int(rng() % 256) - 128);
+    }
+  }
+  return v;
+}
+
+// The packed kernel's contract, as plain scalar code: per block an exact
+// integer dot product, then one fma with d_w * d_x, in block order.
+std::vector<float> scalar_definition(const Q8Matrix& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
+  const int nb = m.K / 32;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        const BlockQ8_0& w = m.blocks[size_t(r) * nb + b];
+        const BlockQ8_0& a = x[size_t(t) * nb + b];
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += int32_t(w.qs[i]) * int32_t(a.qs[i]);
+        const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
+        acc = std::fma(float(isum), scale, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+std::vector<float> packed_product(const PackedMatrix& p, const std::vector<BlockQ8_0>& x, int n_tokens,
+                                  int64_t split = -1) {
+  std::vector<Q8PackedAct> act(size_t(n_tokens) * (p.k() / 32));
+  prepare_q8_packed_act(x.data(), n_tokens, p.k(), act.data());
+  std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
+  if (split < 0) {
+    matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, p.rows());
+  } else {
+    matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, split);
+    matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), split, p.rows());
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("packed Q8_0 matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(77);
+  struct Case { int K, rows; bool extremes; };
+  for (const Case c : {Case{32, 16, false}, Case{64, 37, false}, Case{96, 5, false}, Case{256, 48, false},
+                       Case{2048, 33, false}, Case{128, 40, true}}) {
+    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
+    Q8Matrix m{c.K, c.rows, random_blocks(size_t(c.rows) * (c.K / 32), rng, c.extremes)};
+    const PackedMatrix p = PackedMatrix::pack(m.view());
+    REQUIRE(p.rows() == c.rows);
+    REQUIRE(p.n_groups() == (c.rows + 15) / 16);
+    constexpr int kMaxTokens = 14;  // past two 6-token tiles
+    const std::vector<BlockQ8_0> x = random_blocks(size_t(kMaxTokens) * (c.K / 32), rng, c.extremes);
+    const std::vector<float> want = scalar_definition(m, x, kMaxTokens);
+    for (int n : {1, 2, 5, 6, 7, kMaxTokens}) {
+      INFO("tokens=" << n);
+      const std::vector<float> y = packed_product(p, x, n);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+    if (c.rows > 16) {  // two row ranges, split at a group boundary
+      const std::vector<float> y = packed_product(p, x, kMaxTokens, 16);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("packed Q8_0 matmul is close to the double dot product", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(5);
+  const int K = 512, rows = 24, n = 3, nb = K / 32;
+  Q8Matrix m{K, rows, random_blocks(size_t(rows) * nb, rng, false)};
+  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false);
+  const std::vector<float> y = packed_product(PackedMatrix::pack(m.view()), x, n);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int b = 0; b < nb; ++b) {
+        const BlockQ8_0& w = m.blocks[size_t(r) * nb + b];
+        const BlockQ8_0& a = x[size_t(t) * nb + b];
+        for (int i = 0; i < 32; ++i) {
+          const double p = half_to_double(w.d) * w.qs[i] * half_to_double(a.d) * a.qs[i];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      // nb fmas, each rounding to 2^-24 of a partial sum <= mag.
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= nb * 6e-8 * mag + 1e-30);
+    }
+}
+
+TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(9);
+  const int K = 1024, rows = 1000, n = 9, nb = K / 32;  // 1000 = 62 groups + 8 rows
+  Q8Matrix m{K, rows, random_blocks(size_t(rows) * nb, rng, false)};
+  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false);
+  ThreadPool one(1), three(3);
+  const PackedMatrix p = PackedMatrix::pack(m.view()), p3 = PackedMatrix::pack(m.view(), &three);
+  REQUIRE(p.bytes() == p3.bytes());
+  REQUIRE(std::memcmp(p.group(0), p3.group(0), p.bytes()) == 0);
+  std::vector<Q8PackedAct> act(size_t(n) * nb);
+  prepare_q8_packed_act(x.data(), n, K, act.data());
+  const std::vector<float> want = scalar_definition(m, x, n);
+  for (ThreadPool* pool : {&one, &three}) {
+    for (int tokens : {1, n}) {
+      std::vector<float> y(size_t(tokens) * rows);
+      matmul_packed_parallel(*pool, p, act.data(), tokens, y.data(), rows);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+// Throughput of the packed kernel against the unpacked VNNI tiles on the
+// same matrix (printed, not asserted): LARDER_BENCH_K / _ROWS / _TOKENS.
+TEST_CASE("packed Q8_0 matmul throughput", "[.bench-q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  auto env = [](const char* name, int def) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : def;
+  };
+  const int K = env("LARDER_BENCH_K", 2048), rows = env("LARDER_BENCH_ROWS", 8192);
+  std::mt19937 rng(1);
+  Q8Matrix m{K, rows, random_blocks(size_t(rows) * (K / 32), rng, false)};
+  const auto t_pack = std::chrono::steady_clock::now();
+  const PackedMatrix p = PackedMatrix::pack(m.view());
+  std::printf("pack %d x %d: %.1f ms\n", rows, K,
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_pack).count());
+  for (int n : {1, 4, 64, env("LARDER_BENCH_TOKENS", 512)}) {
+    std::vector<float> x(size_t(n) * K);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& v : x) v = u(rng);
+    std::vector<float> y(size_t(n) * rows);
+    auto time = [&](auto&& fn) {
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return 2.0 * n * double(rows) * K / best / 1e9;
+    };
+    MatmulInput in;
+    in.prepare(GgmlType::kQ8_0, x.data(), n, K, Q8Path::kVnni);
+    std::vector<Q8PackedAct> act(size_t(n) * (K / 32));
+    const double packed = time([&] {
+      prepare_q8_packed_act(in.q8_0(), n, K, act.data());
+      matmul_packed_rows(p, act.data(), n, y.data(), rows, 0, rows);
+    });
+    const double unpacked = time([&] { matmul_rows(m.view(), in, y.data(), rows, 0, rows); });
+    std::printf("%4d tokens: packed %6.1f GOP/s, unpacked %6.1f GOP/s (one thread)\n", n, packed, unpacked);
+  }
+}
+
+// ---- Q4_K -------------------------------------------------------------------
+namespace {
+
+// The 6-bit scale and min of sub-block i, written out from ggml's
+// get_scale_min_k4 (the GGUF k-quants layout) for the reference.
+void q4k_sc_m(const uint8_t* s, int i, int* sc, int* m) {
+  if (i < 4) {
+    *sc = s[i] & 63;
+    *m = s[i + 4] & 63;
+  } else {
+    *sc = (s[i + 4] & 0xF) | ((s[i - 4] >> 6) << 4);
+    *m = (s[i + 4] >> 4) | ((s[i] >> 6) << 4);
+  }
+}
+// Value v of a super-block: 64-value chunks, low nibbles then high nibbles.
+int q4k_q(const BlockQ4_K& b, int v) {
+  const int j = v / 64, l = v % 64;
+  return l < 32 ? (b.qs[32 * j + l] & 0xF) : (b.qs[32 * j + l - 32] >> 4);
+}
+
+struct Q4KMatrix {
+  int K = 0, rows = 0;
+  std::vector<BlockQ4_K> blocks;
+  WeightView view() const {
+    WeightView w;
+    w.type = GgmlType::kQ4_K;
+    w.ne[0] = K;
+    w.ne[1] = rows;
+    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
+    w.row_bytes = size_t(K / 256) * sizeof(BlockQ4_K);
+    return w;
+  }
+};
+
+Q4KMatrix random_q4k(int K, int rows, std::mt19937& rng, bool extremes) {
+  Q4KMatrix m{K, rows, std::vector<BlockQ4_K>(size_t(rows) * (K / 256))};
+  for (BlockQ4_K& b : m.blocks) {
+    b.d = uint16_t((rng() & 0x3ff) | (uint16_t(6 + rng() % 8) << 10));
+    b.dmin = uint16_t((rng() & 0x3ff) | (uint16_t(6 + rng() % 8) << 10));
+    for (uint8_t& x : b.scales) x = extremes ? 0xFF : uint8_t(rng());
+    for (uint8_t& x : b.qs) x = extremes ? 0xFF : uint8_t(rng());
+  }
+  return m;
+}
+
+std::vector<BlockQ8K> random_q8k(size_t n, std::mt19937& rng, bool extremes) {
+  std::vector<BlockQ8K> v(n);
+  for (BlockQ8K& b : v) {
+    b.d = std::ldexp(float(1 + rng() % 1000), -int(12 + rng() % 6));
+    for (int8_t& q : b.qs) q = extremes ? int8_t(-128) : int8_t(int(rng() % 256) - 128);
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += b.qs[16 * j + i];
+      b.bsums[j] = int16_t(sum);
+    }
+  }
+  return v;
+}
+
+// The Q4_K contract of matmul_packed.h as scalar code.
+std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+  const int nb = m.K / 256;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ4_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        int32_t S = 0, Mn = 0;
+        for (int i = 0; i < 8; ++i) {
+          int sc, mn;
+          q4k_sc_m(w.scales, i, &sc, &mn);
+          int32_t isum = 0, xs = 0;
+          for (int j = 0; j < 32; ++j) {
+            isum += q4k_q(w, 32 * i + j) * a.qs[32 * i + j];
+            xs += a.qs[32 * i + j];
+          }
+          S += sc * isum;
+          Mn += mn * xs;
+        }
+        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+        acc = std::fma(-float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+std::vector<float> q4k_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens,
+                                      int64_t split = -1) {
+  std::vector<Q4KPackedAct> act(size_t(n_tokens) * (p.k() / 256));
+  prepare_q4k_packed_act(x.data(), n_tokens, p.k(), act.data());
+  std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
+  const int64_t cut = split < 0 ? p.rows() : split;
+  matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, cut);
+  matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), cut, p.rows());
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("packed Q4_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(41);
+  struct Case { int K, rows; bool extremes; };
+  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{2048, 5, false}, Case{768, 48, true}}) {
+    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
+    const Q4KMatrix m = random_q4k(c.K, c.rows, rng, c.extremes);
+    const PackedMatrix p = PackedMatrix::pack(m.view());
+    REQUIRE(p.type() == GgmlType::kQ4_K);
+    constexpr int kMaxTokens = 12;  // past two 5-token tiles
+    const std::vector<BlockQ8K> x = random_q8k(size_t(kMaxTokens) * (c.K / 256), rng, c.extremes);
+    const std::vector<float> want = q4k_definition(m, x, kMaxTokens);
+    for (int n : {1, 2, 4, 5, 6, 11, kMaxTokens}) {
+      INFO("tokens=" << n);
+      const std::vector<float> y = q4k_packed_product(p, x, n);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+    if (c.rows > 16) {
+      const std::vector<float> y = q4k_packed_product(p, x, kMaxTokens, 16);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("packed Q4_K matmul is close to the double dot product of dequantized values",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(3);
+  const int K = 1024, rows = 20, n = 3, nb = K / 256;
+  const Q4KMatrix m = random_q4k(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
+  const std::vector<float> y = q4k_packed_product(PackedMatrix::pack(m.view()), x, n);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ4_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        for (int v = 0; v < 256; ++v) {
+          int sc, mn;
+          q4k_sc_m(w.scales, v / 32, &sc, &mn);
+          const double wv = half_to_double(w.d) * sc * q4k_q(w, v) - half_to_double(w.dmin) * mn;
+          const double p = wv * double(a.d) * a.qs[v];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      // Per super-block: S and Mn rounded to f32 (|S| < 2^25), the scale
+      // products and two fmas, each a few 2^-24 of the partial magnitudes.
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
+    }
+}
+
+TEST_CASE("packed Q4_K parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(13);
+  const int K = 512, rows = 600, n = 7;
+  const Q4KMatrix m = random_q4k(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * (K / 256), rng, false);
+  ThreadPool one(1), three(3);
+  const PackedMatrix p = PackedMatrix::pack(m.view()), p3 = PackedMatrix::pack(m.view(), &three);
+  REQUIRE(std::memcmp(p.group(0), p3.group(0), p.bytes()) == 0);
+  std::vector<Q4KPackedAct> act(size_t(n) * (K / 256));
+  prepare_q4k_packed_act(x.data(), n, K, act.data());
+  const std::vector<float> want = q4k_definition(m, x, n);
+  for (ThreadPool* pool : {&one, &three}) {
+    for (int tokens : {1, n}) {
+      std::vector<float> y(size_t(tokens) * rows);
+      matmul_packed_parallel(*pool, p, act.data(), tokens, y.data(), rows);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  auto env = [](const char* name, int def) {
+    const char* v = std::getenv(name);
+    return v ? std::atoi(v) : def;
+  };
+  const int K = env("LARDER_BENCH_K", 2048), rows = env("LARDER_BENCH_ROWS", 8192);
+  std::mt19937 rng(1);
+  const Q4KMatrix m = random_q4k(K, rows, rng, false);
+  const PackedMatrix p = PackedMatrix::pack(m.view());
+  for (int n : {1, 4, 64, env("LARDER_BENCH_TOKENS", 512)}) {
+    std::vector<float> x(size_t(n) * K);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& v : x) v = u(rng);
+    std::vector<float> y(size_t(n) * rows);
+    auto time = [&](auto&& fn) {
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return 2.0 * n * double(rows) * K / best / 1e9;
+    };
+    MatmulInput in;
+    const double packed = time([&] {
+      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni);
+      matmul_packed_rows(p, in.packed(), n, y.data(), rows, 0, rows);
+    });
+    const double unpacked = time([&] {
+      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni);
+      matmul_rows(m.view(), in, y.data(), rows, 0, rows);
+    });
+    std::printf("Q4_K %4d tokens: packed %6.1f GOP/s, unpacked %6.1f GOP/s (one thread)\n", n, packed, unpacked);
+  }
+}
+
+}  // namespace larder

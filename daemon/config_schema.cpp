@@ -182,9 +182,9 @@ const KeySpec kSpecs[] = {
      if (v.s != "write_through" && v.s != "write_back") return bad();
      c.engine.cache.write_through = v.s == "write_through"; return Status::ok(); },
    [](const DaemonConfig& c) { return of_string(c.engine.cache.write_through ? "write_through" : "write_back"); }},
-  {"cache", "kv_dtype", Kind::kString, "\"f32\" or \"f16\"",
+  {"cache", "kv_dtype", Kind::kString, "\"f16\", \"f32\" or \"q8_0\"",
    [](const Value& v, DaemonConfig& c) {
-     if (v.s != "f32" && v.s != "f16") return bad();
+     if (v.s != "f32" && v.s != "f16" && v.s != "q8_0") return bad();
      c.engine.cache.kv_dtype = v.s; return Status::ok(); },
    [](const DaemonConfig& c) { return of_string(c.engine.cache.kv_dtype); }},
   {"cache", "salt", Kind::kString, "a string",

@@ -40,7 +40,7 @@ struct DiskTierOptions {
 struct CacheOptions {
   int page_size = 16;                 // tokens per page, a power of two in [1, 1024]
   bool write_through = true;          // false: write_back (a page reaches disk when demoted)
-  std::string kv_dtype = "f32";       // "f32" | "f16"
+  std::string kv_dtype = "f16";       // "f16" | "f32" | "q8_0"
   std::string salt;                   // mixed into the root prefix hash
   int n_storage_threads = 2;          // threads doing tier I/O
   TierOptions device{int64_t(1) << 30, "lru"};

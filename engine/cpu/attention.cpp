@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/cpu/matmul.h"
 #include "engine/gguf/ggml_types.h"
 
 #if defined(__AVX512F__)
@@ -142,16 +143,31 @@ inline __m512 hsum16x16(__m512 v[16]) {
 
 constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
 
-// rows x hd values of one kv head from a K or V block (rows kv_dim apart) as
-// f32 into dst ([rows][hd]); F32 blocks are read in place (returned pointer).
-inline const float* kv_rows_f32(const void* block, bool f16, size_t off, int kv_dim, int rows, int hd,
+// rows x hd values of one kv head (from value `off` of each row) of a K or V
+// block as f32: F32 blocks are read in place (the returned pointer, rows
+// kv_dim apart), F16 and Q8_0 ones widened into dst ([rows][hd], exactly:
+// Q8_0 as d * q, one f32 product). Q8_0 needs off and hd multiples of 32.
+inline const float* kv_rows_f32(const uint8_t* block, const KvLayout& lay, size_t off, int rows, int hd,
                                 float* dst) {
-  if (!f16) return static_cast<const float*>(block) + off;
-  const uint16_t* src = static_cast<const uint16_t*>(block) + off;
-  for (int j = 0; j < rows; ++j)
-    for (int c = 0; c < hd; c += 16)
-      _mm512_storeu_ps(dst + size_t(j) * hd + c,
-                       _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + size_t(j) * kv_dim + c))));
+  if (lay.dtype == KvDtype::kF32) return reinterpret_cast<const float*>(block) + off;
+  for (int j = 0; j < rows; ++j) {
+    const uint8_t* row = block + size_t(j) * lay.row_bytes();
+    float* o = dst + size_t(j) * hd;
+    if (lay.dtype == KvDtype::kF16) {
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + off;
+      for (int c = 0; c < hd; c += 16)
+        _mm512_storeu_ps(o + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
+    } else {
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + off / 32;
+      for (int c = 0; c < hd; c += 16) {
+        const BlockQ8_0& blk = b[c / 32];
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32(blk.d));
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + c % 32))));
+        _mm512_storeu_ps(o + c, _mm512_mul_ps(d, q));
+      }
+    }
+  }
   return dst;
 }
 
@@ -160,7 +176,7 @@ inline const float* kv_rows_f32(const void* block, bool f16, size_t off, int kv_
 void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd,
                     size_t off, const float* q, float* out, int nh, float* scores, size_t stride) {
   const KvLayout& lay = pool.layout();
-  const bool f16 = lay.dtype == KvDtype::kF16;
+  const bool in_place = lay.dtype == KvDtype::kF32;
   const int ps = lay.page_size, n_pages = pos / ps + 1, nc = hd / 16;
   const float scale = float(1.0 / std::sqrt(double(hd)));
   alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16
@@ -174,9 +190,9 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
                                     // may run past the page, into slots the next block rewrites
       const int nk = std::min(16, n_slots - j0);
       const __mmask16 m = __mmask16((1u << nk) - 1u);
-      const float* k = kv_rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.kv_dim * kv_dtype_bytes(lay.dtype),
-                                   f16, off, lay.kv_dim, nk, hd, conv);
-      const size_t kstride = f16 ? size_t(hd) : size_t(lay.kv_dim);
+      const float* k = kv_rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay, off, nk,
+                                   hd, conv);
+      const size_t kstride = in_place ? size_t(lay.kv_dim) : size_t(hd);
       for (int h = 0; h < nh; ++h) {
         const float* qh = q + size_t(h) * hd;
         __m512 part[16];
@@ -217,9 +233,9 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;
       const int nk = std::min(16, n_slots - j0);
-      const float* v = kv_rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.kv_dim * kv_dtype_bytes(lay.dtype),
-                                   f16, off, lay.kv_dim, nk, hd, conv);
-      const size_t vstride = f16 ? size_t(hd) : size_t(lay.kv_dim);
+      const float* v = kv_rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay, off, nk,
+                                   hd, conv);
+      const size_t vstride = in_place ? size_t(lay.kv_dim) : size_t(hd);
       for (int h = 0; h < nh; ++h) {
         const float* e = scores + size_t(h) * stride + p0;
         for (int j = 0; j < nk; ++j) {
@@ -236,6 +252,17 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
 }
 #endif
 
+// Values [off, off + hd) of row j of a Q8_0 K/V block, dequantized (d * q)
+// into out.
+const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off, int hd, float* out) {
+  const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes());
+  for (int i = 0; i < hd; ++i) {
+    const BlockQ8_0& b = row[(off + i) / 32];
+    out[i] = fp16_to_fp32(b.d) * float(b.qs[(off + i) % 32]);
+  }
+  return out;
+}
+
 }  // namespace
 
 size_t attention_scores_floats(int max_pos, int page_size) {
@@ -248,7 +275,11 @@ void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos
   const KvLayout& lay = pool.layout();
   const int page = pages[pos / lay.page_size];
   const size_t slot = size_t(pos % lay.page_size) * lay.kv_dim;
-  if (lay.dtype == KvDtype::kF32) {
+  if (lay.dtype == KvDtype::kQ8_0) {
+    const size_t at = size_t(pos % lay.page_size) * lay.row_bytes();
+    quantize_rows_q8_0(k, 1, lay.kv_dim, reinterpret_cast<BlockQ8_0*>(static_cast<uint8_t*>(pool.k_block(page, layer)) + at));
+    quantize_rows_q8_0(v, 1, lay.kv_dim, reinterpret_cast<BlockQ8_0*>(static_cast<uint8_t*>(pool.v_block(page, layer)) + at));
+  } else if (lay.dtype == KvDtype::kF32) {
     float* kd = static_cast<float*>(pool.k_block(page, layer)) + slot;
     float* vd = static_cast<float*>(pool.v_block(page, layer)) + slot;
     for (int i = 0; i < lay.kv_dim; ++i) kd[i] = k[i];
@@ -268,10 +299,12 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_head_kv;
   const float scale = float(1.0 / std::sqrt(double(hd)));
-  const bool f16 = lay.dtype == KvDtype::kF16;
+  const bool f16 = lay.dtype == KvDtype::kF16, f32 = lay.dtype == KvDtype::kF32;
   const int n_pages = pos / lay.page_size + 1;
+  float q8_row[256];  // a Q8_0 row's head slice, dequantized (head_dim <= 256 checked below)
+  if (!f16 && !f32 && hd > 256) return;  // CpuForward::create refuses such models
 #if defined(__AVX512F__)
-  if (hd % 16 == 0 && hd <= 256) {
+  if (hd % 16 == 0 && hd <= 256 && (lay.dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
     static_assert(kMaxGroupHeads == kAttentionGroupHeads);
     const size_t stride = attention_scores_floats(pos, lay.page_size) / kAttentionGroupHeads;
     for (int h = head_begin; h < head_end;) {
@@ -296,7 +329,7 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
       const void* kb = pool.k_block(pages[pi], layer);
       float* s = scores + size_t(pi) * lay.page_size;
 #if defined(__AVX512F__)
-      if (!f16 && hd % 16 != 0) {
+      if (f32 && hd % 16 != 0) {
         for (int j = 0; j < n_slots; j += 16)
           scores16_f32(qh, static_cast<const float*>(kb) + size_t(j) * lay.kv_dim + off, lay.kv_dim,
                        hd, std::min(16, n_slots - j), scale, s + j);
@@ -306,8 +339,9 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
 #endif
       for (int j = 0; j < n_slots; ++j) {
         const size_t at = size_t(j) * lay.kv_dim + off;
-        const float d = f16 ? dot_f16(qh, static_cast<const uint16_t*>(kb) + at, hd)
-                            : dot_f32(qh, static_cast<const float*>(kb) + at, hd);
+        const float d = f16   ? dot_f16(qh, static_cast<const uint16_t*>(kb) + at, hd)
+                        : f32 ? dot_f32(qh, static_cast<const float*>(kb) + at, hd)
+                              : dot_f32(qh, q8_slice(kb, lay, j, off, hd, q8_row), hd);
         s[j] = d * scale;
         mx = s[j] > mx ? s[j] : mx;
       }
@@ -322,7 +356,7 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
     float* oh = out + size_t(h) * hd;
     const float inv = 1.0f / sum;
 #if defined(__AVX512F__)
-    if (!f16) {
+    if (f32) {
       // 16 head dims per register, positions in increasing order, one FMA each.
       for (int c0 = 0; c0 < hd; c0 += 16) {
         const __mmask16 m = hd - c0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (hd - c0)) - 1);
@@ -348,8 +382,10 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
         const size_t at = size_t(j) * lay.kv_dim + off;
         if (f16) {
           axpy_f16(oh, s[j], static_cast<const uint16_t*>(vb) + at, hd);
-        } else {
+        } else if (f32) {
           axpy_f32(oh, s[j], static_cast<const float*>(vb) + at, hd);
+        } else {
+          axpy_f32(oh, s[j], q8_slice(vb, lay, j, off, hd, q8_row), hd);
         }
       }
     }

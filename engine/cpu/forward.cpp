@@ -191,6 +191,9 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
     return Status::unsupported("head layout n_head " + std::to_string(hp.n_head) + ", n_head_kv " +
                                std::to_string(hp.n_head_kv) + ", n_rot " +
                                std::to_string(hp.n_rot));
+  if (lay.dtype == KvDtype::kQ8_0 && hp.head_dim > 256)
+    return Status::unsupported("kv_dtype q8_0 with head_dim " + std::to_string(hp.head_dim) +
+                               " (at most 256); use f16");
   if (!embd_type_supported(model.token_embd().type))
     return Status::unsupported("token_embd type not supported by the CPU backend");
   auto check = [](const WeightView& w, const char* name) -> Status {

@@ -84,6 +84,9 @@ Status CudaBackend::init(const Model& model, const BackendOptions& options) {
   model_ = &model;
   hp_ = model.hparams();
   layout_ = options.layout;
+  if (layout_.dtype == KvDtype::kQ8_0) {
+    return Status::unsupported("cache.kv_dtype = 'q8_0' is CPU-only for now; use f16 or f32 with device = cuda");
+  }
   max_tokens_ = std::max(1, options.max_batch_tokens);
   if (layout_.n_layer != hp_.n_layer || layout_.kv_dim != hp_.kv_dim())
     return Status::invalid_argument("KV layout does not match the model (n_layer, kv_dim)");

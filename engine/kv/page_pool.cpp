@@ -10,11 +10,19 @@ const char* kv_dtype_name(KvDtype t) {
   switch (t) {
     case KvDtype::kF32: return "f32";
     case KvDtype::kF16: return "f16";
+    case KvDtype::kQ8_0: return "q8_0";
   }
   return "?";
 }
 
-size_t kv_dtype_bytes(KvDtype t) { return t == KvDtype::kF16 ? 2 : 4; }
+size_t kv_row_bytes(KvDtype t, int kv_dim) {
+  switch (t) {
+    case KvDtype::kF32: return size_t(kv_dim) * 4;
+    case KvDtype::kF16: return size_t(kv_dim) * 2;
+    case KvDtype::kQ8_0: return size_t(kv_dim / 32) * 34;  // BlockQ8_0
+  }
+  return 0;
+}
 
 void PagePool::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
@@ -23,6 +31,10 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const KvLayout& layout, int n
   if (layout.n_layer <= 0 || layout.kv_dim <= 0 || layout.page_size <= 0 ||
       (layout.page_size & (layout.page_size - 1)) != 0) {
     return Status::invalid_argument("KV layout: n_layer, kv_dim must be > 0 and page_size a power of two");
+  }
+  if (layout.dtype == KvDtype::kQ8_0 && layout.kv_dim % 32 != 0) {
+    return Status::invalid_argument("KV layout: q8_0 K/V needs kv_dim a multiple of 32, not " +
+                                    std::to_string(layout.kv_dim));
   }
   if (n_pages <= 0) return Status::invalid_argument("KV page pool needs at least one page");
   size_t total = layout.page_bytes() * size_t(n_pages);

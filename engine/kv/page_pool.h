@@ -24,9 +24,13 @@
 
 namespace larder {
 
-enum class KvDtype : uint32_t { kF32 = 0, kF16 = 1 };
+// Element type of stored K/V. kQ8_0: each token's K (and V) row of kv_dim
+// values as kv_dim / 32 Q8_0 blocks (an f16 scale and 32 int8 quants,
+// llama.cpp's quantize_row_q8_0), 1.0625 bytes per value.
+enum class KvDtype : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 2 };
 const char* kv_dtype_name(KvDtype t);
-size_t kv_dtype_bytes(KvDtype t);
+// Bytes of one token's K (or V) row of kv_dim values (kQ8_0: kv_dim % 32 == 0).
+size_t kv_row_bytes(KvDtype t, int kv_dim);
 
 struct KvLayout {
   int n_layer = 0;
@@ -34,7 +38,8 @@ struct KvLayout {
   int page_size = 16;   // tokens per page, a power of two
   KvDtype dtype = KvDtype::kF32;
 
-  size_t block_bytes() const { return size_t(page_size) * kv_dim * kv_dtype_bytes(dtype); }
+  size_t row_bytes() const { return kv_row_bytes(dtype, kv_dim); }
+  size_t block_bytes() const { return size_t(page_size) * row_bytes(); }
   size_t page_bytes() const { return size_t(n_layer) * 2 * block_bytes(); }
   bool operator==(const KvLayout&) const = default;
 };

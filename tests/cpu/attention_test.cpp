@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/cpu/attention.h"
+#include "engine/cpu/matmul.h"
 #include "engine/gguf/ggml_types.h"
 #include "tests/cpu/matmul_test_util.h"
 
@@ -20,9 +21,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
   struct Case { int n_head, n_head_kv, head_dim, page_size; KvDtype dtype; };
   for (const Case c : {Case{8, 2, 64, 16, KvDtype::kF32}, Case{8, 2, 64, 16, KvDtype::kF16},
                        Case{6, 3, 32, 8, KvDtype::kF16}, Case{14, 2, 128, 32, KvDtype::kF32},
-                       Case{4, 4, 16, 64, KvDtype::kF16}, Case{8, 4, 8, 16, KvDtype::kF32}}) {
+                       Case{4, 4, 16, 64, KvDtype::kF16}, Case{8, 4, 8, 16, KvDtype::kF32},
+                       Case{8, 2, 64, 16, KvDtype::kQ8_0}, Case{8, 4, 8, 16, KvDtype::kQ8_0},
+                       Case{6, 2, 48, 32, KvDtype::kQ8_0}}) {
     INFO("heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " page " << c.page_size
-                  << (c.dtype == KvDtype::kF16 ? " f16" : " f32"));
+                  << " " << kv_dtype_name(c.dtype));
     const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
     const int kv_dim = shape.kv_dim(), max_pos = 150;
     const KvLayout lay{1, kv_dim, c.page_size, c.dtype};
@@ -43,6 +46,15 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
         const size_t at = size_t(p) * kv_dim + i;
         kref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(k[i])) : k[i];
         vref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(v[i])) : v[i];
+      }
+      if (c.dtype == KvDtype::kQ8_0) {  // stored as d * q per block of 32
+        std::vector<BlockQ8_0> qk(kv_dim / 32), qv(kv_dim / 32);
+        quantize_rows_q8_0(k.data(), 1, kv_dim, qk.data());
+        quantize_rows_q8_0(v.data(), 1, kv_dim, qv.data());
+        for (int i = 0; i < kv_dim; ++i) {
+          kref[size_t(p) * kv_dim + i] = half_to_double(qk[i / 32].d) * qk[i / 32].qs[i % 32];
+          vref[size_t(p) * kv_dim + i] = half_to_double(qv[i / 32].d) * qv[i / 32].qs[i % 32];
+        }
       }
       kv_write(*pool, 0, pages, p, k.data(), v.data());
     }

@@ -68,7 +68,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK_FALSE(c.engine.cache.disk.sync);
   CHECK(c.engine.cache.disk.on_error == DiskOnError::kMemoryOnly);
   CHECK(c.engine.cache.write_through);
-  CHECK(c.engine.cache.kv_dtype == "f32");
+  CHECK(c.engine.cache.kv_dtype == "f16");
   CHECK(c.engine.cache.salt.empty());
   CHECK(c.engine.cache.n_storage_threads == 2);
   CHECK(c.engine.n_threads == 0);
@@ -130,7 +130,7 @@ admin_token = "adm-token-1"
 [cache]
 page_size = 32
 write_policy = "write_back"
-kv_dtype = "f16"
+kv_dtype = "f32"
 salt = "tenant-a"
 storage_threads = 4
 host.budget = "3GiB"       # dotted keys inside [cache] ...
@@ -201,7 +201,7 @@ level = "debug"
   CHECK(c.engine.cache.disk.sync);
   CHECK(c.engine.cache.disk.on_error == DiskOnError::kFail);
   CHECK_FALSE(c.engine.cache.write_through);
-  CHECK(c.engine.cache.kv_dtype == "f16");
+  CHECK(c.engine.cache.kv_dtype == "f32");
   CHECK(c.engine.cache.salt == "tenant-a");
   CHECK(c.engine.cache.n_storage_threads == 4);
   CHECK(c.engine.n_threads == 6);
@@ -311,7 +311,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[sampling]\nmax_tokens = 0", "sampling.max_tokens = 0: must be -1"},
       {"[cache]\nwrite_policy = \"sometimes\"",
        "cache.write_policy = \"sometimes\": must be \"write_through\" or \"write_back\""},
-      {"[cache]\nkv_dtype = \"q8\"", "cache.kv_dtype = \"q8\": must be \"f32\" or \"f16\""},
+      {"[cache]\nkv_dtype = \"q8\"", "cache.kv_dtype = \"q8\": must be \"f16\", \"f32\" or \"q8_0\""},
       {"[log]\nlevel = \"verbose\"", "log.level = \"verbose\": must be one of trace, debug"},
       {"[engine]\nmax_running = 0", "engine.max_running = 0: must be an integer between 1 and 1024"},
       {"[engine]\ndevice = \"gpu\"", "engine.device = \"gpu\": must be \"auto\", \"cuda\" or \"cpu\""},
@@ -471,7 +471,7 @@ idle_timeout_s = 1
 [cache]
 page_size = 1
 write_policy = "write_back"
-kv_dtype = "f16"
+kv_dtype = "f32"
 salt = "s"
 storage_threads = 1
 [cache.device]

@@ -6,9 +6,10 @@
 // tests/reference/logprobs_reference.mjs), and the 400s for bad values.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import OpenAI from 'openai';
-import { Daemon, modelPath } from './daemon.mjs';
+import { Daemon, modelPath, tempDir, removeDir } from './daemon.mjs';
 
 const model = modelPath();
 const skip = model ? false : 'test model stories260K.gguf not found (set LARDER_TEST_MODELS)';
@@ -20,12 +21,21 @@ const kTol = 1e-4;
 
 let d;
 let c;
+let dir;
 before(async () => {
   if (!model) return;
-  d = await Daemon.start({ model });
+  // llama.cpp's values are for F32 K/V (larder's default is f16, whose
+  // logprobs differ by ~1e-3 on this model).
+  dir = tempDir();
+  const config = join(dir, 'f32-kv.toml');
+  writeFileSync(config, '[cache]\nkv_dtype = "f32"\n');
+  d = await Daemon.start({ model, extraArgs: ['--config', config] });
   c = new OpenAI({ baseURL: d.baseURL, apiKey: 'not-needed', maxRetries: 0 });
 });
-after(async () => { if (d) await d.stop(); });
+after(async () => {
+  if (d) await d.stop();
+  if (dir) removeDir(dir);
+});
 
 function near(got, want, what) {
   assert.ok(Math.abs(got - want) < kTol, `${what}: ${got} vs llama.cpp ${want}`);

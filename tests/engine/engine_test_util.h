@@ -64,6 +64,9 @@ inline EngineOptions options_for(const std::string& model, const std::string& ca
   o.cache.disk.dir = cache_dir;
   o.open_tiers = tier_factory();
   o.cache.page_size = 16;
+  // The engine tests' byte counts and llama.cpp references are for F32 K/V
+  // (the default is f16; tests that are about the dtype set it themselves).
+  o.cache.kv_dtype = "f32";
   o.cache.device.budget_bytes = 64 << 20;
   o.n_threads = 1;
   return o;

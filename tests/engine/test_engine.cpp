@@ -69,24 +69,46 @@ TEST_CASE("a prompt restored from memory or RocksDB gives bit-identical logits",
   // determines are looked up (page 18's key needs its generated tokens).
   const int want_cached = 288;
   const int want_cached_memory = 298;
-  TempDir dir;
-  Generated cold, warm_memory;
-  {
-    auto engine = make_engine(options_for(model, dir.str()));
-    cold = generate(*engine, greedy_request(prompt, 8));
-    CHECK(cold.final.cached_tokens == 0);
-    warm_memory = generate(*engine, greedy_request(prompt, 8));
-    CHECK(warm_memory.final.cached_tokens == want_cached_memory);
-    CHECK(engine->stats().pages_reused_memory == 18);
-  }  // destructor: stop() flushes the page writes
-  auto engine = make_engine(options_for(model, dir.str()));
-  Generated warm_disk = generate(*engine, greedy_request(prompt, 8));
-  CHECK(warm_disk.final.cached_tokens == want_cached);
-  CHECK(engine->stats().pages_restored_disk == 18);
-  CHECK(same_bits(cold.final.prompt_logits, warm_memory.final.prompt_logits));
-  CHECK(same_bits(cold.final.prompt_logits, warm_disk.final.prompt_logits));
-  CHECK(cold.tokens == warm_disk.tokens);
-  CHECK(cold.text == warm_disk.text);
+  // Every K/V dtype: the default f16 and q8_0 as well as f32.
+  for (const char* dtype : {"f32", "f16", "q8_0"}) {
+    INFO("kv_dtype " << dtype);
+    EngineOptions o = options_for(model, "");
+    o.cache.kv_dtype = dtype;
+    TempDir dir;
+    o.cache.disk.dir = dir.str();
+    Generated cold, warm_memory;
+    {
+      auto engine = make_engine(o);
+      cold = generate(*engine, greedy_request(prompt, 8));
+      CHECK(cold.final.cached_tokens == 0);
+      warm_memory = generate(*engine, greedy_request(prompt, 8));
+      CHECK(warm_memory.final.cached_tokens == want_cached_memory);
+      CHECK(engine->stats().pages_reused_memory == 18);
+    }  // destructor: stop() flushes the page writes
+    auto engine = make_engine(o);
+    Generated warm_disk = generate(*engine, greedy_request(prompt, 8));
+    CHECK(warm_disk.final.cached_tokens == want_cached);
+    CHECK(engine->stats().pages_restored_disk == 18);
+    CHECK(same_bits(cold.final.prompt_logits, warm_memory.final.prompt_logits));
+    CHECK(same_bits(cold.final.prompt_logits, warm_disk.final.prompt_logits));
+    CHECK(cold.tokens == warm_disk.tokens);
+    CHECK(cold.text == warm_disk.text);
+  }
+}
+
+TEST_CASE("K/V pages are f16 by default, half the bytes of f32, and q8_0 is 17/32 of f16", "[engine]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  // stories260K: 5 layers, kv_dim 32 (4 kv heads x 8); a page of 16 tokens
+  // holds K and V of every layer: 5 x 2 x 16 rows.
+  EngineOptions o = options_for(model, "");
+  o.cache.kv_dtype = EngineOptions{}.cache.kv_dtype;
+  CHECK(o.cache.kv_dtype == "f16");
+  for (const auto& [dtype, row_bytes] : {std::pair<const char*, int>{"f32", 32 * 4}, {"f16", 32 * 2}, {"q8_0", 34}}) {
+    INFO("kv_dtype " << dtype);
+    o.cache.kv_dtype = dtype;
+    auto engine = make_engine(o);
+    CHECK(engine->cache_report().value().page_bytes == int64_t(5) * 2 * 16 * row_bytes);
+  }
 }
 
 TEST_CASE("restart: a returning chat restores every full page of its earlier turns", "[engine]") {

@@ -1,0 +1,134 @@
+// The determinism contract of engine/cpu/forward.h on small random models
+// shaped like real ones (head_dim 64, every matrix a multiple of 16 rows), so
+// that the repacked Q8_0 / Q4_K kernels and the 16-position attention run
+// through the whole forward pass, with every KV dtype: a prompt prefilled in
+// two chunks (what a restored prefix does) gives the logits of one cold
+// prefill bit for bit, on 1 and 2 threads, and decode steps equal prefills.
+// Also measures the logit difference of F16 and Q8_0 K/V against F32 K/V.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/cpu/forward_harness.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_models.h"
+
+namespace larder {
+namespace {
+
+using testing::argmax;
+using testing::ForwardHarness;
+
+// 256 wide, 4 heads of 64 (2 kv heads), FFN 512: Q4_K needs rows of 256.
+std::string write_model(const testing::TempDir& dir, GgmlType type, testing::WeightMix mix) {
+  testing::RandomLlamaSpec s;
+  s.n_vocab = 640;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 512;
+  s.n_layer = 2;
+  s.weight_type = type;
+  s.mix = mix;
+  s.weight_stddev = 0.08f;
+  const std::string path = dir.sub(std::string("m-") + ggml_type_name(type) + ".gguf");
+  REQUIRE(testing::write_random_llama_gguf(path, s).is_ok());
+  return path;
+}
+
+// n token ids in [3, 3 + range).
+std::vector<int32_t> prompt_of(int n, uint32_t seed, int range = 600) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> p(n);
+  for (int32_t& t : p) t = int32_t(3 + rng() % range);
+  return p;
+}
+
+const char* dtype_label(KvDtype d) { return kv_dtype_name(d); }
+
+}  // namespace
+
+TEST_CASE("packed kernels and 16-position attention keep prefill chunks and decode bit-identical",
+          "[cpu][model][packed]") {
+  testing::TempDir dir("fwd-packed");
+  struct M { GgmlType type; testing::WeightMix mix; };
+  for (const M m : {M{GgmlType::kQ8_0, testing::WeightMix::kUniform}, M{GgmlType::kQ4_K, testing::WeightMix::kUniform},
+                    M{GgmlType::kQ4_K, testing::WeightMix::kQ4_K_M}, M{GgmlType::kF16, testing::WeightMix::kUniform}}) {
+    const std::string path = write_model(dir, m.type, m.mix);
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
+      for (int n_threads : {1, 2}) {
+        INFO(ggml_type_name(m.type) << (m.mix == testing::WeightMix::kQ4_K_M ? " (Q4_K_M mix)" : "") << ", KV "
+                                    << dtype_label(dtype) << ", threads " << n_threads);
+        ForwardHarness h(path, dtype, n_threads);
+        const std::vector<int32_t> prompt = prompt_of(75, 7);
+        const int a = h.new_seq(96), b = h.new_seq(96), c = h.new_seq(96);
+        const std::vector<float> whole = h.prefill(a, prompt);
+        // A restored prefix of 48 tokens (3 pages), then the rest.
+        h.prefill(b, std::vector<int32_t>(prompt.begin(), prompt.begin() + 48));
+        const std::vector<float> split = h.prefill(b, std::vector<int32_t>(prompt.begin() + 48, prompt.end()), 48);
+        REQUIRE(std::memcmp(whole.data(), split.data(), whole.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(h.pool->page_data(h.pages[a][2]), h.pool->page_data(h.pages[b][2]),
+                          h.pool->layout().page_bytes()) == 0);
+        // Decoding the last prompt token as a one-token step equals prefilling it.
+        h.prefill(c, std::vector<int32_t>(prompt.begin(), prompt.end() - 1));
+        const std::vector<float> step = h.decode({{prompt.back(), int(prompt.size()) - 1, c, true}});
+        REQUIRE(std::memcmp(whole.data(), step.data(), whole.size() * sizeof(float)) == 0);
+        // Two sequences in one decode batch give the logits of each alone.
+        const int32_t t = argmax(whole.data(), h.n_vocab());
+        const BatchToken ta{t, int(prompt.size()), a, true}, tc{t, int(prompt.size()), c, true};
+        const std::vector<float> alone = h.decode({ta});
+        const std::vector<float> both = h.decode({tc, BatchToken{t, int(prompt.size()), b, true}});
+        CHECK(std::memcmp(both.data(), alone.data(), alone.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(both.data() + h.n_vocab(), alone.data(), alone.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+namespace {
+
+// Max |logit difference| of F16 and Q8_0 K/V against F32 K/V after prefilling
+// `prompt`, printed with `label`; checks the bounds below.
+void check_kv_dtype_diff(const std::string& path, const std::vector<int32_t>& prompt, const char* label) {
+  std::vector<float> ref;
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
+    ForwardHarness h(path, dtype, 1);
+    const std::vector<float> logits = h.prefill(h.new_seq(int(prompt.size())), prompt);
+    if (dtype == KvDtype::kF32) {
+      ref = logits;
+      continue;
+    }
+    double max_diff = 0, max_ref = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      max_diff = std::max(max_diff, double(std::fabs(logits[i] - ref[i])));
+      max_ref = std::max(max_ref, double(std::fabs(ref[i])));
+    }
+    std::printf("KV %s vs f32, %s, %zu-token prompt: max |logit diff| %.2e (max |logit| %.2f)\n",
+                dtype_label(dtype), label, prompt.size(), max_diff, max_ref);
+    INFO("KV " << dtype_label(dtype) << ": max diff " << max_diff << " of max " << max_ref);
+    // F16 keeps 11 significant bits of each K/V value, Q8_0 about 8 (a step
+    // of max|block| / 127): their logit errors stay well below the spread of
+    // the logits, and Q8_0's exceed F16's.
+    CHECK(max_diff > 0);
+    CHECK(max_diff < (dtype == KvDtype::kF16 ? 5e-3 : 5e-2) * max_ref);
+    CHECK(argmax(logits.data(), int(logits.size())) == argmax(ref.data(), int(ref.size())));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("F16 and Q8_0 K/V change the logits by little against F32 K/V (printed)", "[cpu][model][packed]") {
+  testing::TempDir dir("fwd-kvdiff");
+  check_kv_dtype_diff(write_model(dir, GgmlType::kF32, testing::WeightMix::kUniform), prompt_of(200, 11),
+                      "random 256-wide model");
+  LARDER_REQUIRE_MODEL(stories, "stories260K.gguf");
+  check_kv_dtype_diff(stories, prompt_of(200, 12, 500), "stories260K");
+}
+
+}  // namespace larder

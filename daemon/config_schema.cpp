@@ -258,6 +258,10 @@ const KeySpec kSpecs[] = {
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 1024)); c.engine.max_running = int(v.i); return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.engine.max_running); }},
+  {"engine", "draft_tokens", Kind::kInt, "an integer between 0 and 32",
+   [](const Value& v, DaemonConfig& c) {
+     LARDER_RETURN_IF_ERROR(int_in(v.i, 0, 32)); c.engine.draft_tokens = int(v.i); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.engine.draft_tokens); }},
   // [sampling]
   {"sampling", "temperature", Kind::kFloat, "a number between 0 and 2 (0: greedy; the range requests accept)",
    [](const Value& v, DaemonConfig& c) {

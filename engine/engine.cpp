@@ -221,7 +221,16 @@ void Engine::Impl::carry_out(const StepPlan& plan) {
     for (uint64_t id : plan.decode) {
       if (Sequence* s = find_seq(id); s && s->state == SeqState::kDecode) batch.push_back(s);
     }
-    run_decode(batch);
+    // Free pages the plan's prefill chunks will not need: draft tokens
+    // (engine_decode.cpp) may take these and no others.
+    int64_t spare = kv->n_free();
+    for (const PrefillChunk& c : plan.prefill) {
+      if (const Sequence* s = find_seq(c.id)) {
+        const int64_t need = (int64_t(s->n_computed) + c.n_tokens + kv->page_size() - 1) / kv->page_size();
+        spare -= std::max<int64_t>(0, need - int64_t(s->pages.block_table.size()));
+      }
+    }
+    run_decode(batch, int(std::max<int64_t>(0, spare)));
   }
   for (const PrefillChunk& c : plan.prefill) {
     if (Sequence* s = find_seq(c.id); s && s->state == SeqState::kPrefill) run_prefill(*s, c.n_tokens);
@@ -339,36 +348,6 @@ void Engine::Impl::run_prefill(Sequence& s, int n_tokens) {
   }
   if (s.request.max_tokens == 0) return finish(s, FinishReason::kLength);
   handle_token(s, sample_next(s, logits));
-}
-
-void Engine::Impl::run_decode(const std::vector<Sequence*>& active) {
-  std::vector<BatchToken> batch;
-  std::vector<SeqBlockTable> tables;
-  std::vector<Sequence*> in_batch;
-  for (Sequence* s : active) {
-    const int pos = int(s->tokens.size()) - 1;
-    if (!kv->ensure_pages(s->pages, pos + 1)) {
-      finish(*s, FinishReason::kError, "KV cache is full (raise cache.device.budget)");
-      continue;
-    }
-    batch.push_back(BatchToken{s->tokens.back(), pos, int32_t(in_batch.size()), true});
-    in_batch.push_back(s);
-  }
-  if (in_batch.empty()) return;
-  for (Sequence* s : in_batch) tables.push_back(SeqBlockTable{std::span<const int32_t>(s->pages.block_table)});
-  logits.resize(in_batch.size() * size_t(n_vocab));
-  Status st = backend->forward(batch, tables, /*prefill=*/false, logits.data());
-  if (!st.is_ok()) {
-    for (Sequence* s : in_batch) finish(*s, FinishReason::kError, st.to_string());
-    return;
-  }
-  for (size_t i = 0; i < in_batch.size(); ++i) {
-    Sequence& s = *in_batch[i];
-    s.n_computed += 1;
-    kv->commit(s.pages, s.tokens, s.n_computed);
-    std::span<const float> row(logits.data() + i * size_t(n_vocab), size_t(n_vocab));
-    handle_token(s, sample_next(s, row));
-  }
 }
 
 // ---- Engine ------------------------------------------------------------------
@@ -584,6 +563,8 @@ Engine::Stats Engine::stats() const {
   out.chose_restore = s.chose_restore;
   out.chose_recompute = s.chose_recompute;
   out.prefill_tokens = s.prefill_tokens;
+  out.draft_tokens = s.draft_tokens;
+  out.draft_tokens_accepted = s.draft_tokens_accepted;
   out.choice_pages_shared = k.pages_shared_fork;
   out.choice_pages_copied = k.pages_copied_fork;
   if (const TierChain* chain = impl_->tiers.get()) {

@@ -24,6 +24,12 @@ struct EngineOptions {
   int n_threads = 0;                 // 0: all cores
   int n_ctx = 0;                     // context length served; 0: the model's
   int max_running = 8;               // sequences decoded together (continuous batching)
+  // Speculative decoding by prompt lookup (engine/engine_decode.cpp): at
+  // most this many draft tokens per sequence and step, taken from what
+  // followed an earlier occurrence of the sequence's last 2-4 tokens and
+  // verified in the decode step's forward pass. The output is the same
+  // token for token (greedy or sampled, seeded) as without; 0 turns it off.
+  int draft_tokens = 8;
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.
@@ -100,6 +106,9 @@ class Engine : public Generator {
     // Prompt positions computed by prefill passes (first runs and resumes
     // after a preemption; not those a cache hit or a fork covered).
     int64_t prefill_tokens = 0;
+    // Speculative decoding (EngineOptions::draft_tokens): draft tokens
+    // verified, and those of them the target model agreed with (emitted).
+    int64_t draft_tokens = 0, draft_tokens_accepted = 0;
     // n > 1 choices forked from their prompt's sequence: full pages they
     // share by reference, partial last pages copied (one per choice when
     // the prompt does not end on a page boundary).

@@ -112,6 +112,7 @@ struct Engine::Impl {
     std::atomic<int64_t> pages_resident{0}, pages_free{0};
     std::atomic<int64_t> records_rejected_answers{0};
     std::atomic<int64_t> prefill_tokens{0};  // positions computed by prefill passes
+    std::atomic<int64_t> draft_tokens{0}, draft_tokens_accepted{0};  // speculative decoding
   } stats;
 
   // engine.cpp: the loop.
@@ -153,7 +154,10 @@ struct Engine::Impl {
   // Choice j of s (1 <= j < s.request.n): the same request with its own
   // seed and choice index, nothing computed yet.
   std::unique_ptr<Sequence> make_choice(const Sequence& s, int j);
-  void run_decode(const std::vector<Sequence*>& batch);
+  // engine_decode.cpp: one decode step of every sequence in batch, each
+  // with the draft tokens prompt lookup finds for it (verified in the same
+  // forward pass); drafts may take up to spare_pages free pages.
+  void run_decode(const std::vector<Sequence*>& batch, int spare_pages);
   Sequence* find_seq(uint64_t id);
   void publish_stats();
   void shutdown_sequences();

@@ -73,6 +73,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.cache.n_storage_threads == 2);
   CHECK(c.engine.n_threads == 0);
   CHECK(c.engine.max_running == 8);
+  CHECK(c.engine.draft_tokens == 8);
   CHECK(c.engine.device == "auto");
   CHECK(c.server.default_sampling.temperature == 0.8f);
   CHECK(c.server.default_sampling.top_k == 40);
@@ -152,6 +153,7 @@ on_error = "fail"
 threads = 6
 device = "cpu"
 max_running = 3
+draft_tokens = 0
 
 [sampling]
 temperature = 0      # an integer is accepted for a float key
@@ -206,6 +208,7 @@ level = "debug"
   CHECK(c.engine.cache.n_storage_threads == 4);
   CHECK(c.engine.n_threads == 6);
   CHECK(c.engine.max_running == 3);
+  CHECK(c.engine.draft_tokens == 0);
   CHECK(c.engine.device == "cpu");
   const SamplingParams& s = c.server.default_sampling;
   CHECK(s.temperature == 0.0f);
@@ -314,6 +317,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[cache]\nkv_dtype = \"q8\"", "cache.kv_dtype = \"q8\": must be \"f16\", \"f32\" or \"q8_0\""},
       {"[log]\nlevel = \"verbose\"", "log.level = \"verbose\": must be one of trace, debug"},
       {"[engine]\nmax_running = 0", "engine.max_running = 0: must be an integer between 1 and 1024"},
+      {"[engine]\ndraft_tokens = 33", "engine.draft_tokens = 33: must be an integer between 0 and 32"},
       {"[engine]\ndevice = \"gpu\"", "engine.device = \"gpu\": must be \"auto\", \"cuda\" or \"cpu\""},
       {"[cache]\nstorage_threads = 0", "cache.storage_threads = 0: must be an integer between 1 and 64"},
       {"[server]\nhost = \"\"", "server.host = \"\": must be a non-empty host name"},

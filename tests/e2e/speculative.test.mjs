@@ -1,0 +1,66 @@
+// End to end with the official openai SDK: speculative decoding by prompt
+// lookup ([engine] draft_tokens, on by default) gives the same text as a
+// daemon with it off, greedy and seeded sampling, streamed or not, and its
+// drafts show in /metrics. Needs LARDER_BIN and LARDER_TEST_MODELS (skips
+// without the model).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { Daemon, modelPath, tempDir, removeDir } from './daemon.mjs';
+
+const model = modelPath();
+const skip = model ? false : 'test model stories260K.gguf not found (set LARDER_TEST_MODELS)';
+
+let on, off, dir;
+before(async () => {
+  if (!model) return;
+  dir = tempDir();
+  const config = join(dir, 'no-drafts.toml');
+  writeFileSync(config, '[engine]\ndraft_tokens = 0\n');
+  on = await Daemon.start({ model });
+  off = await Daemon.start({ model, extraArgs: ['--config', config] });
+});
+after(async () => {
+  for (const d of [on, off]) if (d) await d.stop();
+  if (dir) removeDir(dir);
+});
+
+const client = (d) => new OpenAI({ baseURL: d.baseURL, apiKey: 'not-needed', maxRetries: 0 });
+
+async function metric(d, name) {
+  const text = await (await fetch(`http://127.0.0.1:${d.port}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(name + ' '));
+  return line === undefined ? undefined : Number(line.split(' ')[1]);
+}
+
+// reference.json's "newline" prompt: its greedy answer loops, which is what
+// prompt lookup drafts from.
+const prompt = 'Lily and Ben were playing in the garden.\nSuddenly, they heard a loud noise.';
+
+test('greedy: the same text with drafts as without, and the drafts are counted', { skip }, async () => {
+  const before = await metric(on, 'larder_draft_tokens_accepted_total');
+  const req = { model: 'stories260K', prompt, max_tokens: 96, temperature: 0 };
+  const a = await client(on).completions.create(req);
+  const b = await client(off).completions.create(req);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  assert.equal(a.usage.completion_tokens, b.usage.completion_tokens);
+  const accepted = await metric(on, 'larder_draft_tokens_accepted_total') - before;
+  assert.ok(accepted > 0, `drafts accepted: ${accepted}`);
+  assert.ok(await metric(on, 'larder_draft_tokens_total') >= accepted);
+  assert.equal(await metric(off, 'larder_draft_tokens_total'), 0);
+});
+
+test('seeded sampling, streamed: the same text with drafts as without', { skip }, async () => {
+  for (const seed of [1, 2, 3, 4]) {
+    const req = { model: 'stories260K', prompt, max_tokens: 64, temperature: 0.9, top_p: 0.95, seed, stream: true };
+    const texts = [];
+    for (const d of [on, off]) {
+      let text = '';
+      for await (const chunk of await client(d).completions.create(req)) text += chunk.choices[0]?.text ?? '';
+      texts.push(text);
+    }
+    assert.equal(texts[0], texts[1], `seed ${seed}`);
+  }
+});

@@ -58,6 +58,9 @@ struct Sequence {
   int n_computed = 0;                // positions whose K/V are in the pages
   int n_cached = 0;                  // prompt positions restored from memory or disk (first admission)
   int n_generated = 0;
+  // Speculative decoding (engine_decode.cpp): drafts proposed next step at
+  // most; 0 before the first draft.
+  int draft_len = 0;
   SeqPages pages;                    // block table and sealed keys (engine/kv/kv_cache_manager.h)
   std::vector<PageKey> cacheable_keys;  // keys of the full pages a cache hit may cover (computed once per admission)
   // Lookup in the lower tiers (prefetch), issued while queued near the

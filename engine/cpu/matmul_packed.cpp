@@ -119,7 +119,7 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
       for (int g = 0; g < G; ++g) is[t][g] = c;
     }
     const size_t off = size_t(b) * PackedMatrix::kBlockQuantBytes;
-    if constexpr (T == 1) {
+    if constexpr (T <= 4) {  // decode and draft verification stream the weights once
       for (int g = 0; g < G; ++g) {
         const char* pf = reinterpret_cast<const char*>(q[g] + off + 4 * PackedMatrix::kBlockQuantBytes);
         for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);

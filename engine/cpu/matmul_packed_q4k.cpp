@@ -99,7 +99,7 @@ void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y
     __m512i S[T];
     for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
     for (int i = 0; i < 8; ++i) {
-      if constexpr (T == 1) {  // decode: the super-block after next, 5 lines per step
+      if constexpr (T <= 4) {  // decode, verification: the super-block after next, 5 lines per step
         const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ4KBlockBytes + i * 320);
         for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }

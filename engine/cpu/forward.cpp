@@ -23,8 +23,10 @@ namespace larder {
 constexpr int kCpuArithmeticVersion = 3;
 
 std::string cpu_numerics_id() {
-#if defined(__AVX512F__)
-  const char* isa = "avx512";
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+  const char* isa = "avx512vnni";  // the packed int8 kernels (AMX, where used, gives the same bits)
+#elif defined(__AVX512F__)
+  const char* isa = "avx512";      // Q8_0 by dequantize + FMA: other bits
 #else
   const char* isa = "scalar";
 #endif

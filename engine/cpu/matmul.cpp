@@ -100,6 +100,7 @@ inline float hsum(__m512 v) {
 
 // ---- F32 / F16 / BF16: 16 weights per chunk --------------------------------
 struct LoadF32 {
+  static constexpr int kBytes = 4;  // per weight
   static __m512 load(const uint8_t* row, int k) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + k);
   }
@@ -108,6 +109,7 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
+  static constexpr int kBytes = 2;  // per weight
   static __m512 load(const uint8_t* row, int k) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(reinterpret_cast<const uint16_t*>(row) + k)));
@@ -118,6 +120,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr int kBytes = 2;  // per weight
   static __m512 widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
@@ -139,6 +142,12 @@ void tile_dense(const uint8_t* w, size_t row_bytes, const float* x, int K, float
     for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
   int k = 0;
   for (; k + 16 <= K; k += 16) {
+    if constexpr (T <= 4) {  // decode: the next tile's rows, at this offset (as tile_q8_vnni)
+      if ((size_t(k) * L::kBytes) % 64 == 0) {
+        for (int r = 0; r < R; ++r)
+          _mm_prefetch(reinterpret_cast<const char*>(w + (R + r) * row_bytes + size_t(k) * L::kBytes), _MM_HINT_T0);
+      }
+    }
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = L::load(w + r * row_bytes, k);
     for (int t = 0; t < T; ++t) {

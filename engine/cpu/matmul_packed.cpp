@@ -1,6 +1,7 @@
 #include "engine/cpu/matmul_packed.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +42,13 @@ void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct
 }
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
+
+namespace {
+std::atomic<bool> g_amx_enabled{true};
+}  // namespace
+
+void set_packed_amx(bool enabled) { g_amx_enabled = enabled; }
+bool packed_amx_active() { return g_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable(); }
 
 bool packed_type_supported(GgmlType t) {
   return q8_packed_supported() && (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K);
@@ -194,12 +202,22 @@ void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, f
   }
   int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q8PackedAct)));
   block = std::max(kT, block / kT * kT);
+  const bool amx = packed_amx_active();
+  if (amx) block = std::max(16, block / 16 * 16);
   for (int tb = 0; tb < n_tokens; tb += block) {
     const int te = std::min(n_tokens, tb + block);
     for (int64_t g0 = g_begin; g0 < g_end; g0 += kG) {
       const int G = int(std::min<int64_t>(kG, g_end - g0));
       const int last = g0 + G == g_end ? tail : 16;
-      for (int t0 = tb; t0 < te; t0 += kT) {
+      int t0 = tb;
+      for (; amx && t0 + 16 <= te; t0 += 16) {
+        for (int g = 0; g < G; ++g) {
+          packed_detail::q8_tile_amx16(w.group(g0 + g), x + size_t(t0) * nb, nb,
+                                       y + size_t(t0) * y_stride + (g0 + g) * PackedMatrix::kGroupRows, y_stride,
+                                       g + 1 == G ? last : 16);
+        }
+      }
+      for (; t0 < te; t0 += kT) {
         const int T = std::min(kT, te - t0);
         kPrefillTiles[T - 1][G - 1](w.group(g0), w.group_stride(), x + size_t(t0) * nb, nb,
                                     y + size_t(t0) * y_stride + g0 * PackedMatrix::kGroupRows,

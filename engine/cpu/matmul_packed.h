@@ -139,6 +139,17 @@ void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end);
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end);
+// matmul_packed_amx.cpp: true when this build has the AMX tile and the
+// kernel granted the tile state; the Q8_0 tile of 16 tokens x one group
+// (q: the group's bytes; x: token 0's blocks; y: token 0, the group's first row).
+bool amx_usable();
+void q8_tile_amx16(const uint8_t* q, const Q8PackedAct* x, int nb, float* y, int y_stride, int last_rows);
 }  // namespace packed_detail
+
+// Whether Q8_0 prefill may use AMX where amx_usable() (default true). The
+// bits are the same either way; tests switch it off to check both paths.
+void set_packed_amx(bool enabled);
+// True when the Q8_0 prefill tiles run on AMX.
+bool packed_amx_active();
 
 }  // namespace larder

@@ -99,18 +99,24 @@ TEST_CASE("packed Q8_0 matmul equals its scalar definition bit for bit", "[cpu][
     const PackedMatrix p = PackedMatrix::pack(m.view());
     REQUIRE(p.rows() == c.rows);
     REQUIRE(p.n_groups() == (c.rows + 15) / 16);
-    constexpr int kMaxTokens = 14;  // past two 6-token tiles
+    constexpr int kMaxTokens = 40;  // 6-token VNNI tiles, 16-token AMX tiles and their remainders
     const std::vector<BlockQ8_0> x = random_blocks(size_t(kMaxTokens) * (c.K / 32), rng, c.extremes);
     const std::vector<float> want = scalar_definition(m, x, kMaxTokens);
-    for (int n : {1, 2, 5, 6, 7, kMaxTokens}) {
-      INFO("tokens=" << n);
-      const std::vector<float> y = packed_product(p, x, n);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    // With AMX where this machine has it, and without.
+    for (bool amx : {true, false}) {
+      set_packed_amx(amx);
+      INFO((packed_amx_active() ? "AMX" : "AVX-512 VNNI") << " tiles");
+      for (int n : {1, 2, 5, 6, 7, 14, 16, 17, 33, kMaxTokens}) {
+        INFO("tokens=" << n);
+        const std::vector<float> y = packed_product(p, x, n);
+        REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
+      if (c.rows > 16) {  // two row ranges, split at a group boundary
+        const std::vector<float> y = packed_product(p, x, kMaxTokens, 16);
+        REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
     }
-    if (c.rows > 16) {  // two row ranges, split at a group boundary
-      const std::vector<float> y = packed_product(p, x, kMaxTokens, 16);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-    }
+    set_packed_amx(true);
   }
 }
 
@@ -197,7 +203,14 @@ TEST_CASE("packed Q8_0 matmul throughput", "[.bench-q8packed]") {
       matmul_packed_rows(p, act.data(), n, y.data(), rows, 0, rows);
     });
     const double unpacked = time([&] { matmul_rows(m.view(), in, y.data(), rows, 0, rows); });
-    std::printf("%4d tokens: packed %6.1f GOP/s, unpacked %6.1f GOP/s (one thread)\n", n, packed, unpacked);
+    set_packed_amx(false);
+    const double vnni = time([&] {
+      prepare_q8_packed_act(in.q8_0(), n, K, act.data());
+      matmul_packed_rows(p, act.data(), n, y.data(), rows, 0, rows);
+    });
+    set_packed_amx(true);
+    std::printf("%4d tokens: packed %6.1f GOP/s (%s), packed VNNI %6.1f, unpacked %6.1f GOP/s (one thread)\n", n,
+                packed, packed_amx_active() ? "AMX from 16 tokens" : "VNNI", vnni, unpacked);
   }
 }
 

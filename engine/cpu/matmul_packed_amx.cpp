@@ -1,0 +1,120 @@
+// The packed Q8_0 prefill tile on AMX (Intel Sapphire Rapids and later):
+// 16 tokens x 16 rows per block of 32 values in one TDPBSUD, the same int32
+// block sums as the AVX-512 VNNI tiles (exact integers either way) and the
+// same f32 step per block and output:
+//   acc = fma(float(isum_b - 128 * sum(q_x)), d_w * d_x, acc)
+// so its outputs are bit-identical to the VNNI tiles' (tests/cpu/
+// matmul_packed_test.cpp checks both against one scalar definition).
+//
+// The packed layout (matmul_packed.h) is already AMX's B operand: block b's
+// 8 chunks of 64 bytes are 8 tile rows of 16 columns x 4 bytes (u8 w + 128),
+// and a token block's 32 quants are a row of the A tile (s8), so TDPBSUD
+// (signed A x unsigned B) gives sum x (w + 128), as vpdpbusd does.
+//
+// Built only when the compiler targets AMX-INT8 (-march=native on such a
+// CPU); used only when the kernel grants the process the tile state
+// (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+).
+#include "engine/cpu/matmul_packed.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__)
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <type_traits>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#define LARDER_AMX 1
+#endif
+
+namespace larder::packed_detail {
+
+#ifdef LARDER_AMX
+namespace {
+
+constexpr long kArchReqXcompPerm = 0x1023;
+constexpr long kXfeatureXtiledata = 18;
+
+// Tiles: 0, 1 the int32 sums (C) of two blocks in flight; 2, 3 their
+// activations (A: 16 tokens x 32 bytes); 4, 5 their weights (B: 8 x 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 32, 32, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 8, 8};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+void configure_thread() {
+  static thread_local bool configured = false;
+  if (configured) return;
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+  configured = true;
+}
+
+// acc[t] += the block's f32 step for the 16 tokens, from its int32 sums c[t].
+inline void add_block(__m512 (&acc)[16], const int32_t (&c)[16][16], const Q8PackedAct* x, int nb, int b,
+                      const uint16_t* scales) {
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + size_t(b) * 16)));
+  for (int t = 0; t < 16; ++t) {
+    const Q8PackedAct& a = x[size_t(t) * nb + b];
+    const __m512i is = _mm512_add_epi32(_mm512_load_si512(c[t]), _mm512_set1_epi32(a.neg_c));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[t]);
+  }
+}
+
+}  // namespace
+
+bool amx_usable() {
+  static const bool ok = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return ok;
+}
+
+void q8_tile_amx16(const uint8_t* q, const Q8PackedAct* x, int nb, float* y, int y_stride, int last_rows) {
+  configure_thread();
+  const auto* scales = reinterpret_cast<const uint16_t*>(q + size_t(nb) * PackedMatrix::kBlockQuantBytes);
+  const size_t x_stride = size_t(nb) * sizeof(Q8PackedAct);
+  alignas(64) int32_t c0[16][16], c1[16][16];
+  __m512 acc[16];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  // Two blocks in flight: while one block's sums are scaled, the TMUL
+  // multiplies the next but one.
+  auto start = [&](int b, auto tc, auto ta, auto tb) {
+    if (b >= nb) return;
+    _tile_zero(decltype(tc)::value);
+    _tile_loadd(decltype(ta)::value, x[b].qs, x_stride);
+    _tile_loadd(decltype(tb)::value, q + size_t(b) * PackedMatrix::kBlockQuantBytes, 64);
+    _tile_dpbsud(decltype(tc)::value, decltype(ta)::value, decltype(tb)::value);
+  };
+  using T0 = std::integral_constant<int, 0>;
+  using T1 = std::integral_constant<int, 1>;
+  using T2 = std::integral_constant<int, 2>;
+  using T3 = std::integral_constant<int, 3>;
+  using T4 = std::integral_constant<int, 4>;
+  using T5 = std::integral_constant<int, 5>;
+  start(0, T0{}, T2{}, T4{});
+  start(1, T1{}, T3{}, T5{});
+  for (int b = 0; b < nb; b += 2) {
+    _tile_stored(0, c0, 64);
+    start(b + 2, T0{}, T2{}, T4{});
+    add_block(acc, c0, x, nb, b, scales);
+    if (b + 1 < nb) {
+      _tile_stored(1, c1, 64);
+      start(b + 3, T1{}, T3{}, T5{});
+      add_block(acc, c1, x, nb, b + 1, scales);
+    }
+  }
+  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
+  for (int t = 0; t < 16; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
+}
+#else
+bool amx_usable() { return false; }
+void q8_tile_amx16(const uint8_t*, const Q8PackedAct*, int, float*, int, int) {}
+#endif
+
+}  // namespace larder::packed_detail

@@ -146,8 +146,9 @@ bool amx_usable();
 void q8_tile_amx16(const uint8_t* q, const Q8PackedAct* x, int nb, float* y, int y_stride, int last_rows);
 }  // namespace packed_detail
 
-// Whether Q8_0 prefill may use AMX where amx_usable() (default true). The
-// bits are the same either way; tests switch it off to check both paths.
+// Whether Q8_0 prefill may use AMX where amx_usable() (default false: it
+// measured no faster, see matmul_packed.cpp). The bits are the same either
+// way; tests switch it on and off to check both paths.
 void set_packed_amx(bool enabled);
 // True when the Q8_0 prefill tiles run on AMX.
 bool packed_amx_active();

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <type_traits>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -83,32 +82,28 @@ void q8_tile_amx16(const uint8_t* q, const Q8PackedAct* x, int nb, float* y, int
   __m512 acc[16];
   for (__m512& a : acc) a = _mm512_setzero_ps();
   // Two blocks in flight: while one block's sums are scaled, the TMUL
-  // multiplies the next but one.
-  auto start = [&](int b, auto tc, auto ta, auto tb) {
-    if (b >= nb) return;
-    _tile_zero(decltype(tc)::value);
-    _tile_loadd(decltype(ta)::value, x[b].qs, x_stride);
-    _tile_loadd(decltype(tb)::value, q + size_t(b) * PackedMatrix::kBlockQuantBytes, 64);
-    _tile_dpbsud(decltype(tc)::value, decltype(ta)::value, decltype(tb)::value);
-  };
-  using T0 = std::integral_constant<int, 0>;
-  using T1 = std::integral_constant<int, 1>;
-  using T2 = std::integral_constant<int, 2>;
-  using T3 = std::integral_constant<int, 3>;
-  using T4 = std::integral_constant<int, 4>;
-  using T5 = std::integral_constant<int, 5>;
-  start(0, T0{}, T2{}, T4{});
-  start(1, T1{}, T3{}, T5{});
+  // multiplies the next but one. (GCC's tile intrinsics take their tile
+  // numbers as literals, hence the macro.)
+#define LARDER_AMX_START(blk, TC, TA, TB)                                        \
+  do {                                                                           \
+    _tile_zero(TC);                                                              \
+    _tile_loadd(TA, x[blk].qs, x_stride);                                        \
+    _tile_loadd(TB, q + size_t(blk) * PackedMatrix::kBlockQuantBytes, 64);       \
+    _tile_dpbsud(TC, TA, TB);                                                    \
+  } while (0)
+  LARDER_AMX_START(0, 0, 2, 4);
+  if (nb > 1) LARDER_AMX_START(1, 1, 3, 5);
   for (int b = 0; b < nb; b += 2) {
     _tile_stored(0, c0, 64);
-    start(b + 2, T0{}, T2{}, T4{});
+    if (b + 2 < nb) LARDER_AMX_START(b + 2, 0, 2, 4);
     add_block(acc, c0, x, nb, b, scales);
     if (b + 1 < nb) {
       _tile_stored(1, c1, 64);
-      start(b + 3, T1{}, T3{}, T5{});
+      if (b + 3 < nb) LARDER_AMX_START(b + 3, 1, 3, 5);
       add_block(acc, c1, x, nb, b + 1, scales);
     }
   }
+#undef LARDER_AMX_START
   const __mmask16 last = __mmask16((1u << last_rows) - 1u);
   for (int t = 0; t < 16; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/cpu/matmul.h"
 #include "engine/gguf/ggml_types.h"
@@ -263,6 +264,28 @@ const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off,
   return out;
 }
 
+// n rows (from value off, hd values) of a K/V block as f32: F32 blocks in
+// place (*stride = kv_dim), others widened into tmp (*stride = hd).
+const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n, int hd, std::vector<float>& tmp,
+                      size_t* stride) {
+  if (lay.dtype == KvDtype::kF32) {
+    *stride = size_t(lay.kv_dim);
+    return static_cast<const float*>(block) + off;
+  }
+  *stride = size_t(hd);
+  if (tmp.size() < size_t(n) * hd) tmp.resize(size_t(n) * hd);
+  for (int j = 0; j < n; ++j) {
+    float* o = tmp.data() + size_t(j) * hd;
+    if (lay.dtype == KvDtype::kF16) {
+      const uint16_t* src = static_cast<const uint16_t*>(block) + size_t(j) * lay.kv_dim + off;
+      for (int i = 0; i < hd; ++i) o[i] = fp16_to_fp32(src[i]);
+    } else {
+      q8_slice(block, lay, j, off, hd, o);
+    }
+  }
+  return tmp.data();
+}
+
 }  // namespace
 
 size_t attention_scores_floats(int max_pos, int page_size) {
@@ -302,6 +325,8 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
   const bool f16 = lay.dtype == KvDtype::kF16, f32 = lay.dtype == KvDtype::kF32;
   const int n_pages = pos / lay.page_size + 1;
   float q8_row[256];  // a Q8_0 row's head slice, dequantized (head_dim <= 256 checked below)
+  // A page's rows of one kv head widened to f32 (F16, Q8_0 pages; small heads).
+  static thread_local std::vector<float> widened;
   if (!f16 && !f32 && hd > 256) return;  // CpuForward::create refuses such models
 #if defined(__AVX512F__)
   if (hd % 16 == 0 && hd <= 256 && (lay.dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
@@ -329,10 +354,11 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
       const void* kb = pool.k_block(pages[pi], layer);
       float* s = scores + size_t(pi) * lay.page_size;
 #if defined(__AVX512F__)
-      if (f32 && hd % 16 != 0) {
+      if (hd % 16 != 0) {
+        size_t rs = 0;
+        const float* k = rows_f32(kb, lay, off, n_slots, hd, widened, &rs);
         for (int j = 0; j < n_slots; j += 16)
-          scores16_f32(qh, static_cast<const float*>(kb) + size_t(j) * lay.kv_dim + off, lay.kv_dim,
-                       hd, std::min(16, n_slots - j), scale, s + j);
+          scores16_f32(qh, k + size_t(j) * rs, int(rs), hd, std::min(16, n_slots - j), scale, s + j);
         for (int j = 0; j < n_slots; ++j) mx = s[j] > mx ? s[j] : mx;
         continue;
       }
@@ -356,17 +382,18 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
     float* oh = out + size_t(h) * hd;
     const float inv = 1.0f / sum;
 #if defined(__AVX512F__)
-    if (f32) {
+    {
       // 16 head dims per register, positions in increasing order, one FMA each.
       for (int c0 = 0; c0 < hd; c0 += 16) {
         const __mmask16 m = hd - c0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (hd - c0)) - 1);
         __m512 acc = _mm512_setzero_ps();
         for (int pi = 0; pi < n_pages; ++pi) {
           const int n_slots = pi + 1 < n_pages ? lay.page_size : pos - pi * lay.page_size + 1;
-          const float* vb = static_cast<const float*>(pool.v_block(pages[pi], layer)) + off + c0;
+          size_t rs = 0;
+          const float* vb = rows_f32(pool.v_block(pages[pi], layer), lay, off, n_slots, hd, widened, &rs) + c0;
           const float* s = scores + size_t(pi) * lay.page_size;
           for (int j = 0; j < n_slots; ++j)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_maskz_loadu_ps(m, vb + size_t(j) * lay.kv_dim), acc);
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_maskz_loadu_ps(m, vb + size_t(j) * rs), acc);
         }
         _mm512_mask_storeu_ps(oh + c0, m, _mm512_mul_ps(acc, _mm512_set1_ps(inv)));
       }

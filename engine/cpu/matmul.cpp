@@ -486,6 +486,10 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
       if (packed_q4k_.size() < need) packed_q4k_.resize(need);
       prepare_q4k_packed_act(q8k_.data(), n_tokens, k, packed_q4k_.data());
       has_packed_ = true;
+    } else if (type == GgmlType::kQ6_K && packed_type_supported(type)) {
+      if (packed_q6k_.size() < need) packed_q6k_.resize(need);
+      prepare_q6k_packed_act(q8k_.data(), n_tokens, k, packed_q6k_.data());
+      has_packed_ = true;
     }
   }
 }

@@ -88,10 +88,12 @@ class MatmulInput {
   const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
   // The activations of the repacked kernels (matmul_packed.h) for this type:
   // [n_tokens][k / 32] Q8PackedAct for Q8_0, [n_tokens][k / 256]
-  // Q4KPackedAct for Q4_K; null unless packed_type_supported(type) on kVnni.
+  // Q4KPackedAct for Q4_K, Q6KPackedAct for Q6_K; null unless
+  // packed_type_supported(type) on kVnni.
   const void* packed() const {
     if (!has_packed_) return nullptr;
     if (type_ == GgmlType::kQ4_K) return packed_q4k_.data();
+    if (type_ == GgmlType::kQ6_K) return packed_q6k_.data();
     return packed_.data();
   }
   // [n_tokens][k / 256]; null unless prepared for Q4_K / Q5_K / Q6_K integer kernels.
@@ -108,6 +110,7 @@ class MatmulInput {
   std::vector<PreparedQ8Pair> pairs_;
   std::vector<Q8PackedAct> packed_;
   std::vector<Q4KPackedAct> packed_q4k_;
+  std::vector<Q6KPackedAct> packed_q6k_;
   std::vector<BlockQ8K> q8k_;
 };
 

@@ -55,7 +55,7 @@ void set_packed_amx(bool enabled) { g_amx_enabled = enabled; }
 bool packed_amx_active() { return g_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable(); }
 
 bool packed_type_supported(GgmlType t) {
-  return q8_packed_supported() && (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K);
+  return q8_packed_supported() && (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K);
 }
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
@@ -65,9 +65,9 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   p.rows_ = w.ne[1];
   p.k_ = int(w.ne[0]);
   const int nb = p.n_blocks();
-  const size_t raw = w.type == GgmlType::kQ4_K
-                         ? size_t(nb) * kQ4KBlockBytes
-                         : size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
+  const size_t raw = w.type == GgmlType::kQ4_K   ? size_t(nb) * kQ4KBlockBytes
+                     : w.type == GgmlType::kQ6_K ? size_t(nb) * kQ6KBlockBytes
+                                                 : size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
   p.group_stride_ = (raw + 63) / 64 * 64;
   void* mem = std::aligned_alloc(64, std::max<size_t>(64, p.bytes()));
   if (mem == nullptr) throw std::bad_alloc();
@@ -75,6 +75,10 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   auto pack_groups = [&](int64_t gb, int64_t ge, int) {
     if (p.type_ == GgmlType::kQ4_K) {
       packed_detail::pack_q4k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
+    }
+    if (p.type_ == GgmlType::kQ6_K) {
+      packed_detail::pack_q6k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
     for (int64_t g = gb; g < ge; ++g) {
@@ -243,6 +247,9 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
   assert(row_end % PackedMatrix::kGroupRows == 0 || row_end == w.rows());
   if (w.type() == GgmlType::kQ4_K) {
     packed_detail::matmul_q4k_rows(w, static_cast<const Q4KPackedAct*>(x), n_tokens, y, y_stride,
+                                   row_begin, row_end);
+  } else if (w.type() == GgmlType::kQ6_K) {
+    packed_detail::matmul_q6k_rows(w, static_cast<const Q6KPackedAct*>(x), n_tokens, y, y_stride,
                                    row_begin, row_end);
   } else {
     matmul_q8_rows(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);

@@ -1,4 +1,4 @@
-// Q8_0 and Q4_K weights repacked at load for the int8 GEMM (prefill) and
+// Q8_0, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
 // GEMV (decode): rows interleaved 16 to a 64-byte vector, so that one
 // vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
 // reduced across lanes (llama.cpp repacks Q4_0 the same way for AVX2 / ARM,
@@ -33,6 +33,15 @@
 //   Mn = sum_i m_i * xs_i                          (exact int32)
 //   acc = fma(float(S), d * d_x, acc); acc = fma(-float(Mn), dmin * d_x, acc)
 // per super-block in order, from acc = 0 (d, dmin widened from f16).
+//
+// Q6_K layout, per group and super-block (3392 bytes, 3360 used): the low 4
+// bits of the quants (q in 0..63) as Q4_K's nibble planes (2048 bytes), their
+// high 2 bits in 16 vectors (vector (i2, half) holds, at byte 4r + k, bits
+// 2c, 2c+1: q[r][32 i2 + 16 half + 4c + k] >> 4), sc[i][r] (int8, 16 x 16),
+// d[r] (f16). Q6_K arithmetic, with xs_i the sum of x_q over the 16 values
+// of sub-block i (Q8_K's bsums):
+//   S   = sum_i sc_i * (sum_{j<16} q_j x_q,j - 32 xs_i)   (exact int32)
+//   acc = fma(float(S), d * d_x, acc)  per super-block in order, from 0.
 //
 // The same sequence runs whatever the number of tokens, the tile, the row
 // range or the thread: prefill, decode and restored pages give the same bits.
@@ -80,6 +89,17 @@ static_assert(sizeof(Q4KPackedAct) == 288);
 // xq: [n_tokens][k / 256] -> out: [n_tokens][k / 256].
 void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAct* out);
 
+// One token's Q8_K super-block for the packed Q6_K kernel: the quants, -32
+// times each 16-value sum, d.
+struct Q6KPackedAct {
+  int8_t qs[256];
+  int32_t neg_32xs[16];
+  float d;
+  int32_t pad[3];
+};
+static_assert(sizeof(Q6KPackedAct) == 336);
+void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);
+
 // True for the types PackedMatrix::pack accepts on this build.
 bool packed_type_supported(GgmlType t);
 
@@ -89,10 +109,11 @@ class PackedMatrix {
   static constexpr size_t kChunkBytes = 64;
   static constexpr size_t kBlockQuantBytes = 8 * kChunkBytes;  // Q8_0: 32 values x 16 rows
   static constexpr size_t kQ4KBlockBytes = 2368;                // Q4_K: 256 values x 16 rows
+  static constexpr size_t kQ6KBlockBytes = 3392;                // Q6_K: 256 values x 16 rows
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0 or Q4_K matrix (w.ne[0] = K, a multiple of the block
+  // Repacks a Q8_0, Q4_K or Q6_K matrix (w.ne[0] = K, a multiple of the block
   // size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).
@@ -101,8 +122,8 @@ class PackedMatrix {
   GgmlType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int k() const { return k_; }
-  // Blocks per row: of 32 values (Q8_0) or 256 (Q4_K).
-  int n_blocks() const { return k_ / (type_ == GgmlType::kQ4_K ? 256 : kQ8_0BlockSize); }
+  // Blocks per row: of 32 values (Q8_0) or 256 (Q4_K, Q6_K).
+  int n_blocks() const { return k_ / (type_ == GgmlType::kQ8_0 ? kQ8_0BlockSize : 256); }
   int64_t n_groups() const { return (rows_ + kGroupRows - 1) / kGroupRows; }
   size_t group_stride() const { return group_stride_; }
   size_t bytes() const { return size_t(n_groups()) * group_stride_; }
@@ -123,8 +144,8 @@ class PackedMatrix {
 
 // y[t][r] for r in [row_begin, row_end), t in [0, n_tokens); row_begin a
 // multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
-// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0) or
-// Q4KPackedAct (Q4_K). y: [n_tokens][y_stride].
+// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0),
+// Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K). y: [n_tokens][y_stride].
 void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
                         int64_t row_begin, int64_t row_end);
 
@@ -134,10 +155,14 @@ void matmul_packed_parallel(ThreadPool& pool, const PackedMatrix& w, const void*
                             float* y, int y_stride);
 
 namespace packed_detail {
-// Per-type halves of the above (matmul_packed_q4k.cpp).
+// Per-type halves of the above (matmul_packed_q4k.cpp, matmul_packed_q6k.cpp).
 void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end);
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
+                     int y_stride, int64_t row_begin, int64_t row_end);
+void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end);
+void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end);
 // matmul_packed_amx.cpp: true when this build has the AMX tile and the
 // kernel granted the tile state; the Q8_0 tile of 16 tokens x one group

@@ -429,4 +429,135 @@ TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
   }
 }
 
+// ---- Q6_K -------------------------------------------------------------------
+namespace {
+
+// Value v of a Q6_K super-block as ggml's dequantize_row_q6_K reads it,
+// written out for the reference: q in 0..63 (the stored value is q - 32).
+int q6k_q(const BlockQ6_K& b, int v) {
+  const int n = v / 128, g = (v % 128) / 32, l = v % 32;
+  const int low = (g == 0)   ? (b.ql[64 * n + l] & 0xF)
+                  : (g == 1) ? (b.ql[64 * n + l + 32] & 0xF)
+                  : (g == 2) ? (b.ql[64 * n + l] >> 4)
+                             : (b.ql[64 * n + l + 32] >> 4);
+  return low | (((b.qh[32 * n + l] >> (2 * g)) & 3) << 4);
+}
+
+struct Q6KMatrix {
+  int K = 0, rows = 0;
+  std::vector<BlockQ6_K> blocks;
+  WeightView view() const {
+    WeightView w;
+    w.type = GgmlType::kQ6_K;
+    w.ne[0] = K;
+    w.ne[1] = rows;
+    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
+    w.row_bytes = size_t(K / 256) * sizeof(BlockQ6_K);
+    return w;
+  }
+};
+
+Q6KMatrix random_q6k(int K, int rows, std::mt19937& rng, bool extremes) {
+  Q6KMatrix m{K, rows, std::vector<BlockQ6_K>(size_t(rows) * (K / 256))};
+  for (BlockQ6_K& b : m.blocks) {
+    b.d = uint16_t((rng() & 0x3ff) | (uint16_t(6 + rng() % 8) << 10));
+    for (uint8_t& x : b.ql) x = extremes ? 0 : uint8_t(rng());
+    for (uint8_t& x : b.qh) x = extremes ? 0 : uint8_t(rng());
+    for (int8_t& x : b.scales) x = extremes ? int8_t(-128) : int8_t(int(rng() % 256) - 128);
+  }
+  return m;
+}
+
+// The Q6_K contract of matmul_packed.h as scalar code.
+std::vector<float> q6k_definition(const Q6KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+  const int nb = m.K / 256;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ6_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        int32_t S = 0;
+        for (int i = 0; i < 16; ++i) {
+          int32_t isum = 0;
+          for (int j = 0; j < 16; ++j) isum += (q6k_q(w, 16 * i + j) - 32) * a.qs[16 * i + j];
+          S += int32_t(w.scales[i]) * isum;
+        }
+        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+std::vector<float> q6k_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens,
+                                      int64_t split = -1) {
+  std::vector<Q6KPackedAct> act(size_t(n_tokens) * (p.k() / 256));
+  prepare_q6k_packed_act(x.data(), n_tokens, p.k(), act.data());
+  std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
+  const int64_t cut = split < 0 ? p.rows() : split;
+  matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, cut);
+  matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), cut, p.rows());
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("packed Q6_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(61);
+  struct Case { int K, rows; bool extremes; };
+  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{2048, 5, false}, Case{768, 48, true}}) {
+    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
+    const Q6KMatrix m = random_q6k(c.K, c.rows, rng, c.extremes);
+    const PackedMatrix p = PackedMatrix::pack(m.view());
+    REQUIRE(p.type() == GgmlType::kQ6_K);
+    constexpr int kMaxTokens = 10;  // past two 4-token tiles
+    const std::vector<BlockQ8K> x = random_q8k(size_t(kMaxTokens) * (c.K / 256), rng, c.extremes);
+    const std::vector<float> want = q6k_definition(m, x, kMaxTokens);
+    for (int n : {1, 2, 3, 4, 5, 9, kMaxTokens}) {
+      INFO("tokens=" << n);
+      const std::vector<float> y = q6k_packed_product(p, x, n);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+    if (c.rows > 16) {
+      const std::vector<float> y = q6k_packed_product(p, x, kMaxTokens, 16);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("packed Q6_K matmul is close to the double dot product of dequantized values",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  std::mt19937 rng(8);
+  const int K = 1024, rows = 20, n = 3, nb = K / 256;
+  const Q6KMatrix m = random_q6k(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
+  const std::vector<float> y = q6k_packed_product(PackedMatrix::pack(m.view()), x, n);
+  ThreadPool three(3);
+  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
+  std::vector<Q6KPackedAct> act(size_t(n) * nb);
+  prepare_q6k_packed_act(x.data(), n, K, act.data());
+  std::vector<float> y3(size_t(n) * rows);
+  matmul_packed_parallel(three, p3, act.data(), n, y3.data(), rows);
+  REQUIRE(std::memcmp(y.data(), y3.data(), y.size() * sizeof(float)) == 0);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ6_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        for (int v = 0; v < 256; ++v) {
+          const double wv = half_to_double(w.d) * w.scales[v / 16] * (q6k_q(w, v) - 32);
+          const double p = wv * double(a.d) * a.qs[v];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
+    }
+}
+
 }  // namespace larder

@@ -1,0 +1,189 @@
+// The packed Q6_K layout and kernels (layout and arithmetic: matmul_packed.h).
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "engine/cpu/matmul_kquant.h"
+#include "engine/cpu/matmul_packed.h"
+#include "engine/gguf/quant_blocks.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define LARDER_Q6K_PACKED 1
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
+
+namespace larder {
+
+namespace {
+
+constexpr size_t kHiOff = 2048, kScOff = 3072, kDOff = 3328;
+static_assert(kDOff + 32 <= PackedMatrix::kQ6KBlockBytes);
+
+// Value v (0..255) of a Q6_K super-block, 0..63 (ggml's layout: per half of
+// 128 values, ql holds the low 4 bits of 4 runs of 32 in two nibble planes,
+// qh their high 2 bits in four 2-bit planes).
+inline int q6k_value(const BlockQ6_K& b, int v) {
+  const int n = v / 128, g = (v % 128) / 32, l = v % 32;
+  const uint8_t lo = b.ql[64 * n + l + (g % 2) * 32];
+  const int low4 = g < 2 ? (lo & 15) : (lo >> 4);
+  return low4 | (((b.qh[32 * n + l] >> (2 * g)) & 3) << 4);
+}
+
+}  // namespace
+
+void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
+  const size_t n = size_t(n_tokens) * size_t(k / kQK_K);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
+    for (int s = 0; s < 16; ++s) out[i].neg_32xs[s] = -32 * int32_t(xq[i].bsums[s]);
+    out[i].d = xq[i].d;
+    std::memset(out[i].pad, 0, sizeof(out[i].pad));
+  }
+}
+
+namespace packed_detail {
+
+void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end) {
+  const int nb = int(w.ne[0] / kQK_K);
+  const int64_t rows = w.ne[1];
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    uint8_t* grp = data + size_t(g) * group_stride;
+    std::memset(grp, 0, group_stride);  // padding rows: q, scales and d all 0
+    const int64_t r_end = std::min<int64_t>(PackedMatrix::kGroupRows, rows - g * PackedMatrix::kGroupRows);
+    for (int64_t r = 0; r < r_end; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ6_K*>(w.row(g * PackedMatrix::kGroupRows + r));
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ6_K& b = src[s];
+        uint8_t* o = grp + size_t(s) * PackedMatrix::kQ6KBlockBytes;
+        for (int i2 = 0; i2 < 8; ++i2) {
+          for (int half = 0; half < 2; ++half) {
+            for (int c = 0; c < 4; ++c) {
+              for (int k = 0; k < 4; ++k) {
+                const int q = q6k_value(b, 32 * i2 + 16 * half + 4 * c + k);
+                o[i2 * 256 + c * 64 + 4 * r + k] |= uint8_t((q & 15) << (4 * half));
+                o[kHiOff + i2 * 128 + half * 64 + 4 * r + k] |= uint8_t((q >> 4) << (2 * c));
+              }
+            }
+          }
+        }
+        for (int i = 0; i < 16; ++i) o[kScOff + i * 16 + r] = uint8_t(b.scales[i]);
+        std::memcpy(o + kDOff + 2 * r, &b.d, 2);
+      }
+    }
+  }
+}
+
+#ifdef LARDER_Q6K_PACKED
+namespace {
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (the rest is masked).
+template <int C>
+inline __m512i hi_bits(__m512i h) {
+  if constexpr (C == 0) return _mm512_slli_epi32(h, 4);
+  if constexpr (C == 1) return _mm512_slli_epi32(h, 2);
+  if constexpr (C == 2) return h;
+  return _mm512_srli_epi32(h, 2);
+}
+
+template <int T, int C>
+inline void chunk(const uint8_t* b, int i2, __m512i h0, __m512i h1, const Q6KPackedAct* x, int nb, int s,
+                  __m512i (&A)[T], __m512i (&B)[T]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i v = _mm512_load_si512(b + i2 * 256 + C * 64);
+  // A | (B & C): 0xF8
+  const __m512i qa = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hi_bits<C>(h0), m30, 0xF8);
+  const __m512i qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hi_bits<C>(h1), m30, 0xF8);
+  for (int t = 0; t < T; ++t) {
+    const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i2 + 4 * C;
+    A[t] = _mm512_dpbusd_epi32(A[t], qa, bcast4(q));
+    B[t] = _mm512_dpbusd_epi32(B[t], qb, bcast4(q + 16));
+  }
+}
+
+// T tokens x one group of 16 rows over all nb super-blocks.
+template <int T>
+void tile_q6k(const uint8_t* grp, const Q6KPackedAct* x, int nb, float* y, int y_stride, int last_rows) {
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int s = 0; s < nb; ++s) {
+    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ6KBlockBytes;
+    __m512i S[T];
+    for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+    for (int i2 = 0; i2 < 8; ++i2) {
+      if constexpr (T <= 4) {  // decode, verification: the super-block after next, 7 lines per step
+        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ6KBlockBytes + i2 * 448);
+        for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+      // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), from -32 * their activation sums.
+      __m512i A[T], B[T];
+      for (int t = 0; t < T; ++t) {
+        A[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2]);
+        B[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2 + 1]);
+      }
+      const __m512i h0 = _mm512_load_si512(b + kHiOff + i2 * 128);
+      const __m512i h1 = _mm512_load_si512(b + kHiOff + i2 * 128 + 64);
+      chunk<T, 0>(b, i2, h0, h1, x, nb, s, A, B);
+      chunk<T, 1>(b, i2, h0, h1, x, nb, s, A, B);
+      chunk<T, 2>(b, i2, h0, h1, x, nb, s, A, B);
+      chunk<T, 3>(b, i2, h0, h1, x, nb, s, A, B);
+      const __m512i sa = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + 2 * i2 * 16)));
+      const __m512i sb = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + (2 * i2 + 1) * 16)));
+      for (int t = 0; t < T; ++t)
+        S[t] = _mm512_add_epi32(S[t], _mm512_add_epi32(_mm512_mullo_epi32(A[t], sa), _mm512_mullo_epi32(B[t], sb)));
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + s].d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
+    }
+  }
+  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
+}
+
+using TileFn = void (*)(const uint8_t*, const Q6KPackedAct*, int, float*, int, int);
+constexpr int kT = 4;  // 4 T + 9 zmm live
+constexpr TileFn kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &tile_q6k<3>, &tile_q6k<4>};
+constexpr size_t kActBlockBytes = 512 * 1024;
+
+}  // namespace
+#endif  // LARDER_Q6K_PACKED
+
+void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
+                     int y_stride, int64_t row_begin, int64_t row_end) {
+#ifdef LARDER_Q6K_PACKED
+  const int nb = w.n_blocks();
+  constexpr int kR = PackedMatrix::kGroupRows;
+  const int64_t g_begin = row_begin / kR, g_end = (row_end + kR - 1) / kR;
+  const int tail = int(row_end - (g_end - 1) * kR);
+  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q6KPackedAct)));
+  block = std::max(kT, block / kT * kT);
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t g = g_begin; g < g_end; ++g) {
+      const int last = g + 1 == g_end ? tail : kR;
+      for (int t0 = tb; t0 < te; t0 += kT) {
+        const int T = std::min(kT, te - t0);
+        kTiles[T - 1](w.group(g), x + size_t(t0) * nb, nb, y + size_t(t0) * y_stride + g * kR, y_stride, last);
+      }
+    }
+  }
+#else
+  (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
+  assert(false && "the packed kernels need an AVX-512 VNNI build");
+#endif
+}
+
+}  // namespace packed_detail
+}  // namespace larder

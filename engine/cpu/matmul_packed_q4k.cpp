@@ -5,6 +5,7 @@
 
 #include "engine/cpu/matmul_kquant.h"
 #include "engine/cpu/matmul_packed.h"
+#include "engine/cpu/matmul_packed_tiles.h"
 #include "engine/gguf/quant_blocks.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -142,10 +143,8 @@ void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
 }
 
-using TileFn = void (*)(const uint8_t*, const Q4KPackedAct*, int, float*, int, int);
 constexpr int kT = 5;  // 4 T + 4 + 3 zmm live
-constexpr TileFn kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>, &tile_q4k<4>, &tile_q4k<5>};
-constexpr size_t kActBlockBytes = 512 * 1024;
+constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>, &tile_q4k<4>, &tile_q4k<5>};
 
 }  // namespace
 #endif  // LARDER_Q4K_PACKED
@@ -153,22 +152,7 @@ constexpr size_t kActBlockBytes = 512 * 1024;
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q4K_PACKED
-  const int nb = w.n_blocks();
-  constexpr int kR = PackedMatrix::kGroupRows;
-  const int64_t g_begin = row_begin / kR, g_end = (row_end + kR - 1) / kR;
-  const int tail = int(row_end - (g_end - 1) * kR);
-  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q4KPackedAct)));
-  block = std::max(kT, block / kT * kT);
-  for (int tb = 0; tb < n_tokens; tb += block) {
-    const int te = std::min(n_tokens, tb + block);
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      const int last = g + 1 == g_end ? tail : kR;
-      for (int t0 = tb; t0 < te; t0 += kT) {
-        const int T = std::min(kT, te - t0);
-        kTiles[T - 1](w.group(g), x + size_t(t0) * nb, nb, y + size_t(t0) * y_stride + g * kR, y_stride, last);
-      }
-    }
-  }
+  run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #else
   (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
   assert(false && "the packed kernels need an AVX-512 VNNI build");

@@ -236,19 +236,22 @@ int q4k_q(const BlockQ4_K& b, int v) {
   return l < 32 ? (b.qs[32 * j + l] & 0xF) : (b.qs[32 * j + l - 32] >> 4);
 }
 
-struct Q4KMatrix {
+// A K-quant matrix of `rows` rows of K values in blocks of 256.
+template <class Block, GgmlType kType>
+struct KQuantMatrix {
   int K = 0, rows = 0;
-  std::vector<BlockQ4_K> blocks;
+  std::vector<Block> blocks;
   WeightView view() const {
     WeightView w;
-    w.type = GgmlType::kQ4_K;
+    w.type = kType;
     w.ne[0] = K;
     w.ne[1] = rows;
     w.data = reinterpret_cast<const uint8_t*>(blocks.data());
-    w.row_bytes = size_t(K / 256) * sizeof(BlockQ4_K);
+    w.row_bytes = size_t(K / 256) * sizeof(Block);
     return w;
   }
 };
+using Q4KMatrix = KQuantMatrix<BlockQ4_K, GgmlType::kQ4_K>;
 
 Q4KMatrix random_q4k(int K, int rows, std::mt19937& rng, bool extremes) {
   Q4KMatrix m{K, rows, std::vector<BlockQ4_K>(size_t(rows) * (K / 256))};
@@ -305,10 +308,13 @@ std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<BlockQ8K
   return y;
 }
 
-std::vector<float> q4k_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens,
-                                      int64_t split = -1) {
-  std::vector<Q4KPackedAct> act(size_t(n_tokens) * (p.k() / 256));
-  prepare_q4k_packed_act(x.data(), n_tokens, p.k(), act.data());
+// The packed product of a K-quant matrix with n_tokens Q8_K rows, in two
+// row ranges split at `split` (none when negative).
+template <class Act>
+std::vector<float> kquant_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens,
+                                         int64_t split, void (*prepare)(const BlockQ8K*, int, int, Act*)) {
+  std::vector<Act> act(size_t(n_tokens) * (p.k() / 256));
+  prepare(x.data(), n_tokens, p.k(), act.data());
   std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
   const int64_t cut = split < 0 ? p.rows() : split;
   matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, cut);
@@ -316,30 +322,45 @@ std::vector<float> q4k_packed_product(const PackedMatrix& p, const std::vector<B
   return y;
 }
 
+std::vector<float> q4k_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens,
+                                      int64_t split = -1) {
+  return kquant_packed_product(p, x, n_tokens, split, &prepare_q4k_packed_act);
+}
+
+// Bit for bit against `definition` for several shapes, token counts (past
+// two tiles of kT) and a split row range; `random` makes the matrices.
+template <class Matrix, class Act>
+void check_against_definition(GgmlType type, int kT, uint32_t seed,
+                              Matrix (*random)(int, int, std::mt19937&, bool),
+                              std::vector<float> (*definition)(const Matrix&, const std::vector<BlockQ8K>&, int),
+                              void (*prepare)(const BlockQ8K*, int, int, Act*)) {
+  std::mt19937 rng(seed);
+  struct Case { int K, rows; bool extremes; };
+  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{2048, 5, false}, Case{768, 48, true}}) {
+    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
+    const Matrix m = random(c.K, c.rows, rng, c.extremes);
+    const PackedMatrix p = PackedMatrix::pack(m.view());
+    REQUIRE(p.type() == type);
+    const int max_tokens = 2 * kT + 2;
+    const std::vector<BlockQ8K> x = random_q8k(size_t(max_tokens) * (c.K / 256), rng, c.extremes);
+    const std::vector<float> want = definition(m, x, max_tokens);
+    for (int n : {1, 2, kT - 1, kT, kT + 1, 2 * kT + 1, max_tokens}) {
+      INFO("tokens=" << n);
+      const std::vector<float> y = kquant_packed_product(p, x, n, -1, prepare);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+    if (c.rows > 16) {
+      const std::vector<float> y = kquant_packed_product(p, x, max_tokens, 16, prepare);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("packed Q4_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
-  std::mt19937 rng(41);
-  struct Case { int K, rows; bool extremes; };
-  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{2048, 5, false}, Case{768, 48, true}}) {
-    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
-    const Q4KMatrix m = random_q4k(c.K, c.rows, rng, c.extremes);
-    const PackedMatrix p = PackedMatrix::pack(m.view());
-    REQUIRE(p.type() == GgmlType::kQ4_K);
-    constexpr int kMaxTokens = 12;  // past two 5-token tiles
-    const std::vector<BlockQ8K> x = random_q8k(size_t(kMaxTokens) * (c.K / 256), rng, c.extremes);
-    const std::vector<float> want = q4k_definition(m, x, kMaxTokens);
-    for (int n : {1, 2, 4, 5, 6, 11, kMaxTokens}) {
-      INFO("tokens=" << n);
-      const std::vector<float> y = q4k_packed_product(p, x, n);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-    }
-    if (c.rows > 16) {
-      const std::vector<float> y = q4k_packed_product(p, x, kMaxTokens, 16);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-    }
-  }
+  check_against_definition(GgmlType::kQ4_K, 5, 41, &random_q4k, &q4k_definition, &prepare_q4k_packed_act);
 }
 
 TEST_CASE("packed Q4_K matmul is close to the double dot product of dequantized values",
@@ -443,19 +464,7 @@ int q6k_q(const BlockQ6_K& b, int v) {
   return low | (((b.qh[32 * n + l] >> (2 * g)) & 3) << 4);
 }
 
-struct Q6KMatrix {
-  int K = 0, rows = 0;
-  std::vector<BlockQ6_K> blocks;
-  WeightView view() const {
-    WeightView w;
-    w.type = GgmlType::kQ6_K;
-    w.ne[0] = K;
-    w.ne[1] = rows;
-    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
-    w.row_bytes = size_t(K / 256) * sizeof(BlockQ6_K);
-    return w;
-  }
-};
+using Q6KMatrix = KQuantMatrix<BlockQ6_K, GgmlType::kQ6_K>;
 
 Q6KMatrix random_q6k(int K, int rows, std::mt19937& rng, bool extremes) {
   Q6KMatrix m{K, rows, std::vector<BlockQ6_K>(size_t(rows) * (K / 256))};
@@ -491,41 +500,15 @@ std::vector<float> q6k_definition(const Q6KMatrix& m, const std::vector<BlockQ8K
   return y;
 }
 
-std::vector<float> q6k_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens,
-                                      int64_t split = -1) {
-  std::vector<Q6KPackedAct> act(size_t(n_tokens) * (p.k() / 256));
-  prepare_q6k_packed_act(x.data(), n_tokens, p.k(), act.data());
-  std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
-  const int64_t cut = split < 0 ? p.rows() : split;
-  matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, cut);
-  matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), cut, p.rows());
-  return y;
+std::vector<float> q6k_packed_product(const PackedMatrix& p, const std::vector<BlockQ8K>& x, int n_tokens) {
+  return kquant_packed_product(p, x, n_tokens, -1, &prepare_q6k_packed_act);
 }
 
 }  // namespace
 
 TEST_CASE("packed Q6_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
-  std::mt19937 rng(61);
-  struct Case { int K, rows; bool extremes; };
-  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{2048, 5, false}, Case{768, 48, true}}) {
-    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
-    const Q6KMatrix m = random_q6k(c.K, c.rows, rng, c.extremes);
-    const PackedMatrix p = PackedMatrix::pack(m.view());
-    REQUIRE(p.type() == GgmlType::kQ6_K);
-    constexpr int kMaxTokens = 10;  // past two 4-token tiles
-    const std::vector<BlockQ8K> x = random_q8k(size_t(kMaxTokens) * (c.K / 256), rng, c.extremes);
-    const std::vector<float> want = q6k_definition(m, x, kMaxTokens);
-    for (int n : {1, 2, 3, 4, 5, 9, kMaxTokens}) {
-      INFO("tokens=" << n);
-      const std::vector<float> y = q6k_packed_product(p, x, n);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-    }
-    if (c.rows > 16) {
-      const std::vector<float> y = q6k_packed_product(p, x, kMaxTokens, 16);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-    }
-  }
+  check_against_definition(GgmlType::kQ6_K, 4, 61, &random_q6k, &q6k_definition, &prepare_q6k_packed_act);
 }
 
 TEST_CASE("packed Q6_K matmul is close to the double dot product of dequantized values",

@@ -1,0 +1,44 @@
+// The loop the packed K-quant kernels share (matmul_packed_q4k.cpp,
+// matmul_packed_q6k.cpp): tiles of up to kT tokens x one group of 16 rows,
+// tokens in blocks whose activations stay in L2 while the groups stream past.
+// Private to engine/cpu.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/cpu/matmul_packed.h"
+
+namespace larder::packed_detail {
+
+// A tile: (group bytes, token 0's activations, blocks per row, y at token 0
+// and the group's first row, y's row stride, rows of the group to write).
+template <class Act>
+using GroupTileFn = void (*)(const uint8_t*, const Act*, int, float*, int, int);
+
+// Rows [row_begin, row_end) of w times n_tokens activations; tiles[T - 1]
+// takes T tokens.
+template <class Act, int kT>
+void run_group_tiles(const GroupTileFn<Act> (&tiles)[kT], const PackedMatrix& w, const Act* x, int n_tokens,
+                     float* y, int y_stride, int64_t row_begin, int64_t row_end) {
+  constexpr size_t kActBlockBytes = 512 * 1024;
+  constexpr int kR = PackedMatrix::kGroupRows;
+  const int nb = w.n_blocks();
+  const int64_t g_begin = row_begin / kR, g_end = (row_end + kR - 1) / kR;
+  const int tail = int(row_end - (g_end - 1) * kR);
+  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Act)));
+  block = std::max(kT, block / kT * kT);
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t g = g_begin; g < g_end; ++g) {
+      const int last = g + 1 == g_end ? tail : kR;
+      for (int t0 = tb; t0 < te; t0 += kT) {
+        const int T = std::min(kT, te - t0);
+        tiles[T - 1](w.group(g), x + size_t(t0) * nb, nb, y + size_t(t0) * y_stride + g * kR, y_stride, last);
+      }
+    }
+  }
+}
+
+}  // namespace larder::packed_detail

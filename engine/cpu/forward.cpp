@@ -215,12 +215,16 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
   f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
   Impl& m = *f->impl_;
   if (m.q8_path == Q8Path::kVnni && q8_packed_supported()) {
-    // Repacked once at load (a copy the size of those matrices); the
-    // mapping's pages stay in the page cache for the embedding lookups.
+    // Repacked once at load (a copy the size of those matrices). The
+    // mapping's pages the packing read are then dropped from this process
+    // (GgufFile::drop_resident: they stay in the page cache, and the
+    // embedding lookups fault in the rows they read), so the weights are not
+    // resident twice.
     size_t bytes = 0;
     auto pack = [&](const WeightView& w) {
       if (!packed_type_supported(w.type) || m.packed.count(w.data)) return;
       bytes += m.packed.emplace(w.data, PackedMatrix::pack(w, &m.threads)).first->second.bytes();
+      model.gguf().drop_resident(w.data, size_t(w.ne[1]) * w.row_bytes);
     };
     pack(model.output());
     for (const LayerWeights& l : model.layers()) {

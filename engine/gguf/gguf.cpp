@@ -371,6 +371,14 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   return f;
 }
 
+void GgufFile::drop_resident(const uint8_t* p, size_t n) const {
+  if (map_ == nullptr || p < map_ || n > size_ || p - map_ > std::ptrdiff_t(size_ - n)) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 GgufFile::~GgufFile() {
   if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
 }

@@ -84,6 +84,12 @@ class GgufFile {
   Result<bool> get_bool(std::string_view key) const;
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+
+  // Drops this process's resident pages of the mapping that lie wholly
+  // inside [p, p + n) (madvise MADV_DONTNEED: the file's pages stay in the
+  // page cache and come back on the next read). For bytes that were copied
+  // elsewhere (repacked weights). A range outside the mapping is ignored.
+  void drop_resident(const uint8_t* p, size_t n) const;
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
 
  private:

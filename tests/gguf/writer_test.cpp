@@ -446,3 +446,26 @@ TEST_CASE("a random llama model in a mix loads with the mix's tensor types", "[g
   CHECK(type_of("blk.1.ffn_up.weight") == GgmlType::kQ4_K);
   CHECK(type_of("blk.1.attn_norm.weight") == GgmlType::kF32);
 }
+
+TEST_CASE("drop_resident keeps a mapped tensor's bytes and ignores memory outside the mapping", "[gguf]") {
+  // A 64 KiB F32 tensor (16 pages of 4 KiB) of known values.
+  std::vector<float> values(16384);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i) * 0.5f - 7.0f;
+  GgufWriter w;
+  REQUIRE(w.add_tensor("big", {16384}, GgmlType::kF32, values).is_ok());
+  const std::string path = temp_file("resident.gguf");
+  REQUIRE(w.write(path).is_ok());
+  auto r = GgufFile::open(path);
+  std::filesystem::remove(path);  // the mapping outlives the name
+  REQUIRE(r.is_ok());
+  const GgufTensorInfo* t = (*r)->find_tensor("big");
+  REQUIRE(t != nullptr);
+  REQUIRE(std::memcmp(t->data, values.data(), values.size() * 4) == 0);  // pages faulted in
+  (*r)->drop_resident(t->data, t->n_bytes);
+  // The file's pages come back on the next read: the same bytes.
+  CHECK(std::memcmp(t->data, values.data(), values.size() * 4) == 0);
+  // Heap memory (not the mapping) is left alone: MADV_DONTNEED would zero it.
+  std::vector<uint8_t> heap(1 << 16, 0xAB);
+  (*r)->drop_resident(heap.data(), heap.size());
+  CHECK(std::all_of(heap.begin(), heap.end(), [](uint8_t b) { return b == 0xAB; }));
+}

@@ -52,7 +52,14 @@ void Engine::Impl::explain_cache_miss(Sequence& s) {
   const int n_full = (s.n_prompt - 1) / ps;
   const int hit = s.n_cached / ps;
   if (hit == 0 || hit >= n_full) return;
-  auto it = recent_by_first_page.find(s.pages.keys[0]);
+  // The first page's key: sealed already, or (when the hit came from a copy
+  // of a page another sequence sealed meanwhile, reuse_partial, which is
+  // sealed only at the next commit) the one its prompt determines.
+  const PageKey* first = !s.pages.keys.empty()       ? &s.pages.keys[0]
+                         : !s.cacheable_keys.empty() ? &s.cacheable_keys[0]
+                                                     : nullptr;
+  if (first == nullptr) return;
+  auto it = recent_by_first_page.find(*first);
   if (it == recent_by_first_page.end()) return;
   const std::vector<int32_t>& earlier = it->second;
   const size_t n = std::min(earlier.size(), s.tokens.size());

@@ -325,9 +325,12 @@ Status GgufParser::parse() {
                                 std::to_string(align));
     }
     if (ti.offset > data_size || ti.n_bytes > data_size - ti.offset) {
-      return Status::corruption(f_->path_ + ": tensor '" + ti.name + "' data [" +
-                                std::to_string(data_start + ti.offset) + ", +" +
-                                std::to_string(ti.n_bytes) + ") lies outside the file (" +
+      // The offset as stored (relative to the data section, which starts at
+      // data_start): adding them could wrap around for a hostile offset.
+      return Status::corruption(f_->path_ + ": tensor '" + ti.name + "' data at offset " +
+                                std::to_string(ti.offset) + " of the data section (at byte " +
+                                std::to_string(data_start) + "), " + std::to_string(ti.n_bytes) +
+                                " bytes, lies outside the file (" +
                                 std::to_string(size_) + " bytes)");
     }
     ti.data = p_ + data_start + ti.offset;

@@ -277,6 +277,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       penalties_on() ? penalty_window(history) : std::span<const int32_t>();
 
   if (params_.temperature <= 0.0f) {
+    // A NaN or +inf logit (corrupt weights) has no most likely token: -1, as
+    // the sampling path gives when no candidate is left, not token 0.
+    bool bad = false;
+    for (float x : logits) bad |= (x != x) | (x == std::numeric_limits<float>::infinity());
+    if (bad) return -1;
     if (window.empty()) return sampling::argmax(logits);
     // Greedy with penalties in one pass: only the window's distinct tokens
     // change, so score them apart and take the argmax over the rest by

@@ -100,7 +100,8 @@ class Sampler {
   // logits: [n_vocab] (not modified). history: prompt + generated tokens;
   // the penalties look at the last repeat_last_n of them (-1: all, 0: none).
   // temperature <= 0: greedy argmax (ties -> lowest id) after penalties.
-  // Returns a token id in [0, n_vocab).
+  // Returns a token id in [0, n_vocab), or -1 when the logits hold a NaN or
+  // +inf (greedy) or no candidate is left (every logit NaN or -inf).
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
   // sample() restricted to the tokens `allowed` (ascending ids in

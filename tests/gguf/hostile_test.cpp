@@ -229,6 +229,16 @@ TEST_CASE("bad tensor infos", "[gguf][hostile]") {
     CHECK(has(s, "'far'"));
     CHECK(has(s, "outside the file"));
   }
+  SECTION("an offset near 2^64 is named as stored, not wrapped around") {
+    // Found by the hostile pass of issue 11: offset 2^64 - 64 printed a
+    // range that wrapped around into the file.
+    GgufWriter w;
+    w.add_tensor_raw("huge", {4}, 0, four_floats, ~uint64_t(63));
+    Status s = open_bytes(w.to_bytes());
+    CHECK(s.code() == StatusCode::kCorruption);
+    CHECK(has(s, "'huge' data at offset 18446744073709551552 of the data section"));
+    CHECK(has(s, "outside the file"));
+  }
   SECTION("data longer than the file") {
     GgufWriter w;
     w.add_tensor_raw("long", {1000}, 0, four_floats);  // needs 4000 bytes, has 16

@@ -229,3 +229,25 @@ TEST_CASE("sampler timing on 128k logits", "[.bench]") {
     }
   }
 }
+
+TEST_CASE("greedy refuses logits with a NaN or +inf instead of answering token 0", "[sampling]") {
+  // Found by the hostile pass of issue 11: a NaN weight made every logit NaN
+  // and greedy answered token 0 three times with HTTP 200, while sampling
+  // reported the corrupt model.
+  SamplingParams p;
+  p.temperature = 0.0f;
+  Sampler s(p, 6);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  CHECK(s.sample(std::vector<float>(6, nan), {}) == -1);
+  CHECK(s.sample(std::vector<float>{0.5f, 2.0f, nan, 1.0f, 0.0f, -1.0f}, {}) == -1);  // one NaN among finite logits
+  CHECK(s.sample(std::vector<float>{0.5f, inf, 1.0f, 1.0f, 0.0f, -1.0f}, {}) == -1);
+  // -inf logits (masked tokens) are fine: the argmax of the rest.
+  CHECK(s.sample(std::vector<float>{-inf, -inf, 3.0f, 1.0f, -inf, 2.0f}, {}) == 2);
+  // With penalties the same rule holds.
+  SamplingParams pp = p;
+  pp.repeat_penalty = 1.3f;
+  Sampler sp(pp, 6);
+  const std::vector<int32_t> history = {2, 2};
+  CHECK(sp.sample(std::vector<float>{0.5f, 2.0f, nan, 1.0f, 0.0f, -1.0f}, history) == -1);
+  CHECK(sp.sample(std::vector<float>{0.5f, 2.0f, 2.5f, 1.0f, 0.0f, -1.0f}, history) == 1);  // id 2 penalised: 2.5 / 1.3 = 1.92 < 2.0 (id 1)
+}

@@ -1,5 +1,5 @@
 // Speculative decoding end to end: larderd with drafts ([engine]
-// draft_tokens, the default 8) against larderd with draft_tokens = 0, on the
+// draft_tokens = 8) against larderd without (0, the default), on the
 // same file, through the HTTP API, for
 //   copying     a greedy answer to a prompt it repeats from (a passage of the
 //               prompt given twice; stories260K and random-weight models also
@@ -73,17 +73,17 @@ async function stream(d, body) {
 
 const args = parseArgs(process.argv.slice(2));
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "larder-spec-"));
-const offConfig = path.join(dir, "off.toml");
-fs.writeFileSync(offConfig, "[engine]\ndraft_tokens = 0\n");
+const onConfig = path.join(dir, "on.toml");
+fs.writeFileSync(onConfig, "[engine]\ndraft_tokens = 8\n");
 const passage = "Lily and Ben were playing in the garden. They saw a big red ball under the tree. " +
     "Ben ran to get it, but a little dog took it first. ";
 try {
     for (const file of args.models) {
         const name = path.basename(file, ".gguf");
         const daemons = {
-            on: await Daemon.start({bin: args.larder, model: file, threads: args.threads, startTimeoutMs: 120000}),
-            off: await Daemon.start({bin: args.larder, model: file, threads: args.threads, startTimeoutMs: 120000,
-                extraArgs: ["--config", offConfig]}),
+            on: await Daemon.start({bin: args.larder, model: file, threads: args.threads, startTimeoutMs: 120000,
+                extraArgs: ["--config", onConfig]}),
+            off: await Daemon.start({bin: args.larder, model: file, threads: args.threads, startTimeoutMs: 120000}),
         };
         try {
             const cases = {

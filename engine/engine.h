@@ -28,8 +28,10 @@ struct EngineOptions {
   // most this many draft tokens per sequence and step, taken from what
   // followed an earlier occurrence of the sequence's last 2-4 tokens and
   // verified in the decode step's forward pass. The output is the same
-  // token for token (greedy or sampled, seeded) as without; 0 turns it off.
-  int draft_tokens = 8;
+  // token for token (greedy or sampled, seeded) as without; 0 (the
+  // default: it measured no faster through the HTTP API on the machines
+  // tried, see docs/cpu-kernels.md) turns it off.
+  int draft_tokens = 0;
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.

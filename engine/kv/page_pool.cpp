@@ -15,14 +15,6 @@ const char* kv_dtype_name(KvDtype t) {
   return "?";
 }
 
-size_t kv_row_bytes(KvDtype t, int kv_dim) {
-  switch (t) {
-    case KvDtype::kF32: return size_t(kv_dim) * 4;
-    case KvDtype::kF16: return size_t(kv_dim) * 2;
-    case KvDtype::kQ8_0: return size_t(kv_dim / 32) * 34;  // BlockQ8_0
-  }
-  return 0;
-}
 
 void PagePool::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 

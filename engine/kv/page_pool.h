@@ -30,7 +30,9 @@ namespace larder {
 enum class KvDtype : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 2 };
 const char* kv_dtype_name(KvDtype t);
 // Bytes of one token's K (or V) row of kv_dim values (kQ8_0: kv_dim % 32 == 0).
-size_t kv_row_bytes(KvDtype t, int kv_dim);
+inline size_t kv_row_bytes(KvDtype t, int kv_dim) {
+  return t == KvDtype::kQ8_0 ? size_t(kv_dim / 32) * 34 : size_t(kv_dim) * (t == KvDtype::kF16 ? 2 : 4);
+}
 
 struct KvLayout {
   int n_layer = 0;

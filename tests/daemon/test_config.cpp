@@ -73,7 +73,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.cache.n_storage_threads == 2);
   CHECK(c.engine.n_threads == 0);
   CHECK(c.engine.max_running == 8);
-  CHECK(c.engine.draft_tokens == 8);
+  CHECK(c.engine.draft_tokens == 0);
   CHECK(c.engine.device == "auto");
   CHECK(c.server.default_sampling.temperature == 0.8f);
   CHECK(c.server.default_sampling.top_k == 40);
@@ -153,7 +153,7 @@ on_error = "fail"
 threads = 6
 device = "cpu"
 max_running = 3
-draft_tokens = 0
+draft_tokens = 8
 
 [sampling]
 temperature = 0      # an integer is accepted for a float key
@@ -208,7 +208,7 @@ level = "debug"
   CHECK(c.engine.cache.n_storage_threads == 4);
   CHECK(c.engine.n_threads == 6);
   CHECK(c.engine.max_running == 3);
-  CHECK(c.engine.draft_tokens == 0);
+  CHECK(c.engine.draft_tokens == 8);
   CHECK(c.engine.device == "cpu");
   const SamplingParams& s = c.server.default_sampling;
   CHECK(s.temperature == 0.0f);

@@ -1,6 +1,6 @@
 // End to end with the official openai SDK: speculative decoding by prompt
-// lookup ([engine] draft_tokens, on by default) gives the same text as a
-// daemon with it off, greedy and seeded sampling, streamed or not, and its
+// lookup ([engine] draft_tokens = 8; off by default) gives the same text as
+// a daemon with it off, greedy and seeded sampling, streamed or not, and its
 // drafts show in /metrics. Needs LARDER_BIN and LARDER_TEST_MODELS (skips
 // without the model).
 import { test, before, after } from 'node:test';
@@ -17,10 +17,10 @@ let on, off, dir;
 before(async () => {
   if (!model) return;
   dir = tempDir();
-  const config = join(dir, 'no-drafts.toml');
-  writeFileSync(config, '[engine]\ndraft_tokens = 0\n');
-  on = await Daemon.start({ model });
-  off = await Daemon.start({ model, extraArgs: ['--config', config] });
+  const config = join(dir, 'drafts.toml');
+  writeFileSync(config, '[engine]\ndraft_tokens = 8\n');
+  on = await Daemon.start({ model, extraArgs: ['--config', config] });
+  off = await Daemon.start({ model });
 });
 after(async () => {
   for (const d of [on, off]) if (d) await d.stop();

@@ -2,7 +2,9 @@
 // plain AVX-512 loops, for the CPU benchmarks to print beside their tok/s:
 //   read  : GB/s (10^9 bytes/s) of streaming a buffer larger than the L3
 //           (default 1 GiB) with 512-bit loads, on 1..N threads (each thread
-//           reads its own contiguous share; time = the slowest thread).
+//           reads its own contiguous share; time = the slowest thread),
+//           plain and with software prefetch 2 KiB ahead ("method"); the
+//           faster of the two is the wall.
 //           Decode reads every weight byte once per token, so
 //           tok/s <= read GB/s / weight GB.
 //   int8  : TOP/s (10^12 ops/s, a multiply and an add counted as 2 ops) of
@@ -71,11 +73,19 @@ double run_threads(int n, Fn fn) {
 
 #if defined(__AVX512F__)
 // XORs every 64-byte line of [p, p + bytes) into 8 accumulators; returns a
-// value that depends on all of them so the loads cannot be dropped.
+// value that depends on all of them so the loads cannot be dropped. With
+// Prefetch, each 512-byte step also prefetches the lines 2 KiB ahead (as
+// larder's decode tiles do): the hardware prefetcher alone may not keep
+// enough lines in flight, and a decode that prefetches would otherwise
+// "beat" the wall.
+template <bool Prefetch>
 uint64_t read_lines(const uint8_t* p, size_t bytes) {
   __m512i a[8];
   for (auto& v : a) v = _mm512_setzero_si512();
   for (size_t i = 0; i + 512 <= bytes; i += 512) {
+    if constexpr (Prefetch) {
+      for (int j = 0; j < 8; ++j) _mm_prefetch(reinterpret_cast<const char*>(p + i + 2048 + 64 * size_t(j)), _MM_HINT_T0);
+    }
     for (int j = 0; j < 8; ++j) {
       a[j] = _mm512_xor_si512(a[j], _mm512_load_si512(reinterpret_cast<const void*>(p + i + 64 * size_t(j))));
     }
@@ -167,12 +177,18 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < bytes; ++i) buf[i] = uint8_t(i * 131u >> 7);  // touched: no page faults in the timing
   for (int n : a.threads) {
     const size_t share = (bytes / size_t(n)) & ~size_t(511);
-    double best = 1e30;
-    for (int r = 0; r < a.reps; ++r) {
-      best = std::min(best, run_threads(n, [&](int t) { sink = sink + read_lines(buf + size_t(t) * share, share); }));
+    for (bool prefetch : {false, true}) {
+      double best = 1e30;
+      for (int r = 0; r < a.reps; ++r) {
+        best = std::min(best, run_threads(n, [&](int t) {
+          const uint8_t* mine = buf + size_t(t) * share;
+          sink = sink + (prefetch ? read_lines<true>(mine, share) : read_lines<false>(mine, share));
+        }));
+      }
+      rows.push_back({{"bench", "wall_read"}, {"threads", n}, {"bytes", share * size_t(n)},
+                      {"method", prefetch ? "prefetch" : "plain"},
+                      {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
     }
-    rows.push_back({{"bench", "wall_read"}, {"threads", n}, {"bytes", share * size_t(n)},
-                    {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
   }
   std::free(buf);
 #else
@@ -197,8 +213,8 @@ int main(int argc, char** argv) {
     std::printf("\n| probe | threads | value |\n| --- | ---: | ---: |\n");
     for (const auto& r : rows) {
       if (r["bench"] == "wall_read") {
-        std::printf("| read %lld MiB | %d | %.1f GB/s |\n", (long long)(r["bytes"].get<uint64_t>() >> 20),
-                    r["threads"].get<int>(), r["gb_per_s"].get<double>());
+        std::printf("| read %lld MiB, %s | %d | %.1f GB/s |\n", (long long)(r["bytes"].get<uint64_t>() >> 20),
+                    r["method"].get<std::string>().c_str(), r["threads"].get<int>(), r["gb_per_s"].get<double>());
       } else {
         std::printf("| vpdpbusd int8 | %d | %.2f TOP/s |\n", r["threads"].get<int>(), r["top_per_s"].get<double>());
       }

@@ -30,7 +30,7 @@ if (walls.length) {
     console.log("| probe | threads | value |\n| --- | ---: | ---: |");
     for (const w of walls) {
         console.log(w.bench === "wall_read"
-            ? `| read ${fmt(w.bytes / 2 ** 20)} MiB, 512-bit loads | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`
+            ? `| read ${fmt(w.bytes / 2 ** 20)} MiB, 512-bit loads${w.method ? ", " + w.method : ""} | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`
             : `| vpdpbusd int8 | ${w.threads} | ${fmt(w.top_per_s, 2)} TOP/s |`);
     }
     console.log();

@@ -51,7 +51,7 @@ if (walls.length > 0) {
     console.log("| --- | ---: | ---: |");
     for (const w of walls) {
         if (w.bench === "wall_read") {
-            console.log(`| read ${fmt(w.bytes / 2 ** 20)} MiB, 512-bit loads | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`);
+            console.log(`| read ${fmt(w.bytes / 2 ** 20)} MiB, 512-bit loads${w.method ? ", " + w.method : ""} | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`);
         } else {
             console.log(`| vpdpbusd int8 | ${w.threads} | ${fmt(w.top_per_s, 2)} TOP/s |`);
         }

@@ -89,6 +89,61 @@ inline void scores16_f32(const float* q, const float* k, int kv_dim, int hd, int
 }
 #endif
 
+// Values [off, off + hd) of row j of a Q8_0 K/V block, dequantized (d * q)
+// into out.
+const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off, int hd, float* out) {
+  const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes());
+  for (int i = 0; i < hd; ++i) {
+    const BlockQ8_0& b = row[(off + i) / 32];
+    out[i] = fp16_to_fp32(b.d) * float(b.qs[(off + i) % 32]);
+  }
+  return out;
+}
+
+// n rows (values off .. off + hd of each) of a K or V block as f32: F32
+// blocks are read in place (*stride = kv_dim), F16 and Q8_0 ones widened
+// exactly into dst ([n][hd], *stride = hd; Q8_0 as d * q, one f32 product),
+// 16 values per instruction where the head is aligned to them.
+const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n, int hd, float* dst,
+                      size_t* stride) {
+  if (lay.dtype == KvDtype::kF32) {
+    *stride = size_t(lay.kv_dim);
+    return static_cast<const float*>(block) + off;
+  }
+  *stride = size_t(hd);
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes();
+    float* o = dst + size_t(j) * hd;
+    if (lay.dtype == KvDtype::kF16) {
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + off;
+#if defined(__AVX512F__)
+      if (hd % 16 == 0) {
+        for (int c = 0; c < hd; c += 16)
+          _mm512_storeu_ps(o + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
+        continue;
+      }
+#endif
+      for (int i = 0; i < hd; ++i) o[i] = fp16_to_fp32(src[i]);
+      continue;
+    }
+#if defined(__AVX512F__)
+    if (hd % 16 == 0 && off % 32 == 0) {
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + off / 32;
+      for (int c = 0; c < hd; c += 16) {
+        const BlockQ8_0& blk = b[c / 32];
+        const __m512 d = _mm512_set1_ps(fp16_to_fp32(blk.d));
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + c % 32))));
+        _mm512_storeu_ps(o + c, _mm512_mul_ps(d, q));
+      }
+      continue;
+    }
+#endif
+    q8_slice(block, lay, j, off, hd, o);
+  }
+  return dst;
+}
+
 #if defined(__AVX512F__)
 // ---- head_dim a multiple of 16 (every real model): query heads of one kv
 // head together, keys 16 at a time --------------------------------------------
@@ -156,40 +211,11 @@ inline void prefetch_rows(const void* block, const KvLayout& lay, size_t off, in
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + size_t(j) * row + o, _MM_HINT_T0);
 }
 
-// rows x hd values of one kv head (from value `off` of each row) of a K or V
-// block as f32: F32 blocks are read in place (the returned pointer, rows
-// kv_dim apart), F16 and Q8_0 ones widened into dst ([rows][hd], exactly:
-// Q8_0 as d * q, one f32 product). Q8_0 needs off and hd multiples of 32.
-inline const float* kv_rows_f32(const uint8_t* block, const KvLayout& lay, size_t off, int rows, int hd,
-                                float* dst) {
-  if (lay.dtype == KvDtype::kF32) return reinterpret_cast<const float*>(block) + off;
-  for (int j = 0; j < rows; ++j) {
-    const uint8_t* row = block + size_t(j) * lay.row_bytes();
-    float* o = dst + size_t(j) * hd;
-    if (lay.dtype == KvDtype::kF16) {
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + off;
-      for (int c = 0; c < hd; c += 16)
-        _mm512_storeu_ps(o + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
-    } else {
-      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + off / 32;
-      for (int c = 0; c < hd; c += 16) {
-        const BlockQ8_0& blk = b[c / 32];
-        const __m512 d = _mm512_set1_ps(fp16_to_fp32(blk.d));
-        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + c % 32))));
-        _mm512_storeu_ps(o + c, _mm512_mul_ps(d, q));
-      }
-    }
-  }
-  return dst;
-}
-
 // Heads [h0, h0 + nh) of one kv head (at offset off of a K/V row).
 // scores: nh x stride floats, stride >= pos + 1 rounded up to 16.
 void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd,
                     size_t off, const float* q, float* out, int nh, float* scores, size_t stride) {
   const KvLayout& lay = pool.layout();
-  const bool in_place = lay.dtype == KvDtype::kF32;
   const int ps = lay.page_size, n_pages = pos / ps + 1, nc = hd / 16;
   const float scale = float(1.0 / std::sqrt(double(hd)));
   alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16
@@ -204,9 +230,9 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
                                     // may run past the page, into slots the next block rewrites
       const int nk = std::min(16, n_slots - j0);
       const __mmask16 m = __mmask16((1u << nk) - 1u);
-      const float* k = kv_rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay, off, nk,
-                                   hd, conv);
-      const size_t kstride = in_place ? size_t(lay.kv_dim) : size_t(hd);
+      size_t kstride = 0;
+      const float* k = rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
+                                conv, &kstride);
       for (int h = 0; h < nh; ++h) {
         const float* qh = q + size_t(h) * hd;
         __m512 part[16];
@@ -248,9 +274,9 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;
       const int nk = std::min(16, n_slots - j0);
-      const float* v = kv_rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay, off, nk,
-                                   hd, conv);
-      const size_t vstride = in_place ? size_t(lay.kv_dim) : size_t(hd);
+      size_t vstride = 0;
+      const float* v = rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
+                                conv, &vstride);
       for (int h = 0; h < nh; ++h) {
         const float* e = scores + size_t(h) * stride + p0;
         for (int j = 0; j < nk; ++j) {
@@ -266,39 +292,6 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
       _mm512_storeu_ps(out + size_t(h) * hd + 16 * c, _mm512_mul_ps(acc[h][c], _mm512_set1_ps(inv[h])));
 }
 #endif
-
-// Values [off, off + hd) of row j of a Q8_0 K/V block, dequantized (d * q)
-// into out.
-const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off, int hd, float* out) {
-  const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes());
-  for (int i = 0; i < hd; ++i) {
-    const BlockQ8_0& b = row[(off + i) / 32];
-    out[i] = fp16_to_fp32(b.d) * float(b.qs[(off + i) % 32]);
-  }
-  return out;
-}
-
-// n rows (from value off, hd values) of a K/V block as f32: F32 blocks in
-// place (*stride = kv_dim), others widened into tmp (*stride = hd).
-const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n, int hd, std::vector<float>& tmp,
-                      size_t* stride) {
-  if (lay.dtype == KvDtype::kF32) {
-    *stride = size_t(lay.kv_dim);
-    return static_cast<const float*>(block) + off;
-  }
-  *stride = size_t(hd);
-  if (tmp.size() < size_t(n) * hd) tmp.resize(size_t(n) * hd);
-  for (int j = 0; j < n; ++j) {
-    float* o = tmp.data() + size_t(j) * hd;
-    if (lay.dtype == KvDtype::kF16) {
-      const uint16_t* src = static_cast<const uint16_t*>(block) + size_t(j) * lay.kv_dim + off;
-      for (int i = 0; i < hd; ++i) o[i] = fp16_to_fp32(src[i]);
-    } else {
-      q8_slice(block, lay, j, off, hd, o);
-    }
-  }
-  return tmp.data();
-}
 
 }  // namespace
 
@@ -341,6 +334,7 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
   float q8_row[256];  // a Q8_0 row's head slice, dequantized (head_dim <= 256 checked below)
   // A page's rows of one kv head widened to f32 (F16, Q8_0 pages; small heads).
   static thread_local std::vector<float> widened;
+  if (widened.size() < size_t(lay.page_size) * size_t(hd)) widened.resize(size_t(lay.page_size) * size_t(hd));
   if (!f16 && !f32 && hd > 256) return;  // CpuForward::create refuses such models
 #if defined(__AVX512F__)
   if (hd % 16 == 0 && hd <= 256 && (lay.dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
@@ -370,7 +364,7 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
 #if defined(__AVX512F__)
       if (hd % 16 != 0) {
         size_t rs = 0;
-        const float* k = rows_f32(kb, lay, off, n_slots, hd, widened, &rs);
+        const float* k = rows_f32(kb, lay, off, n_slots, hd, widened.data(), &rs);
         for (int j = 0; j < n_slots; j += 16)
           scores16_f32(qh, k + size_t(j) * rs, int(rs), hd, std::min(16, n_slots - j), scale, s + j);
         for (int j = 0; j < n_slots; ++j) mx = s[j] > mx ? s[j] : mx;
@@ -404,7 +398,7 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
         for (int pi = 0; pi < n_pages; ++pi) {
           const int n_slots = pi + 1 < n_pages ? lay.page_size : pos - pi * lay.page_size + 1;
           size_t rs = 0;
-          const float* vb = rows_f32(pool.v_block(pages[pi], layer), lay, off, n_slots, hd, widened, &rs) + c0;
+          const float* vb = rows_f32(pool.v_block(pages[pi], layer), lay, off, n_slots, hd, widened.data(), &rs) + c0;
           const float* s = scores + size_t(pi) * lay.page_size;
           for (int j = 0; j < n_slots; ++j)
             acc = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_maskz_loadu_ps(m, vb + size_t(j) * rs), acc);

@@ -222,9 +222,10 @@ void Engine::Impl::carry_out(const StepPlan& plan) {
       if (Sequence* s = find_seq(id); s && s->state == SeqState::kDecode) batch.push_back(s);
     }
     // Free pages the plan's prefill chunks will not need: draft tokens
-    // (engine_decode.cpp) may take these and no others.
-    int64_t spare = kv->n_free();
+    // (engine_decode.cpp) may take these and no others (none without drafts).
+    int64_t spare = opt.draft_tokens > 0 ? kv->n_free() : 0;
     for (const PrefillChunk& c : plan.prefill) {
+      if (spare <= 0) break;
       if (const Sequence* s = find_seq(c.id)) {
         const int64_t need = (int64_t(s->n_computed) + c.n_tokens + kv->page_size() - 1) / kv->page_size();
         spare -= std::max<int64_t>(0, need - int64_t(s->pages.block_table.size()));

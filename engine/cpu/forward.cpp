@@ -17,7 +17,8 @@
 namespace larder {
 
 // 2: int8-activation Q4_K/Q5_K/Q6_K kernels with VNNI (2026-12-01).
-// 3: Q8_0 repacked, one fma per block and row (matmul_packed.h); attention
+// 3: Q8_0, Q4_K, Q6_K repacked, exact block sums then fmas in block order
+//    (matmul_packed.h); attention
 //    of head_dim % 16 == 0 with 16 positions at a time and a vectorized exp
 //    (attention.cpp) (2026-12-02).
 constexpr int kCpuArithmeticVersion = 3;
@@ -99,7 +100,7 @@ struct CpuForward::Impl {
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
-  // Q8_0 and Q4_K matrices repacked for the int8 kernels (matmul_packed.h), by
+  // Q8_0, Q4_K and Q6_K matrices repacked for the int8 kernels (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
   std::vector<float> scores;     // (n_threads, max pos + 1 rounded up to page_size)
@@ -114,12 +115,12 @@ struct CpuForward::Impl {
 };
 
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
-  act.prepare(w.type, in, n, int(w.ne[0]), q8_path);
-  if (const void* xp = act.packed()) {
-    if (auto it = packed.find(w.data); it != packed.end()) {
-      matmul_packed_parallel(threads, it->second, xp, n, y, int(w.ne[1]));
-      return;
-    }
+  const auto it = packed.find(w.data);
+  const bool is_packed = it != packed.end();
+  act.prepare(w.type, in, n, int(w.ne[0]), q8_path, is_packed);
+  if (is_packed) {
+    matmul_packed_parallel(threads, it->second, act.packed(), n, y, int(w.ne[1]));
+    return;
   }
   matmul_parallel(threads, w, act, y, int(w.ne[1]));
 }

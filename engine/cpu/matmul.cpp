@@ -451,7 +451,7 @@ float row_weight(const WeightView& w, int64_t r, int k) {
 }  // namespace
 #endif
 
-void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8Path q8_path) {
+void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8Path q8_path, bool packed) {
   type_ = type;
   x_ = x;
   n_tokens_ = n_tokens;
@@ -464,10 +464,11 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
     if (q8_0_.size() < need) q8_0_.resize(need);
     quantize_rows_q8_0(x, n_tokens, k, q8_0_.data());
     has_q8_0_ = true;
-    if (q8_packed_supported()) {
+    if (packed && packed_type_supported(type)) {
       if (packed_.size() < need) packed_.resize(need);
       prepare_q8_packed_act(q8_0_.data(), n_tokens, k, packed_.data());
       has_packed_ = true;
+      return;
     }
 #if defined(LARDER_MATMUL_AVX512) && defined(__AVX512VNNI__)
     if (n_tokens == 1) {
@@ -482,11 +483,12 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
     if (q8k_.size() < need) q8k_.resize(need);
     quantize_rows_q8k(x, n_tokens, k, q8k_.data());
     has_q8k_ = true;
-    if (type == GgmlType::kQ4_K && packed_type_supported(type)) {
+    if (!packed || !packed_type_supported(type)) return;
+    if (type == GgmlType::kQ4_K) {
       if (packed_q4k_.size() < need) packed_q4k_.resize(need);
       prepare_q4k_packed_act(q8k_.data(), n_tokens, k, packed_q4k_.data());
       has_packed_ = true;
-    } else if (type == GgmlType::kQ6_K && packed_type_supported(type)) {
+    } else if (type == GgmlType::kQ6_K) {
       if (packed_q6k_.size() < need) packed_q6k_.resize(need);
       prepare_q6k_packed_act(q8k_.data(), n_tokens, k, packed_q6k_.data());
       has_packed_ = true;

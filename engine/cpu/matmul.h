@@ -65,17 +65,18 @@ class MatmulInput {
  public:
   // Prepares x ([n_tokens][k] f32, k the weight's row length) for weights of
   // type `type` multiplied on q8_path:
-  //   Q8_0, kVnni:              Q8_0 blocks (quantize_rows_q8_0), on a VNNI
-  //                             build the packed kernels' blocks and, for one
-  //                             token, the decode tile's pairs;
+  //   Q8_0, kVnni:              Q8_0 blocks (quantize_rows_q8_0) and, for one
+  //                             token on a VNNI build, the decode tile's pairs;
   //   Q4_K, Q5_K, Q6_K, kVnni:  256-value int8 blocks (quantize_rows_q8k) when
-  //                             the build has the integer kernels (and for
-  //                             Q4_K the packed kernels' blocks);
+  //                             the build has the integer kernels;
   //   anything else:            x as it is.
+  // With `packed` (the weight is a PackedMatrix, matmul_packed.h), Q8_0, Q4_K
+  // and Q6_K get the packed kernels' blocks instead of the decode pairs:
+  // each path gets only what it reads.
   // x is kept by pointer: it must stay valid and unchanged while the input is
   // used. Buffers grow to the largest input seen and are reused.
   void prepare(GgmlType type, const float* x, int n_tokens, int k,
-               Q8Path q8_path = default_q8_path());
+               Q8Path q8_path = default_q8_path(), bool packed = false);
 
   GgmlType type() const { return type_; }
   const float* x() const { return x_; }
@@ -89,7 +90,7 @@ class MatmulInput {
   // The activations of the repacked kernels (matmul_packed.h) for this type:
   // [n_tokens][k / 32] Q8PackedAct for Q8_0, [n_tokens][k / 256]
   // Q4KPackedAct for Q4_K, Q6KPackedAct for Q6_K; null unless
-  // packed_type_supported(type) on kVnni.
+  // prepared with `packed` for a packed_type_supported(type) on kVnni.
   const void* packed() const {
     if (!has_packed_) return nullptr;
     if (type_ == GgmlType::kQ4_K) return packed_q4k_.data();

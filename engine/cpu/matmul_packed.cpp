@@ -45,8 +45,8 @@ void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 namespace {
 // Off by default: on the Sapphire Rapids machine (2026-12-02) the AMX tile
-// measured 0.9-1.1x the VNNI tiles (300-320 against 330-370 GOP/s on one
-// thread, 512 tokens): scaling every block's int32 tile by its per-row,
+// measured 0.8-1.2x the VNNI tiles (230-378 against 208-370 GOP/s on one
+// thread, 64 and 512 tokens, noisy): scaling every block's int32 tile by its per-row,
 // per-token f32 scales (Q8_0's 32-value blocks) costs more than the TMUL saves.
 std::atomic<bool> g_amx_enabled{false};
 }  // namespace

@@ -439,7 +439,7 @@ TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
     };
     MatmulInput in;
     const double packed = time([&] {
-      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni);
+      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni, /*packed=*/true);
       matmul_packed_rows(p, in.packed(), n, y.data(), rows, 0, rows);
     });
     const double unpacked = time([&] {

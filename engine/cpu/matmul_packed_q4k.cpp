@@ -51,32 +51,21 @@ namespace packed_detail {
 
 void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end) {
-  const int nb = int(w.ne[0] / kQK_K);
-  const int64_t rows = w.ne[1];
-  for (int64_t g = g_begin; g < g_end; ++g) {
-    uint8_t* grp = data + size_t(g) * group_stride;
-    std::memset(grp, 0, group_stride);  // padding rows: q, scales and d all 0
-    const int64_t r_end = std::min<int64_t>(PackedMatrix::kGroupRows, rows - g * PackedMatrix::kGroupRows);
-    for (int64_t r = 0; r < r_end; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ4_K*>(w.row(g * PackedMatrix::kGroupRows + r));
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ4_K& b = src[s];
-        uint8_t* o = grp + size_t(s) * PackedMatrix::kQ4KBlockBytes;
-        for (int i = 0; i < 8; ++i) {
-          for (int c = 0; c < 4; ++c)
-            for (int k = 0; k < 4; ++k)
-              o[i * 256 + c * 64 + 4 * r + k] =
-                  uint8_t(q4k_value(b, 32 * i + 4 * c + k) | (q4k_value(b, 32 * i + 16 + 4 * c + k) << 4));
-          int sc, m;
-          k4_scale_min(b.scales, i, &sc, &m);
-          o[kScOff + i * 16 + r] = uint8_t(sc);
-          o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
-        }
-        std::memcpy(o + kDOff + 2 * r, &b.d, 2);
-        std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
-      }
+  pack_kquant_groups<BlockQ4_K>(w, data, group_stride, PackedMatrix::kQ4KBlockBytes, g_begin, g_end,
+                                [](uint8_t* o, int r, const BlockQ4_K& b) {
+    for (int i = 0; i < 8; ++i) {
+      for (int c = 0; c < 4; ++c)
+        for (int k = 0; k < 4; ++k)
+          o[i * 256 + c * 64 + 4 * r + k] =
+              uint8_t(q4k_value(b, 32 * i + 4 * c + k) | (q4k_value(b, 32 * i + 16 + 4 * c + k) << 4));
+      int sc, m;
+      k4_scale_min(b.scales, i, &sc, &m);
+      o[kScOff + i * 16 + r] = uint8_t(sc);
+      o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
     }
-  }
+    std::memcpy(o + kDOff + 2 * r, &b.d, 2);
+    std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
+  });
 }
 
 #ifdef LARDER_Q4K_PACKED

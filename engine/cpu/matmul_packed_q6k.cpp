@@ -50,33 +50,22 @@ namespace packed_detail {
 
 void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end) {
-  const int nb = int(w.ne[0] / kQK_K);
-  const int64_t rows = w.ne[1];
-  for (int64_t g = g_begin; g < g_end; ++g) {
-    uint8_t* grp = data + size_t(g) * group_stride;
-    std::memset(grp, 0, group_stride);  // padding rows: q, scales and d all 0
-    const int64_t r_end = std::min<int64_t>(PackedMatrix::kGroupRows, rows - g * PackedMatrix::kGroupRows);
-    for (int64_t r = 0; r < r_end; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ6_K*>(w.row(g * PackedMatrix::kGroupRows + r));
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ6_K& b = src[s];
-        uint8_t* o = grp + size_t(s) * PackedMatrix::kQ6KBlockBytes;
-        for (int i2 = 0; i2 < 8; ++i2) {
-          for (int half = 0; half < 2; ++half) {
-            for (int c = 0; c < 4; ++c) {
-              for (int k = 0; k < 4; ++k) {
-                const int q = q6k_value(b, 32 * i2 + 16 * half + 4 * c + k);
-                o[i2 * 256 + c * 64 + 4 * r + k] |= uint8_t((q & 15) << (4 * half));
-                o[kHiOff + i2 * 128 + half * 64 + 4 * r + k] |= uint8_t((q >> 4) << (2 * c));
-              }
-            }
+  pack_kquant_groups<BlockQ6_K>(w, data, group_stride, PackedMatrix::kQ6KBlockBytes, g_begin, g_end,
+                                [](uint8_t* o, int r, const BlockQ6_K& b) {
+    for (int i2 = 0; i2 < 8; ++i2) {
+      for (int half = 0; half < 2; ++half) {
+        for (int c = 0; c < 4; ++c) {
+          for (int k = 0; k < 4; ++k) {
+            const int q = q6k_value(b, 32 * i2 + 16 * half + 4 * c + k);
+            o[i2 * 256 + c * 64 + 4 * r + k] |= uint8_t((q & 15) << (4 * half));
+            o[kHiOff + i2 * 128 + half * 64 + 4 * r + k] |= uint8_t((q >> 4) << (2 * c));
           }
         }
-        for (int i = 0; i < 16; ++i) o[kScOff + i * 16 + r] = uint8_t(b.scales[i]);
-        std::memcpy(o + kDOff + 2 * r, &b.d, 2);
       }
     }
-  }
+    for (int i = 0; i < 16; ++i) o[kScOff + i * 16 + r] = uint8_t(b.scales[i]);
+    std::memcpy(o + kDOff + 2 * r, &b.d, 2);
+  });
 }
 
 #ifdef LARDER_Q6K_PACKED

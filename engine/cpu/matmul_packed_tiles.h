@@ -7,10 +7,31 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/cpu/matmul_packed.h"
 
 namespace larder::packed_detail {
+
+// Packs groups [g_begin, g_end) of a K-quant matrix (blocks of 256): each
+// group's bytes zeroed (padding rows stay all 0: q, scales and d), then
+// pack_block(out, r, block) for every super-block of its real rows, out the
+// group's bytes for that super-block (block_bytes apart), r the row in the group.
+template <class Block, class Fn>
+void pack_kquant_groups(const WeightView& w, uint8_t* data, size_t group_stride, size_t block_bytes,
+                        int64_t g_begin, int64_t g_end, Fn&& pack_block) {
+  constexpr int kR = PackedMatrix::kGroupRows;
+  const int nb = int(w.ne[0] / 256);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    uint8_t* grp = data + size_t(g) * group_stride;
+    std::memset(grp, 0, group_stride);
+    const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
+    for (int64_t r = 0; r < r_end; ++r) {
+      const auto* src = reinterpret_cast<const Block*>(w.row(g * kR + r));
+      for (int s = 0; s < nb; ++s) pack_block(grp + size_t(s) * block_bytes, int(r), src[s]);
+    }
+  }
+}
 
 // A tile: (group bytes, token 0's activations, blocks per row, y at token 0
 // and the group's first row, y's row stride, rows of the group to write).

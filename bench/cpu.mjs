@@ -29,6 +29,7 @@ import fs from "node:fs";
 import path from "node:path";
 import {getLlama, LlamaLogLevel, readGgufFileInfo} from "node-llama-cpp";
 import {Daemon} from "../tests/e2e/daemon.mjs";
+import {streamCompletion} from "./larder_stream.mjs";
 
 function parseArgs(argv) {
     const a = {larder: "", threads: [1, 2], runs: 3, promptTokens: 512, decodeTokens: 64, contexts: [],
@@ -116,34 +117,9 @@ async function larderPrefill(base, prompt) {
     return performance.now() - t0;
 }
 
-// Streams n greedy tokens; returns {tokens, ms: first .. last chunk with a
-// choice, firstMs: request sent .. first such chunk}.
-async function larderDecode(base, prompt, n) {
-    const t0 = performance.now();
-    const r = await post(base, {prompt, max_tokens: n, temperature: 0, ignore_eos: true, stream: true,
-        stream_options: {include_usage: true}});
-    const reader = r.body.getReader();
-    const dec = new TextDecoder();
-    let buf = "", tFirst = 0, tLast = 0, tokens = 0;
-    for (;;) {
-        const {done, value} = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, {stream: true});
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-            const ev = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            if (!ev.startsWith("data: ") || ev === "data: [DONE]") continue;
-            const j = JSON.parse(ev.slice(6));
-            if (j.usage) tokens = j.usage.completion_tokens;
-            if (j.choices?.length) {
-                const now = performance.now();
-                if (!tFirst) tFirst = now;
-                tLast = now;
-            }
-        }
-    }
-    return {tokens, ms: tLast - tFirst, firstMs: tFirst - t0};
+// Streams n greedy tokens (EOS ignored): streamCompletion's timings.
+function larderDecode(base, prompt, n) {
+    return streamCompletion(base.url, {model: base.model, prompt, max_tokens: n, temperature: 0, ignore_eos: true});
 }
 
 async function benchLarder(args, file, shape, ids) {

@@ -16,6 +16,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import {Daemon} from "../tests/e2e/daemon.mjs";
+import {streamCompletion} from "./larder_stream.mjs";
 
 function parseArgs(argv) {
     const a = {larder: "", threads: 2, tokens: 192, runs: 3, models: []};
@@ -44,33 +45,6 @@ async function metric(d, name) {
     return l === undefined ? 0 : Number(l.split(" ")[1]);
 }
 
-// Streams one completion; returns {text, tokens, ms} (first chunk .. last).
-async function stream(d, body) {
-    const r = await fetch(`${d.baseURL}/completions`, {method: "POST", headers: {"content-type": "application/json"},
-        body: JSON.stringify({...body, stream: true, stream_options: {include_usage: true}})});
-    if (!r.ok) throw new Error(`larder ${r.status}: ${await r.text()}`);
-    const dec = new TextDecoder();
-    let buf = "", text = "", tokens = 0, t1 = 0, t2 = 0;
-    for await (const part of r.body) {
-        buf += dec.decode(part, {stream: true});
-        let i;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-            const ev = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            if (!ev.startsWith("data: ") || ev === "data: [DONE]") continue;
-            const j = JSON.parse(ev.slice(6));
-            if (j.usage) tokens = j.usage.completion_tokens;
-            if (j.choices?.length) {
-                const now = performance.now();
-                if (!t1) t1 = now;
-                t2 = now;
-                text += j.choices[0].text ?? "";
-            }
-        }
-    }
-    return {text, tokens, ms: t2 - t1};
-}
-
 const args = parseArgs(process.argv.slice(2));
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "larder-spec-"));
 const onConfig = path.join(dir, "on.toml");
@@ -97,10 +71,10 @@ try {
                     const body = {model: name, max_tokens: args.tokens, ignore_eos: true, ...make(r)};
                     const d0 = await metric(daemons.on, "larder_draft_tokens_total");
                     const a0 = await metric(daemons.on, "larder_draft_tokens_accepted_total");
-                    const on = await stream(daemons.on, body);
+                    const on = await streamCompletion(daemons.on.baseURL, body);
                     drafted += await metric(daemons.on, "larder_draft_tokens_total") - d0;
                     accepted += await metric(daemons.on, "larder_draft_tokens_accepted_total") - a0;
-                    const off = await stream(daemons.off, body);
+                    const off = await streamCompletion(daemons.off.baseURL, body);
                     if (on.text !== off.text) throw new Error(`${name} ${label}: the texts differ with drafts on and off`);
                     speed.on.push((on.tokens - 1) / (on.ms / 1000));
                     speed.off.push((off.tokens - 1) / (off.ms / 1000));

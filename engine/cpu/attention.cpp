@@ -8,12 +8,7 @@
 #include "engine/gguf/ggml_types.h"
 
 #if defined(__AVX512F__)
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 AVX-512 header false positives, see matmul.cpp.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "engine/cpu/simd.h"
 #endif
 
 namespace larder {

@@ -13,14 +13,7 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define LARDER_MATMUL_AVX512 1
-#include <immintrin.h>
-// GCC 12's AVX-512 headers initialise their "undefined" vectors from
-// themselves (`__m512 __Y = __Y;`), which -Wuninitialized reports at every
-// inlined intrinsic; the values are never read.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "engine/cpu/simd.h"
 #endif
 
 namespace larder {

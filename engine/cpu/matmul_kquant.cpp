@@ -7,11 +7,7 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define LARDER_KQUANT_AVX512 1
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"   // see matmul.cpp
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "engine/cpu/simd.h"
 #endif
 
 namespace larder {

@@ -17,15 +17,12 @@
 #include "engine/cpu/matmul_packed.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__)
-#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+
+#include "engine/cpu/simd.h"
 #define LARDER_AMX 1
 #endif
 

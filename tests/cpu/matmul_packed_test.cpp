@@ -167,35 +167,45 @@ TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][
   }
 }
 
+namespace {
+
+// The throughput benches' settings: an integer from the environment.
+int bench_env(const char* name, int def) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : def;
+}
+
+// GOP/s of `ops` operations in the best of 5 runs of fn.
+template <class Fn>
+double best_gops(double ops, Fn&& fn) {
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return ops / best / 1e9;
+}
+
+}  // namespace
+
 // Throughput of the packed kernel against the unpacked VNNI tiles on the
 // same matrix (printed, not asserted): LARDER_BENCH_K / _ROWS / _TOKENS.
 TEST_CASE("packed Q8_0 matmul throughput", "[.bench-q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
-  auto env = [](const char* name, int def) {
-    const char* v = std::getenv(name);
-    return v ? std::atoi(v) : def;
-  };
-  const int K = env("LARDER_BENCH_K", 2048), rows = env("LARDER_BENCH_ROWS", 8192);
+  const int K = bench_env("LARDER_BENCH_K", 2048), rows = bench_env("LARDER_BENCH_ROWS", 8192);
   std::mt19937 rng(1);
   Q8Matrix m{K, rows, random_blocks(size_t(rows) * (K / 32), rng, false)};
   const auto t_pack = std::chrono::steady_clock::now();
   const PackedMatrix p = PackedMatrix::pack(m.view());
   std::printf("pack %d x %d: %.1f ms\n", rows, K,
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_pack).count());
-  for (int n : {1, 4, 64, env("LARDER_BENCH_TOKENS", 512)}) {
+  for (int n : {1, 4, 64, bench_env("LARDER_BENCH_TOKENS", 512)}) {
     std::vector<float> x(size_t(n) * K);
     std::uniform_real_distribution<float> u(-1, 1);
     for (float& v : x) v = u(rng);
     std::vector<float> y(size_t(n) * rows);
-    auto time = [&](auto&& fn) {
-      double best = 1e30;
-      for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return 2.0 * n * double(rows) * K / best / 1e9;
-    };
+    auto time = [&](auto&& fn) { return best_gops(2.0 * n * double(rows) * K, fn); };
     MatmulInput in;
     in.prepare(GgmlType::kQ8_0, x.data(), n, K, Q8Path::kVnni);
     std::vector<Q8PackedAct> act(size_t(n) * (K / 32));
@@ -415,28 +425,16 @@ TEST_CASE("packed Q4_K parallel matmul: same bits for any thread count", "[cpu][
 
 TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
-  auto env = [](const char* name, int def) {
-    const char* v = std::getenv(name);
-    return v ? std::atoi(v) : def;
-  };
-  const int K = env("LARDER_BENCH_K", 2048), rows = env("LARDER_BENCH_ROWS", 8192);
+  const int K = bench_env("LARDER_BENCH_K", 2048), rows = bench_env("LARDER_BENCH_ROWS", 8192);
   std::mt19937 rng(1);
   const Q4KMatrix m = random_q4k(K, rows, rng, false);
   const PackedMatrix p = PackedMatrix::pack(m.view());
-  for (int n : {1, 4, 64, env("LARDER_BENCH_TOKENS", 512)}) {
+  for (int n : {1, 4, 64, bench_env("LARDER_BENCH_TOKENS", 512)}) {
     std::vector<float> x(size_t(n) * K);
     std::uniform_real_distribution<float> u(-1, 1);
     for (float& v : x) v = u(rng);
     std::vector<float> y(size_t(n) * rows);
-    auto time = [&](auto&& fn) {
-      double best = 1e30;
-      for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return 2.0 * n * double(rows) * K / best / 1e9;
-    };
+    auto time = [&](auto&& fn) { return best_gops(2.0 * n * double(rows) * K, fn); };
     MatmulInput in;
     const double packed = time([&] {
       in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni, /*packed=*/true);

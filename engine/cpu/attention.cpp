@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/cpu/attention_avx2.h"
 #include "engine/cpu/matmul.h"
 #include "engine/gguf/ggml_types.h"
 
@@ -95,6 +96,7 @@ const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off,
   return out;
 }
 
+#if defined(__AVX512F__)
 // n rows (values off .. off + hd of each) of a K or V block as f32: F32
 // blocks are read in place (*stride = kv_dim), F16 and Q8_0 ones widened
 // exactly into dst ([n][hd], *stride = hd; Q8_0 as d * q, one f32 product),
@@ -138,6 +140,7 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
   }
   return dst;
 }
+#endif
 
 #if defined(__AVX512F__)
 // ---- head_dim a multiple of 16 (every real model): query heads of one kv
@@ -340,6 +343,19 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
       const int nh = std::min({head_end - h, (kv + 1) * group - h, kMaxGroupHeads});
       attend_heads16(pool, layer, pages, pos, hd, size_t(kv) * hd, q + size_t(h) * hd, out + size_t(h) * hd,
                      nh, scores, stride);
+      h += nh;
+    }
+    return;
+  }
+#elif defined(LARDER_ATTENTION_AVX2)
+  if (attention_detail::heads8_supported(lay, hd)) {
+    static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
+    const size_t stride = attention_scores_floats(pos, lay.page_size) / kAttentionGroupHeads;
+    for (int h = head_begin; h < head_end;) {
+      const int kv = h / group;
+      const int nh = std::min({head_end - h, (kv + 1) * group - h, kAttentionGroupHeads});
+      attention_detail::attend_heads8(pool, layer, pages, pos, hd, size_t(kv) * hd, q + size_t(h) * hd,
+                                      out + size_t(h) * hd, nh, scores, stride);
       h += nh;
     }
     return;

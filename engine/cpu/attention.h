@@ -42,7 +42,8 @@ size_t attention_scores_floats(int max_pos, int page_size);
 // heads are written. scores: scratch of attention_scores_floats(pos, page_size)
 // floats. With AVX-512 and head_dim a multiple of 16 (at most 256) the query
 // heads of one kv head share a pass over its K/V, 16 positions at a time, with
-// a vectorized exp; the result is the same whatever the head range.
+// a vectorized exp (AVX2 builds: head_dim a multiple of 8, 8 positions at a
+// time, attention_avx2.cpp); the result is the same whatever the head range.
 void attend_token(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
                   const AttentionShape& shape, const float* q, float* out, float* scores,
                   int head_begin, int head_end);

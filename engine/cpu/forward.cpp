@@ -28,6 +28,8 @@ std::string cpu_numerics_id() {
   const char* isa = "avx512vnni";  // the packed int8 kernels (AMX, where used, gives the same bits)
 #elif defined(__AVX512F__)
   const char* isa = "avx512";      // Q8_0 by dequantize + FMA: other bits
+#elif defined(LARDER_PACKED_AVX2)
+  const char* isa = "avx2";        // the packed tiles' bits, the portable attention and F16 paths
 #else
   const char* isa = "scalar";
 #endif
@@ -215,7 +217,7 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
   std::unique_ptr<CpuForward> f(new CpuForward());
   f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
   Impl& m = *f->impl_;
-  if (m.q8_path == Q8Path::kVnni && q8_packed_supported()) {
+  if (m.q8_path == Q8Path::kInt8 && q8_packed_supported()) {
     // Repacked once at load (a copy the size of those matrices). The
     // mapping's pages the packing read are then dropped from this process
     // (GgufFile::drop_resident: they stay in the page cache, and the
@@ -236,7 +238,7 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
                    double(bytes) / (1 << 20));
   }
   spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,
-                m.q8_path == Q8Path::kVnni ? "vnni" : "dequant-fma");
+                m.q8_path == Q8Path::kInt8 ? "vnni" : "dequant-fma");
   return f;
 }
 

@@ -24,9 +24,11 @@ namespace larder {
 //   4 tokens:  vnni 174 GFLOP/s, dequant-fma 157 GFLOP/s
 //   64 tokens: vnni 169 GFLOP/s, dequant-fma 151 GFLOP/s
 // so VNNI is the default where the CPU has it.
+// On AVX2 builds (no VNNI) the int8 path runs in the packed kernels only,
+// which the forward pass uses for every Q8_0 matrix.
 Q8Path default_q8_path() {
-#if defined(LARDER_MATMUL_AVX512) && defined(__AVX512VNNI__)
-  return Q8Path::kVnni;
+#if (defined(LARDER_MATMUL_AVX512) && defined(__AVX512VNNI__)) || defined(LARDER_PACKED_AVX2)
+  return Q8Path::kInt8;
 #else
   return Q8Path::kDequantFma;
 #endif
@@ -451,7 +453,7 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   k_ = k;
   q8_path_ = q8_path;
   has_q8_0_ = has_pairs_ = has_packed_ = has_q8k_ = false;
-  if (n_tokens <= 0 || q8_path != Q8Path::kVnni) return;
+  if (n_tokens <= 0 || q8_path != Q8Path::kInt8) return;
   if (type == GgmlType::kQ8_0) {
     const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
     if (q8_0_.size() < need) q8_0_.resize(need);
@@ -471,7 +473,7 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
       has_pairs_ = true;
     }
 #endif
-  } else if (kquant_int_supported(type)) {
+  } else if (kquant_int_supported(type) || (packed && packed_type_supported(type))) {
     const size_t need = size_t(n_tokens) * (k / kQK_K);
     if (q8k_.size() < need) q8k_.resize(need);
     quantize_rows_q8k(x, n_tokens, k, q8k_.data());

@@ -18,12 +18,14 @@
 // Q8_0 has two paths:
 //   kDequantFma: each block's int8 weights are scaled by d (exact in f32) and
 //                multiplied with the f32 activations.
-//   kVnni:       llama.cpp ggml_vec_dot_q8_0_q8_0: the activations are first
+//   kInt8:       llama.cpp ggml_vec_dot_q8_0_q8_0: the activations are first
 //                quantized to Q8_0 blocks (quantize_rows_q8_0) and each block
-//                pair is an int8 dot product (AVX-512 VNNI vpdpbusd) scaled by
-//                d_w * d_x. Rounds the activations to 8 bits. One-token calls
-//                (decode) use a tile that forms the same int32 sums with fewer
-//                instructions and prefetches the next rows; same bits.
+//                pair is an exact int8 dot product (AVX-512 VNNI vpdpbusd; on
+//                AVX2 builds only through the packed kernels, matmul_packed.h)
+//                scaled by d_w * d_x. Rounds the activations to 8 bits.
+//                One-token calls (decode) use a tile that forms the same int32
+//                sums with fewer instructions and prefetches the next rows;
+//                same bits.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +40,7 @@ namespace larder {
 
 class ThreadPool;
 
-enum class Q8Path { kDequantFma, kVnni };
+enum class Q8Path { kDequantFma, kInt8 };
 
 // The Q8_0 path the forward pass uses (chosen by measurement, see matmul.cpp).
 Q8Path default_q8_path();
@@ -65,10 +67,11 @@ class MatmulInput {
  public:
   // Prepares x ([n_tokens][k] f32, k the weight's row length) for weights of
   // type `type` multiplied on q8_path:
-  //   Q8_0, kVnni:              Q8_0 blocks (quantize_rows_q8_0) and, for one
+  //   Q8_0, kInt8:              Q8_0 blocks (quantize_rows_q8_0) and, for one
   //                             token on a VNNI build, the decode tile's pairs;
-  //   Q4_K, Q5_K, Q6_K, kVnni:  256-value int8 blocks (quantize_rows_q8k) when
-  //                             the build has the integer kernels;
+  //   Q4_K, Q5_K, Q6_K, kInt8:  256-value int8 blocks (quantize_rows_q8k) when
+  //                             the build has the integer kernels (or
+  //                             packed ones for the type);
   //   anything else:            x as it is.
   // With `packed` (the weight is a PackedMatrix, matmul_packed.h), Q8_0, Q4_K
   // and Q6_K get the packed kernels' blocks instead of the decode pairs:
@@ -83,14 +86,14 @@ class MatmulInput {
   int n_tokens() const { return n_tokens_; }
   int k() const { return k_; }
   Q8Path q8_path() const { return q8_path_; }
-  // [n_tokens][k / 32]; null unless prepared for Q8_0 on kVnni.
+  // [n_tokens][k / 32]; null unless prepared for Q8_0 on kInt8.
   const BlockQ8_0* q8_0() const { return has_q8_0_ ? q8_0_.data() : nullptr; }
   // [(k / 32 + 1) / 2]; null unless q8_0() is set, n_tokens == 1 and the build has VNNI.
   const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
   // The activations of the repacked kernels (matmul_packed.h) for this type:
   // [n_tokens][k / 32] Q8PackedAct for Q8_0, [n_tokens][k / 256]
   // Q4KPackedAct for Q4_K, Q6KPackedAct for Q6_K; null unless
-  // prepared with `packed` for a packed_type_supported(type) on kVnni.
+  // prepared with `packed` for a packed_type_supported(type) on kInt8.
   const void* packed() const {
     if (!has_packed_) return nullptr;
     if (type_ == GgmlType::kQ4_K) return packed_q4k_.data();

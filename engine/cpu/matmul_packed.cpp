@@ -11,7 +11,7 @@
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/quant_blocks.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#ifdef LARDER_PACKED_AVX512
 #define LARDER_Q8_PACKED 1
 #include "engine/cpu/simd.h"
 #endif
@@ -19,7 +19,7 @@
 namespace larder {
 
 bool q8_packed_supported() {
-#ifdef LARDER_Q8_PACKED
+#if defined(LARDER_PACKED_AVX512) || defined(LARDER_PACKED_AVX2)
   return true;
 #else
   return false;
@@ -229,9 +229,11 @@ void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, f
       }
     }
   }
+#elif defined(LARDER_PACKED_AVX2)
+  packed_detail::matmul_q8_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
 #else
   (void)w; (void)x; (void)y; (void)y_stride;
-  assert(false && "the packed kernels need an AVX-512 VNNI build");
+  assert(false && "the packed kernels need an AVX-512 VNNI or AVX2 build");
 #endif
 }
 }  // namespace

@@ -54,11 +54,20 @@
 #include "engine/gguf/ggml_types.h"
 #include "engine/model/model.h"
 
+// Which tiles this build has: AVX-512 with VNNI (matmul_packed.cpp,
+// matmul_packed_q4k.cpp, matmul_packed_q6k.cpp) or, without it, AVX2 with FMA
+// and F16C (matmul_packed_avx2.cpp). Both give the same bits.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#define LARDER_PACKED_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define LARDER_PACKED_AVX2 1
+#endif
+
 namespace larder {
 
 class ThreadPool;
 
-// True when this build has the packed kernels (AVX-512 with VNNI).
+// True when this build has the packed kernels (AVX-512 with VNNI, or AVX2).
 bool q8_packed_supported();
 
 // One token's Q8_0 block as the packed kernel reads it: the 32 quants, the
@@ -164,6 +173,13 @@ void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end);
 void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end);
+// matmul_packed_avx2.cpp: the AVX2 tiles of the three types.
+void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
+                         int64_t row_begin, int64_t row_end);
+void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,
+                          int64_t row_begin, int64_t row_end);
+void matmul_q6k_rows_avx2(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y, int y_stride,
+                          int64_t row_begin, int64_t row_end);
 // matmul_packed_amx.cpp: true when this build has the AMX tile and the
 // kernel granted the tile state; the Q8_0 tile of 16 tokens x one group
 // (q: the group's bytes; x: token 0's blocks; y: token 0, the group's first row).

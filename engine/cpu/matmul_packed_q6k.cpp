@@ -8,7 +8,7 @@
 #include "engine/cpu/matmul_packed_tiles.h"
 #include "engine/gguf/quant_blocks.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#ifdef LARDER_PACKED_AVX512
 #define LARDER_Q6K_PACKED 1
 #include "engine/cpu/simd.h"
 #endif
@@ -148,9 +148,11 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q6K_PACKED
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+#elif defined(LARDER_PACKED_AVX2)
+  matmul_q6k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
 #else
   (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
-  assert(false && "the packed kernels need an AVX-512 VNNI build");
+  assert(false && "the packed kernels need an AVX-512 VNNI or AVX2 build");
 #endif
 }
 

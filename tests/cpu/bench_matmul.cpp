@@ -27,8 +27,8 @@ TEST_CASE("matmul throughput, 4096 x 4096", "[.bench]") {
     std::vector<uint8_t> data(row_bytes * kRows);
     for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(rng() & 0x3b);  // small finite values
     WeightView w{type, {K, kRows}, data.data(), row_bytes};
-    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) {
-      if (type != GgmlType::kQ8_0 && path == Q8Path::kVnni) continue;
+    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kInt8}) {
+      if (type != GgmlType::kQ8_0 && path == Q8Path::kInt8) continue;
       for (int n : {1, 4, 64}) {
         std::vector<float> x(size_t(n) * K), y(size_t(n) * kRows);
         for (float& v : x) v = u(rng);
@@ -39,7 +39,7 @@ TEST_CASE("matmul throughput, 4096 x 4096", "[.bench]") {
           best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         std::printf("%-5s %-11s tokens %2d: %7.1f GFLOP/s  %6.2f ms\n", ggml_type_name(type),
-                    type == GgmlType::kQ8_0 ? (path == Q8Path::kVnni ? "vnni" : "dequant-fma") : "",
+                    type == GgmlType::kQ8_0 ? (path == Q8Path::kInt8 ? "vnni" : "dequant-fma") : "",
                     n, 2.0 * n * K * kRows / best / 1e9, best * 1e3);
       }
     }

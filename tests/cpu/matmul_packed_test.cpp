@@ -39,14 +39,17 @@ struct Q8Matrix {
   }
 };
 
-// Random blocks: quants in [-128, 127] (or only the extremes), positive or
-// negative f16 scales of moderate size.
-std::vector<BlockQ8_0> random_blocks(size_t n, std::mt19937& rng, bool extremes) {
+// Random blocks: quants in [lo, 127] (or only the extremes), positive or
+// negative f16 scales of moderate size. Weights take every int8 (a GGUF file
+// may hold -128); activations lo = -127, as quantize_rows_q8_0 makes them
+// (d = max|x| / 127), which the AVX2 tiles rely on (matmul_packed_avx2.cpp).
+constexpr int kWeightLo = -128, kActLo = -127;
+std::vector<BlockQ8_0> random_blocks(size_t n, std::mt19937& rng, bool extremes, int lo = kWeightLo) {
   std::vector<BlockQ8_0> v(n);
   for (BlockQ8_0& b : v) {
     b.d = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));
     for (int8_t& q : b.qs) {
-      q = extremes ? int8_t((rng() & 1) ? 127 : -128) : int8_t(int(rng() % 256) - 128);
+      q = extremes ? int8_t((rng() & 1) ? 127 : lo) : int8_t(lo + int(rng() % unsigned(128 - lo)));
     }
   }
   return v;
@@ -90,7 +93,7 @@ std::vector<float> packed_product(const PackedMatrix& p, const std::vector<Block
 }  // namespace
 
 TEST_CASE("packed Q8_0 matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(77);
   struct Case { int K, rows; bool extremes; };
   for (const Case c : {Case{32, 16, false}, Case{64, 37, false}, Case{96, 5, false}, Case{256, 48, false},
@@ -101,12 +104,12 @@ TEST_CASE("packed Q8_0 matmul equals its scalar definition bit for bit", "[cpu][
     REQUIRE(p.rows() == c.rows);
     REQUIRE(p.n_groups() == (c.rows + 15) / 16);
     constexpr int kMaxTokens = 40;  // 6-token VNNI tiles, 16-token AMX tiles and their remainders
-    const std::vector<BlockQ8_0> x = random_blocks(size_t(kMaxTokens) * (c.K / 32), rng, c.extremes);
+    const std::vector<BlockQ8_0> x = random_blocks(size_t(kMaxTokens) * (c.K / 32), rng, c.extremes, kActLo);
     const std::vector<float> want = scalar_definition(m, x, kMaxTokens);
     // With AMX where this machine has it, and without.
     for (bool amx : {true, false}) {
       set_packed_amx(amx);
-      INFO((packed_amx_active() ? "AMX" : "AVX-512 VNNI") << " tiles");
+      INFO((packed_amx_active() ? "AMX" : "AVX-512 VNNI or AVX2") << " tiles");
       for (int n : {1, 2, 5, 6, 7, 14, 16, 17, 33, kMaxTokens}) {
         INFO("tokens=" << n);
         const std::vector<float> y = packed_product(p, x, n);
@@ -122,11 +125,11 @@ TEST_CASE("packed Q8_0 matmul equals its scalar definition bit for bit", "[cpu][
 }
 
 TEST_CASE("packed Q8_0 matmul is close to the double dot product", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(5);
   const int K = 512, rows = 24, n = 3, nb = K / 32;
   Q8Matrix m{K, rows, random_blocks(size_t(rows) * nb, rng, false)};
-  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false);
+  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false, kActLo);
   const std::vector<float> y = packed_product(PackedMatrix::pack(m.view()), x, n);
   for (int t = 0; t < n; ++t)
     for (int r = 0; r < rows; ++r) {
@@ -146,11 +149,11 @@ TEST_CASE("packed Q8_0 matmul is close to the double dot product", "[cpu][matmul
 }
 
 TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(9);
   const int K = 1024, rows = 1000, n = 9, nb = K / 32;  // 1000 = 62 groups + 8 rows
   Q8Matrix m{K, rows, random_blocks(size_t(rows) * nb, rng, false)};
-  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false);
+  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false, kActLo);
   ThreadPool one(1), three(3);
   const PackedMatrix p = PackedMatrix::pack(m.view()), p3 = PackedMatrix::pack(m.view(), &three);
   REQUIRE(p.bytes() == p3.bytes());
@@ -192,7 +195,7 @@ double best_gops(double ops, Fn&& fn) {
 // Throughput of the packed kernel against the unpacked VNNI tiles on the
 // same matrix (printed, not asserted): LARDER_BENCH_K / _ROWS / _TOKENS.
 TEST_CASE("packed Q8_0 matmul throughput", "[.bench-q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   const int K = bench_env("LARDER_BENCH_K", 2048), rows = bench_env("LARDER_BENCH_ROWS", 8192);
   std::mt19937 rng(1);
   Q8Matrix m{K, rows, random_blocks(size_t(rows) * (K / 32), rng, false)};
@@ -207,7 +210,7 @@ TEST_CASE("packed Q8_0 matmul throughput", "[.bench-q8packed]") {
     std::vector<float> y(size_t(n) * rows);
     auto time = [&](auto&& fn) { return best_gops(2.0 * n * double(rows) * K, fn); };
     MatmulInput in;
-    in.prepare(GgmlType::kQ8_0, x.data(), n, K, Q8Path::kVnni);
+    in.prepare(GgmlType::kQ8_0, x.data(), n, K, Q8Path::kInt8);
     std::vector<Q8PackedAct> act(size_t(n) * (K / 32));
     const double packed = time([&] {
       prepare_q8_packed_act(in.q8_0(), n, K, act.data());
@@ -369,13 +372,13 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
 }  // namespace
 
 TEST_CASE("packed Q4_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   check_against_definition(GgmlType::kQ4_K, 5, 41, &random_q4k, &q4k_definition, &prepare_q4k_packed_act);
 }
 
 TEST_CASE("packed Q4_K matmul is close to the double dot product of dequantized values",
           "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(3);
   const int K = 1024, rows = 20, n = 3, nb = K / 256;
   const Q4KMatrix m = random_q4k(K, rows, rng, false);
@@ -403,7 +406,7 @@ TEST_CASE("packed Q4_K matmul is close to the double dot product of dequantized 
 }
 
 TEST_CASE("packed Q4_K parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(13);
   const int K = 512, rows = 600, n = 7;
   const Q4KMatrix m = random_q4k(K, rows, rng, false);
@@ -424,7 +427,7 @@ TEST_CASE("packed Q4_K parallel matmul: same bits for any thread count", "[cpu][
 }
 
 TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   const int K = bench_env("LARDER_BENCH_K", 2048), rows = bench_env("LARDER_BENCH_ROWS", 8192);
   std::mt19937 rng(1);
   const Q4KMatrix m = random_q4k(K, rows, rng, false);
@@ -437,11 +440,11 @@ TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
     auto time = [&](auto&& fn) { return best_gops(2.0 * n * double(rows) * K, fn); };
     MatmulInput in;
     const double packed = time([&] {
-      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni, /*packed=*/true);
+      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kInt8, /*packed=*/true);
       matmul_packed_rows(p, in.packed(), n, y.data(), rows, 0, rows);
     });
     const double unpacked = time([&] {
-      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kVnni);
+      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kInt8);
       matmul_rows(m.view(), in, y.data(), rows, 0, rows);
     });
     std::printf("Q4_K %4d tokens: packed %6.1f GOP/s, unpacked %6.1f GOP/s (one thread)\n", n, packed, unpacked);
@@ -505,13 +508,13 @@ std::vector<float> q6k_packed_product(const PackedMatrix& p, const std::vector<B
 }  // namespace
 
 TEST_CASE("packed Q6_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   check_against_definition(GgmlType::kQ6_K, 4, 61, &random_q6k, &q6k_definition, &prepare_q6k_packed_act);
 }
 
 TEST_CASE("packed Q6_K matmul is close to the double dot product of dequantized values",
           "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI in this build");
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(8);
   const int K = 1024, rows = 20, n = 3, nb = K / 256;
   const Q6KMatrix m = random_q6k(K, rows, rng, false);

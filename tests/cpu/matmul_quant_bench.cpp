@@ -37,10 +37,10 @@ TEST_CASE("quantized matmul throughput, 4096 x 4096", "[.bench-quant]") {
       for (size_t f : {size_t(0), size_t(2), bb - 4, bb - 2}) std::memcpy(&data[off + f], &small, 2);
     }
     WeightView w{type, {K, kRows}, data.data(), row_bytes};
-    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) {
-      // kVnni: int8 activations for Q8_0 and Q4_K / Q5_K / Q6_K.
+    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kInt8}) {
+      // kInt8: int8 activations for Q8_0 and Q4_K / Q5_K / Q6_K.
       const bool k_int = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
-      if (type != GgmlType::kQ8_0 && !k_int && path == Q8Path::kVnni) continue;
+      if (type != GgmlType::kQ8_0 && !k_int && path == Q8Path::kInt8) continue;
       for (int n : {1, 4, 64}) {
         std::vector<float> x(size_t(n) * K), y(size_t(n) * kRows);
         for (float& v : x) v = u(rng);
@@ -51,7 +51,7 @@ TEST_CASE("quantized matmul throughput, 4096 x 4096", "[.bench-quant]") {
           best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         std::printf("%-5s %-11s tokens %2d: %7.1f GFLOP/s %6.1f GB/s %7.2f ms\n", ggml_type_name(type),
-                    type == GgmlType::kQ8_0 || k_int ? (path == Q8Path::kVnni ? "int8" : "dequant-fma") : "",
+                    type == GgmlType::kQ8_0 || k_int ? (path == Q8Path::kInt8 ? "int8" : "dequant-fma") : "",
                     n, 2.0 * n * K * kRows / best / 1e9, double(data.size()) / best / 1e9, best * 1e3);
       }
     }

@@ -60,9 +60,9 @@ std::vector<uint8_t> random_matrix(GgmlType t, int rows, int K, std::mt19937& rn
   return m;
 }
 
-bool is_int8_type(GgmlType t) {
-  return t == GgmlType::kQ4_K || t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
-}
+// The K-quants that take int8 activations on kInt8 (unpacked: where the
+// build has the integer kernels; AVX2 builds have them packed only).
+bool is_int8_type(GgmlType t) { return kquant_int_supported(t); }
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
                            GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K,
@@ -75,9 +75,9 @@ TEST_CASE("quantized matmul matches a double reference", "[cpu][matmul][quant]")
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (GgmlType t : kTypes) {
-    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) {
-      // kVnni: Q4_K/Q5_K/Q6_K take int8 activations (other types ignore it).
-      const bool int8 = path == Q8Path::kVnni && is_int8_type(t);
+    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kInt8}) {
+      // kInt8: Q4_K/Q5_K/Q6_K take int8 activations (other types ignore it).
+      const bool int8 = path == Q8Path::kInt8 && is_int8_type(t);
       INFO(ggml_type_name(t) << (int8 ? " int8 activations" : " f32 activations"));
       REQUIRE(matmul_type_supported(t));
       std::vector<uint8_t> data = random_matrix(t, kRows, K, rng);
@@ -148,8 +148,8 @@ TEST_CASE("quantized matmul rows do not depend on batch or row range", "[cpu][ma
   constexpr int K = 512, kRows = 11, kTokens = 10;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  for (GgmlType t : kTypes) for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) {
-    INFO(ggml_type_name(t) << (path == Q8Path::kVnni ? " vnni" : " dequant-fma"));
+  for (GgmlType t : kTypes) for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kInt8}) {
+    INFO(ggml_type_name(t) << (path == Q8Path::kInt8 ? " vnni" : " dequant-fma"));
     std::vector<uint8_t> data = random_matrix(t, kRows, K, rng);
     const WeightView w{t, {K, kRows}, data.data(), ggml_row_size(t, K)};
     std::vector<float> x(size_t(kTokens) * K);
@@ -243,7 +243,7 @@ TEST_CASE("int8 k-quant matmul: extreme quants and scales stay exact", "[cpu][ma
         x[2 * K + k] = k % 2 ? 2.0f : -2.0f;
       }
       std::vector<float> y(size_t(kTokens) * kRows);
-      multiply(w, x.data(), kTokens, y.data(), kRows, 0, kRows, Q8Path::kVnni);
+      multiply(w, x.data(), kTokens, y.data(), kRows, 0, kRows, Q8Path::kInt8);
       std::vector<BlockQ8K> xq(size_t(kTokens) * K / 256);
       quantize_rows_q8k(x.data(), kTokens, K, xq.data());
       std::vector<float> wr(K);
@@ -288,8 +288,8 @@ TEST_CASE("parallel matmul gives the same bits for any chunk size and thread cou
     const WeightView w{t, {K, kRows}, data.data(), ggml_row_size(t, K)};
     std::vector<float> x(size_t(kMaxTokens) * K);
     for (float& v : x) v = u(rng);
-    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kVnni}) for (int n : {1, 3, kMaxTokens}) {
-      INFO(ggml_type_name(t) << (path == Q8Path::kVnni ? " vnni" : " dequant-fma") << " tokens " << n);
+    for (Q8Path path : {Q8Path::kDequantFma, Q8Path::kInt8}) for (int n : {1, 3, kMaxTokens}) {
+      INFO(ggml_type_name(t) << (path == Q8Path::kInt8 ? " vnni" : " dequant-fma") << " tokens " << n);
       MatmulInput in;
       in.prepare(t, x.data(), n, K, path);
       std::vector<float> ref(size_t(n) * kRows);

@@ -166,12 +166,12 @@ TEST_CASE("matmul of every weight type against a double reference", "[cpu][matmu
   std::vector<Case> cases;
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16})
     for (int K : {64, 172, 100, 16, 7}) cases.push_back({t, K, 37, Q8Path::kDequantFma});
-  for (Q8Path p : {Q8Path::kDequantFma, Q8Path::kVnni})
+  for (Q8Path p : {Q8Path::kDequantFma, Q8Path::kInt8})
     for (int K : {32, 64, 96, 256}) cases.push_back({GgmlType::kQ8_0, K, 37, p});
 
   for (const Case& c : cases) {
     INFO(type_label(c.type) << " K=" << c.K << " rows=" << c.rows
-                            << (c.path == Q8Path::kVnni ? " vnni" : ""));
+                            << (c.path == Q8Path::kInt8 ? " vnni" : ""));
     const TestMatrix m = make_matrix(c.type, c.K, c.rows, rng);
     const WeightView w = m.view();
     constexpr int kMaxTokens = 9;
@@ -194,7 +194,7 @@ TEST_CASE("matmul of every weight type against a double reference", "[cpu][matmu
         double tol = 1e-6 + c.K * 6e-8 * abs_sum;
         // VNNI rounds each activation to its block's step d_x = max|x| / 127 (|x| < 1 here):
         // |err| <= sum|w| * d_x / 2 (+ the f16 rounding of d_x, 2^-11 relative).
-        if (c.type == GgmlType::kQ8_0 && c.path == Q8Path::kVnni) tol += w_abs * (1.0 / 127) * 0.51 + 1e-3 * abs_sum;
+        if (c.type == GgmlType::kQ8_0 && c.path == Q8Path::kInt8) tol += w_abs * (1.0 / 127) * 0.51 + 1e-3 * abs_sum;
         REQUIRE(std::fabs(double(y[size_t(t) * c.rows + r]) - ref) <= tol);
       }
 

@@ -1,0 +1,369 @@
+// The packed Q8_0, Q4_K and Q6_K tiles for CPUs with AVX2, FMA and F16C but
+// no AVX-512 VNNI (AMD Zen 2 / Zen 3, Intel Haswell .. Alder Lake builds).
+// Same layouts as matmul_packed.h, read as two 32-byte halves per 64-byte
+// vector: half 0 holds rows 0-7 of a group, half 1 rows 8-15. Same
+// arithmetic, hence the same bits as the AVX-512 tiles: the exact int32
+// block sums are formed with vpmaddubsw (u8 x s8 pairs into int16) and
+// vpmaddwd (int16 pairs into int32), whose bounds are stated at each use so
+// that nothing saturates, then the same fmas in the same order.
+#include "engine/cpu/matmul_packed.h"
+
+#ifdef LARDER_PACKED_AVX2
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "engine/gguf/quant_blocks.h"
+
+namespace larder::packed_detail {
+
+namespace {
+
+constexpr int kHalfRows = 8;
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256i load32(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// The 8 bytes at p widened to int32 lanes (signed or unsigned), then each
+// lane's value into both of its int16 halves: vpmaddwd's (v, v) pairs.
+inline __m256i pair16_u8(const uint8_t* p) {
+  const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+inline __m256i pair16_s8(const uint8_t* p) {
+  const __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+// Lanes [0, n) of v to y (n <= 8).
+inline void store_rows(float* y, __m256 v, int n) {
+  if (n >= kHalfRows) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float tmp[kHalfRows];
+  _mm256_store_ps(tmp, v);
+  std::memcpy(y, tmp, sizeof(float) * size_t(std::max(n, 0)));
+}
+
+template <int T, int H>
+inline void store_tile(const __m256 (&acc)[T][H], float* y, int y_stride, int rows) {
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h)
+      if (rows > kHalfRows * h) store_rows(y + size_t(t) * y_stride + kHalfRows * h, acc[t][h], rows - kHalfRows * h);
+}
+
+// A tile: T tokens x H consecutive halves from half `half0` of the group at
+// `grp` (halves may run into the next groups, group_stride apart); x: token
+// 0's blocks; y: token 0 at the tile's first row; writes `rows` rows.
+template <class Act>
+using HalfTileFn = void (*)(const uint8_t* grp, size_t group_stride, int half0, const Act* x, int nb,
+                            float* y, int y_stride, int rows);
+
+// Rows [row_begin, row_end) in tiles of up to kT tokens x kH halves, tokens
+// in blocks whose activations stay in L2 while the weights stream past.
+template <class Act, int kT, int kH>
+void run_half_tiles(const HalfTileFn<Act> (&tiles)[kT][kH], const PackedMatrix& w, const Act* x, int n_tokens,
+                    float* y, int y_stride, int64_t row_begin, int64_t row_end) {
+  assert(row_begin % PackedMatrix::kGroupRows == 0);
+  constexpr size_t kActBlockBytes = 512 * 1024;
+  const int nb = w.n_blocks();
+  const int64_t h_begin = row_begin / kHalfRows, h_end = (row_end + kHalfRows - 1) / kHalfRows;
+  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Act)));
+  block = std::max(kT, block / kT * kT);
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t h0 = h_begin; h0 < h_end; h0 += kH) {
+      const int H = int(std::min<int64_t>(kH, h_end - h0));
+      const int rows = int(std::min<int64_t>(kHalfRows * H, row_end - kHalfRows * h0));
+      const uint8_t* grp = w.group(h0 / 2);
+      for (int t0 = tb; t0 < te; t0 += kT) {
+        const int T = std::min(kT, te - t0);
+        tiles[T - 1][H - 1](grp, w.group_stride(), int(h0 % 2), x + size_t(t0) * nb, nb,
+                            y + size_t(t0) * y_stride + kHalfRows * h0, y_stride, rows);
+      }
+    }
+  }
+}
+
+// ---- Q8_0 ----------------------------------------------------------------
+//
+// The weights are stored as w + 128 (u8, for vpdpbusd); here w = stored ^ 0x80
+// again, and w * x is formed as |w| (u8, 0..128) times x with w's sign
+// (vpsignb; x in [-127, 127] as quantize_rows_q8_0 makes it, so the negation
+// is exact): each vpmaddubsw pair is at most 2 * 128 * 127 = 32512 < 2^15.
+template <int T, int H>
+void q8_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
+             int y_stride, int rows) {
+  const uint8_t* q[H];
+  const uint8_t* s[H];
+  for (int h = 0; h < H; ++h) {
+    const int hh = half0 + h;
+    const uint8_t* g = grp + size_t(hh / 2) * group_stride;
+    q[h] = g + 32 * (hh % 2);
+    s[h] = g + size_t(nb) * PackedMatrix::kBlockQuantBytes + 16 * (hh % 2);
+  }
+  const __m256i flip = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
+  __m256 acc[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const size_t off = size_t(b) * PackedMatrix::kBlockQuantBytes;
+    if constexpr (T <= 2) {  // decode and short verification: stream the weights once
+      for (int h = 0; h < H; ++h) {
+        if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
+        const char* pf = reinterpret_cast<const char*>(q[h] + off + 4 * PackedMatrix::kBlockQuantBytes);
+        for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+    }
+    __m256i is[T][H];
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) is[t][h] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i wv[H], aw[H];
+      for (int h = 0; h < H; ++h) {
+        wv[h] = _mm256_xor_si256(load32(q[h] + off + size_t(j) * PackedMatrix::kChunkBytes), flip);
+        aw[h] = _mm256_abs_epi8(wv[h]);
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m256i xv = bcast4(x[size_t(t) * nb + b].qs + 4 * j);
+        for (int h = 0; h < H; ++h) {
+          const __m256i p = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(xv, wv[h]));
+          is[t][h] = _mm256_add_epi32(is[t][h], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    __m256 dw[H];
+    for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
+      for (int h = 0; h < H; ++h)
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
+    }
+  }
+  store_tile(acc, y, y_stride, rows);
+}
+
+// Prefill: up to 3 tokens x 2 halves; decode: 4 halves (two groups).
+constexpr int kQ8T = 3, kQ8H = 4;
+#define LARDER_H4(T) {&q8_tile<T, 1>, &q8_tile<T, 2>, &q8_tile<T, 3>, &q8_tile<T, 4>}
+constexpr HalfTileFn<Q8PackedAct> kQ8Tiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
+#undef LARDER_H4
+
+// ---- Q4_K ----------------------------------------------------------------
+//
+// Quants 0..15 (u8) times x (any int8): a vpmaddubsw pair is at most
+// 2 * 15 * 128 = 3840 in size, and the 8 of one 32-value sub-block (4
+// vectors, low and high nibbles) sum to at most 30720 < 2^15 in int16; vpmaddwd with
+// (sc, sc) then gives sc * (the sub-block's dot product) per row, exactly.
+constexpr size_t kQ4KScOff = 2048, kQ4KMinOff = 2176, kQ4KDOff = 2304, kQ4KDminOff = 2336;
+
+template <int T, int H>
+void q4k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q4KPackedAct* x, int nb, float* y,
+              int y_stride, int rows) {
+  static_assert(H <= 2, "a K-quant tile stays within one group");
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
+  for (int s = 0; s < nb; ++s) {
+    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ4KBlockBytes;
+    __m256i S[T][H];
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) S[t][h] = _mm256_setzero_si256();
+    for (int i = 0; i < 8; ++i) {
+      if constexpr (T <= 2) {  // decode: the super-block after next, 5 lines per step
+        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ4KBlockBytes + i * 320);
+        for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+      __m256i P[T][H];
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h) P[t][h] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        __m256i lo[H], hi[H];
+        for (int h = 0; h < H; ++h) {
+          const __m256i v = load32(b + i * 256 + c * 64 + 32 * (half0 + h));
+          lo[h] = _mm256_and_si256(v, m4);
+          hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+        for (int t = 0; t < T; ++t) {
+          const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * c;
+          const __m256i xa = bcast4(q), xb = bcast4(q + 16);
+          for (int h = 0; h < H; ++h)
+            P[t][h] = _mm256_add_epi16(P[t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
+                                                                 _mm256_maddubs_epi16(hi[h], xb)));
+        }
+      }
+      for (int h = 0; h < H; ++h) {
+        const __m256i sc = pair16_u8(b + kQ4KScOff + i * 16 + 8 * (half0 + h));
+        for (int t = 0; t < T; ++t) S[t][h] = _mm256_add_epi32(S[t][h], _mm256_madd_epi16(P[t][h], sc));
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      const int hh = half0 + h;
+      __m256i mp[4];
+      for (int k = 0; k < 4; ++k)
+        mp[k] = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQ4KMinOff + 32 * k + 16 * hh)));
+      const __m256 dw = load_f16x8(b + kQ4KDOff + 16 * hh), dm = load_f16x8(b + kQ4KDminOff + 16 * hh);
+      for (int t = 0; t < T; ++t) {
+        const Q4KPackedAct& a = x[size_t(t) * nb + s];
+        __m256i mn = _mm256_setzero_si256();
+        for (int k = 0; k < 4; ++k) mn = _mm256_add_epi32(mn, _mm256_madd_epi16(mp[k], _mm256_set1_epi32(a.xs_pairs[k])));
+        const __m256 dx = _mm256_set1_ps(a.d);
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t][h]), _mm256_mul_ps(dw, dx), acc[t][h]);
+        acc[t][h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mn), _mm256_mul_ps(dm, dx), acc[t][h]);
+      }
+    }
+  }
+  store_tile(acc, y, y_stride, rows);
+}
+
+constexpr int kQ4KT = 2, kQ4KH = 2;
+constexpr HalfTileFn<Q4KPackedAct> kQ4KTiles[kQ4KT][kQ4KH] = {{&q4k_tile<1, 1>, &q4k_tile<1, 2>},
+                                                               {&q4k_tile<2, 1>, &q4k_tile<2, 2>}};
+
+// ---- Q6_K ----------------------------------------------------------------
+//
+// Quants 0..63 (u8) times x (any int8): a vpmaddubsw pair is at most
+// 2 * 63 * 128 = 16128 in size, two vectors of one 16-value sub-block sum to
+// at most 32256 < 2^15;
+// vpmaddwd with (sc, sc) (sc int8) gives sc times their dot product, and
+// sc * (-32 xs) is added once per sub-block: S is the same integer as the
+// AVX-512 tile's.
+constexpr size_t kQ6KHiOff = 2048, kQ6KScOff = 3072, kQ6KDOff = 3328;
+
+// Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (the rest is masked).
+template <int C>
+inline __m256i hi_bits(__m256i h) {
+  if constexpr (C == 0) return _mm256_slli_epi32(h, 4);
+  if constexpr (C == 1) return _mm256_slli_epi32(h, 2);
+  if constexpr (C == 2) return h;
+  return _mm256_srli_epi32(h, 2);
+}
+
+template <int T, int H, int C>
+inline void q6k_chunk(const uint8_t* b, int i2, int half0, const __m256i (&h0)[H], const __m256i (&h1)[H],
+                      const Q6KPackedAct* x, int nb, int s, __m256i (&A)[T][H], __m256i (&B)[T][H]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  __m256i qa[H], qb[H];
+  for (int h = 0; h < H; ++h) {
+    const __m256i v = load32(b + i2 * 256 + C * 64 + 32 * (half0 + h));
+    qa[h] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hi_bits<C>(h0[h]), m30));
+    qb[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hi_bits<C>(h1[h]), m30));
+  }
+  for (int t = 0; t < T; ++t) {
+    const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i2 + 4 * C;
+    const __m256i xa = bcast4(q), xb = bcast4(q + 16);
+    for (int h = 0; h < H; ++h) {
+      A[t][h] = _mm256_add_epi16(A[t][h], _mm256_maddubs_epi16(qa[h], xa));
+      B[t][h] = _mm256_add_epi16(B[t][h], _mm256_maddubs_epi16(qb[h], xb));
+    }
+  }
+}
+
+template <int T, int H>
+void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KPackedAct* x, int nb, float* y,
+              int y_stride, int rows) {
+  static_assert(H <= 2, "a K-quant tile stays within one group");
+  __m256 acc[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
+  for (int s = 0; s < nb; ++s) {
+    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ6KBlockBytes;
+    __m256i S[T][H];
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) S[t][h] = _mm256_setzero_si256();
+    for (int i2 = 0; i2 < 8; ++i2) {
+      if constexpr (T <= 2) {  // decode: the super-block after next, 7 lines per step
+        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ6KBlockBytes + i2 * 448);
+        for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+      __m256i h0[H], h1[H], sa[H], sb[H];
+      for (int h = 0; h < H; ++h) {
+        const int hh = half0 + h;
+        h0[h] = load32(b + kQ6KHiOff + i2 * 128 + 32 * hh);
+        h1[h] = load32(b + kQ6KHiOff + i2 * 128 + 64 + 32 * hh);
+        sa[h] = pair16_s8(b + kQ6KScOff + 2 * i2 * 16 + 8 * hh);
+        sb[h] = pair16_s8(b + kQ6KScOff + (2 * i2 + 1) * 16 + 8 * hh);
+      }
+      // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), two vectors at a time in int16.
+      __m256i A[T][H], B[T][H];
+      auto fold = [&] {
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < H; ++h) {
+            S[t][h] = _mm256_add_epi32(S[t][h], _mm256_add_epi32(_mm256_madd_epi16(A[t][h], sa[h]),
+                                                                 _mm256_madd_epi16(B[t][h], sb[h])));
+            A[t][h] = B[t][h] = _mm256_setzero_si256();
+          }
+      };
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h) A[t][h] = B[t][h] = _mm256_setzero_si256();
+      q6k_chunk<T, H, 0>(b, i2, half0, h0, h1, x, nb, s, A, B);
+      q6k_chunk<T, H, 1>(b, i2, half0, h0, h1, x, nb, s, A, B);
+      fold();
+      q6k_chunk<T, H, 2>(b, i2, half0, h0, h1, x, nb, s, A, B);
+      q6k_chunk<T, H, 3>(b, i2, half0, h0, h1, x, nb, s, A, B);
+      fold();
+      for (int h = 0; h < H; ++h) {
+        // sc (sign-extended int32 in each lane's low half) times -32 xs.
+        const __m256i sa32 = _mm256_srai_epi32(_mm256_slli_epi32(sa[h], 16), 16);
+        const __m256i sb32 = _mm256_srai_epi32(_mm256_slli_epi32(sb[h], 16), 16);
+        for (int t = 0; t < T; ++t) {
+          const Q6KPackedAct& a = x[size_t(t) * nb + s];
+          S[t][h] = _mm256_add_epi32(S[t][h], _mm256_add_epi32(
+              _mm256_mullo_epi32(sa32, _mm256_set1_epi32(a.neg_32xs[2 * i2])),
+              _mm256_mullo_epi32(sb32, _mm256_set1_epi32(a.neg_32xs[2 * i2 + 1]))));
+        }
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      const __m256 dw = load_f16x8(b + kQ6KDOff + 16 * (half0 + h));
+      for (int t = 0; t < T; ++t) {
+        const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + s].d);
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t][h]), _mm256_mul_ps(dw, dx), acc[t][h]);
+      }
+    }
+  }
+  store_tile(acc, y, y_stride, rows);
+}
+
+constexpr int kQ6KT = 2, kQ6KH = 2;
+constexpr HalfTileFn<Q6KPackedAct> kQ6KTiles[kQ6KT][kQ6KH] = {{&q6k_tile<1, 1>, &q6k_tile<1, 2>},
+                                                               {&q6k_tile<2, 1>, &q6k_tile<2, 2>}};
+
+}  // namespace
+
+void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
+                         int64_t row_begin, int64_t row_end) {
+  if (n_tokens == 1) {  // decode: the widest tile
+    constexpr HalfTileFn<Q8PackedAct> kDecode[1][kQ8H] = {{kQ8Tiles[0][0], kQ8Tiles[0][1], kQ8Tiles[0][2], kQ8Tiles[0][3]}};
+    run_half_tiles(kDecode, w, x, 1, y, y_stride, row_begin, row_end);
+    return;
+  }
+  constexpr HalfTileFn<Q8PackedAct> kPrefill[kQ8T][2] = {
+      {kQ8Tiles[0][0], kQ8Tiles[0][1]}, {kQ8Tiles[1][0], kQ8Tiles[1][1]}, {kQ8Tiles[2][0], kQ8Tiles[2][1]}};
+  run_half_tiles(kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
+}
+
+void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,
+                          int64_t row_begin, int64_t row_end) {
+  run_half_tiles(kQ4KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+}
+
+void matmul_q6k_rows_avx2(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y, int y_stride,
+                          int64_t row_begin, int64_t row_end) {
+  run_half_tiles(kQ6KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+}
+
+}  // namespace larder::packed_detail
+
+#endif  // LARDER_PACKED_AVX2

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/cpu/attention_avx2.h"
+#include "engine/cpu/attention_detail.h"
 #include "engine/cpu/matmul.h"
 #include "engine/gguf/ggml_types.h"
 
@@ -197,18 +197,6 @@ inline __m512 hsum16x16(__m512 v[16]) {
 
 constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
 
-// The next page's rows of one kv head, into L1 while this page is computed:
-// a page is page_size short strided runs (one per position) that the
-// hardware prefetcher does not run ahead on.
-inline void prefetch_rows(const void* block, const KvLayout& lay, size_t off, int hd) {
-  const size_t row = lay.row_bytes();
-  const size_t elem_off = lay.dtype == KvDtype::kQ8_0 ? off / 32 * 34 : off * (lay.dtype == KvDtype::kF16 ? 2 : 4);
-  const size_t bytes = lay.dtype == KvDtype::kQ8_0 ? size_t(hd) / 32 * 34 : size_t(hd) * (lay.dtype == KvDtype::kF16 ? 2 : 4);
-  const char* b = static_cast<const char*>(block) + elem_off;
-  for (int j = 0; j < lay.page_size; ++j)
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + size_t(j) * row + o, _MM_HINT_T0);
-}
-
 // Heads [h0, h0 + nh) of one kv head (at offset off of a K/V row).
 // scores: nh x stride floats, stride >= pos + 1 rounded up to 16.
 void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd,
@@ -222,7 +210,7 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
     const void* kb = pool.k_block(pages[pi], layer);
-    if (pi + 1 < n_pages) prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
+    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
                                     // may run past the page, into slots the next block rewrites
@@ -268,7 +256,7 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
     const void* vb = pool.v_block(pages[pi], layer);
-    if (pi + 1 < n_pages) prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
+    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;
       const int nk = std::min(16, n_slots - j0);
@@ -348,7 +336,7 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
     return;
   }
 #elif defined(LARDER_ATTENTION_AVX2)
-  if (attention_detail::heads8_supported(lay, hd)) {
+  if (attention_detail::heads8_supported(hd)) {
     static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
     const size_t stride = attention_scores_floats(pos, lay.page_size) / kAttentionGroupHeads;
     for (int h = head_begin; h < head_end;) {

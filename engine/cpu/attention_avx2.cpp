@@ -11,7 +11,7 @@
 //   sum     = hsum8(8-lane sums of e over p in blocks of 8, in order)
 //   out_h   = (sum_p e_p v_p, one FMA per p in increasing p) * (1 / sum)
 // K/V are read in the page dtype (F16 widened exactly to f32, Q8_0 as d * q).
-#include "engine/cpu/attention_avx2.h"
+#include "engine/cpu/attention_detail.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
 
@@ -93,22 +93,12 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
   return dst;
 }
 
-// The next page's rows of one kv head, into L1 while this page is computed.
-inline void prefetch_rows(const void* block, const KvLayout& lay, size_t off, int hd) {
-  const size_t row = lay.row_bytes();
-  const size_t elem_off = lay.dtype == KvDtype::kQ8_0 ? off / 32 * 34 : off * (lay.dtype == KvDtype::kF16 ? 2 : 4);
-  const size_t bytes = lay.dtype == KvDtype::kQ8_0 ? (size_t(hd) + 31) / 32 * 34 : size_t(hd) * (lay.dtype == KvDtype::kF16 ? 2 : 4);
-  const char* b = static_cast<const char*>(block) + elem_off;
-  for (int j = 0; j < lay.page_size; ++j)
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + size_t(j) * row + o, _MM_HINT_T0);
-}
 
 constexpr int kBlock = 8;
 
 }  // namespace
 
-bool heads8_supported(const KvLayout& lay, int hd) {
-  (void)lay;
+bool heads8_supported(int hd) {
   return hd % 8 == 0 && hd <= 256;
 }
 
@@ -123,7 +113,7 @@ void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pag
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
     const void* kb = pool.k_block(pages[pi], layer);
-    if (pi + 1 < n_pages) prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
+    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += kBlock) {
       const int p0 = pi * ps + j0;  // its 8 lanes may run past the page, into slots the next block rewrites
       const int nk = std::min(kBlock, n_slots - j0);
@@ -169,7 +159,7 @@ void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pag
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
     const void* vb = pool.v_block(pages[pi], layer);
-    if (pi + 1 < n_pages) prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
+    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += kBlock) {
       const int p0 = pi * ps + j0;
       const int nk = std::min(kBlock, n_slots - j0);

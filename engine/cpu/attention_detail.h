@@ -1,0 +1,48 @@
+// What attend_token's vector passes share (attention.cpp: AVX-512,
+// attention_avx2.cpp: AVX2 with FMA and F16C, no AVX-512). Private to
+// engine/cpu.
+#pragma once
+
+#include <xmmintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "engine/kv/page_pool.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
+#define LARDER_ATTENTION_AVX2 1
+#endif
+
+namespace larder::attention_detail {
+
+// Prefetches one kv head's rows (values off .. off + hd) of a whole page into
+// L1 while the page before is computed: a page is page_size short strided
+// runs (one per position) that the hardware prefetcher does not run ahead on.
+inline void prefetch_rows(const void* block, const KvLayout& lay, size_t off, int hd) {
+  const size_t row = lay.row_bytes();
+  const bool q8 = lay.dtype == KvDtype::kQ8_0;
+  const size_t elem = lay.dtype == KvDtype::kF16 ? 2 : 4;
+  const size_t elem_off = q8 ? off / 32 * 34 : off * elem;
+  const size_t bytes = q8 ? (size_t(hd) + 31) / 32 * 34 : size_t(hd) * elem;
+  const char* b = static_cast<const char*>(block) + elem_off;
+  for (int j = 0; j < lay.page_size; ++j)
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + size_t(j) * row + o, _MM_HINT_T0);
+}
+
+// The AVX2 pass (attention_avx2.cpp).
+
+// Query heads sharing one pass over their kv head's K/V.
+constexpr int kMaxHeads = 4;
+
+// True when attend_heads8 takes heads of this size (a multiple of 8, <= 256).
+bool heads8_supported(int hd);
+
+// Heads [0, nh) of q (nh <= kMaxHeads, all of one kv head at offset `off` of
+// a K/V row) over positions 0..pos into out ([nh][hd]). scores: nh x stride
+// floats, stride >= pos + 1 rounded up to 16, plus 16.
+void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd, size_t off,
+                   const float* q, float* out, int nh, float* scores, size_t stride);
+
+}  // namespace larder::attention_detail

@@ -16,6 +16,20 @@ namespace larder {
 
 namespace {
 
+// A tile's scores are rows of scores_stride floats; tiles are sized so that
+// all of them (tokens x kAttentionGroupHeads rows) fit in this many bytes,
+// about half of a server core's L2, but never fewer tokens than
+// kMinTileTokens (at 32k positions a row is 128 KiB).
+constexpr size_t kTileScoreBytes = size_t(1) << 20;
+constexpr size_t kMinTileTokens = 4;
+constexpr size_t kMaxHeadDim = 256;  // the vector passes' bound (CpuForward::create checks it)
+
+// Floats of one query head's scores for positions up to max_pos: whole pages,
+// plus 16 for the last 16-lane block's overhang, rounded up to 16.
+size_t scores_stride(int max_pos, int page_size) {
+  return size_t((max_pos / page_size + 1) * page_size + 16) / 16 * 16;
+}
+
 // dot(a, b) over n values in a fixed order (16-lane partial sums when n is a
 // multiple of 16, else one sequential float sum).
 inline float dot_f32(const float* a, const float* b, int n) {
@@ -196,51 +210,64 @@ inline __m512 hsum16x16(__m512 v[16]) {
 }
 
 constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
+constexpr int kMaxRows = kMaxGroupHeads * kAttentionTileTokens;
 
-// Heads [h0, h0 + nh) of one kv head (at offset off of a K/V row).
-// scores: nh x stride floats, stride >= pos + 1 rounded up to 16.
-void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd,
-                    size_t off, const float* q, float* out, int nh, float* scores, size_t stride) {
+// Heads [0, nh) (q and out at the first head's slice) of one kv head (at
+// offset off of a K/V row), for nt consecutive tokens at positions
+// pos0 .. pos0 + nt - 1: token t's heads at q + t * q_stride, out likewise.
+// Every 16-row K/V block is widened once and used by all nt * nh query rows
+// (row r = t * nh + h); each row keeps the arithmetic above, so a token's
+// output does not depend on nt. scratch: nt * nh rows of `stride` floats
+// (stride >= pos0 + nt rounded up to 16, plus 16), then nt * nh * hd floats.
+void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
+                   size_t off, const float* q, size_t q_stride, float* out, int nh, float* scratch,
+                   size_t stride) {
   const KvLayout& lay = pool.layout();
-  const int ps = lay.page_size, n_pages = pos / ps + 1, nc = hd / 16;
+  const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1, nc = hd / 16;
+  const int rows = nt * nh;
   const float scale = float(1.0 / std::sqrt(double(hd)));
-  alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16
-  __m512 mx[kMaxGroupHeads];
-  for (int h = 0; h < nh; ++h) mx[h] = _mm512_set1_ps(-INFINITY);
+  float* accs = scratch + size_t(rows) * stride;  // [rows][hd] V sums
+  alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16 / Q8_0
+  __m512 mx[kMaxRows];
+  for (int r = 0; r < rows; ++r) mx[r] = _mm512_set1_ps(-INFINITY);
   for (int pi = 0; pi < n_pages; ++pi) {
-    const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
+    const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const void* kb = pool.k_block(pages[pi], layer);
     if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
                                     // may run past the page, into slots the next block rewrites
       const int nk = std::min(16, n_slots - j0);
-      const __mmask16 m = __mmask16((1u << nk) - 1u);
       size_t kstride = 0;
       const float* k = rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
                                 conv, &kstride);
-      for (int h = 0; h < nh; ++h) {
-        const float* qh = q + size_t(h) * hd;
-        __m512 part[16];
-        for (int j = 0; j < 16; ++j) {
-          if (j >= nk) { part[j] = _mm512_setzero_ps(); continue; }
-          const float* kj = k + size_t(j) * kstride;
-          __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kj));
-          for (int c = 1; c < nc; ++c)
-            acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc);
-          part[j] = acc;
+      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
+        const int nkt = std::min(nk, pos0 + t - p0 + 1);
+        const __mmask16 m = __mmask16((1u << nkt) - 1u);
+        for (int h = 0; h < nh; ++h) {
+          const int r = t * nh + h;
+          const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
+          __m512 part[16];
+          for (int j = 0; j < 16; ++j) {
+            if (j >= nkt) { part[j] = _mm512_setzero_ps(); continue; }
+            const float* kj = k + size_t(j) * kstride;
+            __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kj));
+            for (int c = 1; c < nc; ++c)
+              acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc);
+            part[j] = acc;
+          }
+          const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
+          _mm512_storeu_ps(scratch + size_t(r) * stride + p0, sc);
+          mx[r] = _mm512_mask_max_ps(mx[r], m, mx[r], sc);
         }
-        const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
-        _mm512_storeu_ps(scores + size_t(h) * stride + p0, sc);
-        mx[h] = _mm512_mask_max_ps(mx[h], m, mx[h], sc);
       }
     }
   }
-  const int n_pos = pos + 1;
-  float inv[kMaxGroupHeads];
-  for (int h = 0; h < nh; ++h) {
-    float* s = scores + size_t(h) * stride;
-    const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mx[h]));
+  float inv[kMaxRows];
+  for (int r = 0; r < rows; ++r) {
+    const int n_pos = pos0 + r / nh + 1;
+    float* s = scratch + size_t(r) * stride;
+    const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
     __m512 sum = _mm512_setzero_ps();
     for (int p = 0; p < n_pos; p += 16) {
       const __mmask16 m = n_pos - p >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n_pos - p)) - 1u);
@@ -248,13 +275,11 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
       _mm512_storeu_ps(s + p, e);
       sum = _mm512_add_ps(sum, e);
     }
-    inv[h] = 1.0f / _mm512_reduce_add_ps(sum);
+    inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
+    std::fill_n(accs + size_t(r) * hd, hd, 0.0f);
   }
-  __m512 acc[kMaxGroupHeads][16];  // hd <= 256
-  for (int h = 0; h < nh; ++h)
-    for (int c = 0; c < nc; ++c) acc[h][c] = _mm512_setzero_ps();
   for (int pi = 0; pi < n_pages; ++pi) {
-    const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
+    const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const void* vb = pool.v_block(pages[pi], layer);
     if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
@@ -263,27 +288,44 @@ void attend_heads16(const PagePool& pool, int layer, std::span<const int32_t> pa
       size_t vstride = 0;
       const float* v = rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
                                 conv, &vstride);
-      for (int h = 0; h < nh; ++h) {
-        const float* e = scores + size_t(h) * stride + p0;
-        for (int j = 0; j < nk; ++j) {
-          const __m512 ej = _mm512_set1_ps(e[j]);
-          for (int c = 0; c < nc; ++c)
-            acc[h][c] = _mm512_fmadd_ps(ej, _mm512_loadu_ps(v + size_t(j) * vstride + 16 * c), acc[h][c]);
+      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
+        const int nkt = std::min(nk, pos0 + t - p0 + 1);
+        for (int h = 0; h < nh; ++h) {
+          const int r = t * nh + h;
+          const float* e = scratch + size_t(r) * stride + p0;
+          float* a = accs + size_t(r) * hd;
+          __m512 acc[16];  // hd <= 256
+          for (int c = 0; c < nc; ++c) acc[c] = _mm512_loadu_ps(a + 16 * c);
+          for (int j = 0; j < nkt; ++j) {
+            const __m512 ej = _mm512_set1_ps(e[j]);
+            for (int c = 0; c < nc; ++c)
+              acc[c] = _mm512_fmadd_ps(ej, _mm512_loadu_ps(v + size_t(j) * vstride + 16 * c), acc[c]);
+          }
+          for (int c = 0; c < nc; ++c) _mm512_storeu_ps(a + 16 * c, acc[c]);
         }
       }
     }
   }
-  for (int h = 0; h < nh; ++h)
+  for (int r = 0; r < rows; ++r) {
+    float* o = out + size_t(r / nh) * q_stride + size_t(r % nh) * hd;
+    const float* a = accs + size_t(r) * hd;
     for (int c = 0; c < nc; ++c)
-      _mm512_storeu_ps(out + size_t(h) * hd + 16 * c, _mm512_mul_ps(acc[h][c], _mm512_set1_ps(inv[h])));
+      _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), _mm512_set1_ps(inv[r])));
+  }
 }
 #endif
 
 }  // namespace
 
-size_t attention_scores_floats(int max_pos, int page_size) {
-  const size_t per_head = size_t((max_pos / page_size + 1) * page_size + 16) / 16 * 16;
-  return per_head * kAttentionGroupHeads;
+int attention_tile_tokens(int max_pos, int page_size) {
+  const size_t row_bytes = scores_stride(max_pos, page_size) * sizeof(float);
+  const size_t fit = kTileScoreBytes / (row_bytes * kAttentionGroupHeads);
+  return int(std::clamp<size_t>(fit, kMinTileTokens, kAttentionTileTokens));
+}
+
+size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
+  const size_t rows = size_t(std::clamp(n_tokens, 1, kAttentionTileTokens)) * kAttentionGroupHeads;
+  return rows * (scores_stride(max_pos, page_size) + kMaxHeadDim);
 }
 
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
@@ -308,9 +350,13 @@ void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos
   }
 }
 
-void attend_token(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
-                  const AttentionShape& shape, const float* q, float* out, float* scores,
-                  int head_begin, int head_end) {
+namespace {
+
+// One token at pos: the AVX2 pass, the paths for small heads and the scalar
+// code. scores: attention_scratch_floats(pos, page_size, 1) floats.
+void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
+                const AttentionShape& shape, const float* q, float* out, float* scores,
+                int head_begin, int head_end) {
   const KvLayout& lay = pool.layout();
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_head_kv;
@@ -322,23 +368,10 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
   static thread_local std::vector<float> widened;
   if (widened.size() < size_t(lay.page_size) * size_t(hd)) widened.resize(size_t(lay.page_size) * size_t(hd));
   if (!f16 && !f32 && hd > 256) return;  // CpuForward::create refuses such models
-#if defined(__AVX512F__)
-  if (hd % 16 == 0 && hd <= 256 && (lay.dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
-    static_assert(kMaxGroupHeads == kAttentionGroupHeads);
-    const size_t stride = attention_scores_floats(pos, lay.page_size) / kAttentionGroupHeads;
-    for (int h = head_begin; h < head_end;) {
-      const int kv = h / group;
-      const int nh = std::min({head_end - h, (kv + 1) * group - h, kMaxGroupHeads});
-      attend_heads16(pool, layer, pages, pos, hd, size_t(kv) * hd, q + size_t(h) * hd, out + size_t(h) * hd,
-                     nh, scores, stride);
-      h += nh;
-    }
-    return;
-  }
-#elif defined(LARDER_ATTENTION_AVX2)
+#if defined(LARDER_ATTENTION_AVX2)
   if (attention_detail::heads8_supported(hd)) {
     static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
-    const size_t stride = attention_scores_floats(pos, lay.page_size) / kAttentionGroupHeads;
+    const size_t stride = scores_stride(pos, lay.page_size);
     for (int h = head_begin; h < head_end;) {
       const int kv = h / group;
       const int nh = std::min({head_end - h, (kv + 1) * group - h, kAttentionGroupHeads});
@@ -425,6 +458,38 @@ void attend_token(const PagePool& pool, int layer, std::span<const int32_t> page
     }
     for (int i = 0; i < hd; ++i) oh[i] *= inv;
   }
+}
+
+}  // namespace
+
+void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int n_tokens,
+                   const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
+                   int head_end) {
+  const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  const size_t q_stride = size_t(shape.n_head) * hd;
+#if defined(__AVX512F__)
+  const KvLayout& lay = pool.layout();
+  if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (lay.dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
+    static_assert(kMaxGroupHeads == kAttentionGroupHeads);
+    const size_t stride = scores_stride(pos0 + n_tokens - 1, lay.page_size);
+    for (int t0 = 0; t0 < n_tokens; t0 += kAttentionTileTokens) {
+      const int nt = std::min(kAttentionTileTokens, n_tokens - t0);
+      for (int h = head_begin; h < head_end;) {
+        const int kv = h / group;
+        const int nh = std::min({head_end - h, (kv + 1) * group - h, kMaxGroupHeads});
+        const size_t at = size_t(t0) * q_stride + size_t(h) * hd;
+        attend_tile16(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride, out + at, nh,
+                      scratch, stride);
+        h += nh;
+      }
+    }
+    return;
+  }
+#endif
+  (void)group;
+  for (int t = 0; t < n_tokens; ++t)
+    attend_one(pool, layer, pages, pos0 + t, shape, q + size_t(t) * q_stride, out + size_t(t) * q_stride, scratch,
+               head_begin, head_end);
 }
 
 }  // namespace larder

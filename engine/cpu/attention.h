@@ -33,19 +33,41 @@ void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos
 
 // Query heads attended in one pass over their kv head's K/V.
 constexpr int kAttentionGroupHeads = 4;
+// Tokens of one sequence attended in one pass over K/V (a prefill tile).
+constexpr int kAttentionTileTokens = 16;
 
-// Floats of attend_token's scratch for positions up to max_pos.
-size_t attention_scores_floats(int max_pos, int page_size);
+// Tokens per attention tile for positions up to max_pos: as many as keep a
+// tile's scores (tokens x kAttentionGroupHeads rows of ~max_pos floats)
+// within 1 MiB, so they stay in L2; at least 4, at most
+// kAttentionTileTokens.
+int attention_tile_tokens(int max_pos, int page_size);
 
-// Attention of one token at `pos` for query heads [head_begin, head_end).
-// q: [n_head][head_dim] (after RoPE); out: [n_head][head_dim], only the given
-// heads are written. scores: scratch of attention_scores_floats(pos, page_size)
-// floats. With AVX-512 and head_dim a multiple of 16 (at most 256) the query
-// heads of one kv head share a pass over its K/V, 16 positions at a time, with
-// a vectorized exp (AVX2 builds: head_dim a multiple of 8, 8 positions at a
-// time, attention_avx2.cpp); the result is the same whatever the head range.
-void attend_token(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
-                  const AttentionShape& shape, const float* q, float* out, float* scores,
-                  int head_begin, int head_end);
+// Floats of scratch attend_tokens needs for n_tokens tokens (counted up to
+// kAttentionTileTokens) at positions up to max_pos.
+size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens);
+
+// Attention of n_tokens consecutive tokens of one sequence, at positions
+// pos0 .. pos0 + n_tokens - 1 (their K/V already written), for query heads
+// [head_begin, head_end). q: [n_tokens][n_head][head_dim] (after RoPE); out:
+// the same shape, only the given heads written. scratch:
+// attention_scratch_floats(pos0 + n_tokens - 1, page_size, n_tokens) floats.
+// With AVX-512 and head_dim a multiple of 16 (at most 256) the query heads of
+// one kv head and up to kAttentionTileTokens tokens share a pass over its K/V,
+// 16 positions at a time, each 16-position block widened from the page dtype
+// once for all of them; this reads K/V once per tile instead of once per
+// token, which is what prefill at a long context is bound by. Every (token,
+// head) keeps its own fixed arithmetic, so the result has the same bits
+// whatever n_tokens, the head range or the thread. AVX2 builds (head_dim a
+// multiple of 8, attention_avx2.cpp) and small heads take one token at a time.
+void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int n_tokens,
+                   const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
+                   int head_end);
+
+// attend_tokens of the one token at pos (a decode step).
+inline void attend_token(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
+                         const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
+                         int head_end) {
+  attend_tokens(pool, layer, pages, pos, 1, shape, q, out, scratch, head_begin, head_end);
+}
 
 }  // namespace larder

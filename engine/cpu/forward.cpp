@@ -105,8 +105,11 @@ struct CpuForward::Impl {
   // Q8_0, Q4_K and Q6_K matrices repacked for the int8 kernels (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
-  std::vector<float> scores;     // (n_threads, max pos + 1 rounded up to page_size)
+  std::vector<float> scores;     // (n_threads, attention_scratch_floats)
   size_t scores_stride = 0;
+  struct Tile { int first, n; };  // batch[first, first + n): one sequence, consecutive positions
+  std::vector<Tile> tiles;
+  int tile_tokens = 1;           // attention_tile_tokens of this batch
   std::vector<int> want;         // batch indices of the tokens with want_logits
 
   // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
@@ -133,20 +136,38 @@ void CpuForward::Impl::attention(std::span<const BatchToken> batch,
   const int n = int(batch.size());
   int64_t macs = 0;
   for (const BatchToken& t : batch) macs += int64_t(t.pos + 1) * 2 * hp.q_dim();
+  // Tiles: runs of batch tokens of one sequence at consecutive positions (a
+  // prefill chunk), up to tile_tokens each; a decode step's tokens are tiles
+  // of one. Head chunks: up to kAttentionGroupHeads query heads of one kv head.
+  tiles.clear();
+  for (int i = 0; i < n; ++i) {
+    const bool extends = !tiles.empty() && tiles.back().n < tile_tokens &&
+                         batch[i].seq == batch[i - 1].seq && batch[i].pos == batch[i - 1].pos + 1;
+    if (extends) {
+      ++tiles.back().n;
+    } else {
+      tiles.push_back({i, 1});
+    }
+  }
+  const int group = hp.n_head / hp.n_head_kv;
+  const int chunks_per_kv = (group + kAttentionGroupHeads - 1) / kAttentionGroupHeads;
+  const int64_t n_tiles = int64_t(tiles.size());
+  // Items are (head chunk, tile) pairs, chunk-major: consecutive items read
+  // the same kv head's K/V.
   auto run = [&](int64_t b, int64_t e, int thread) {
     float* sc = scores.data() + size_t(thread) * scores_stride;
-    // Items are (token, head) pairs, token-major.
-    for (int64_t it = b; it < e;) {
-      const int ti = int(it / hp.n_head);
-      const int h0 = int(it % hp.n_head);
-      const int h1 = int(std::min<int64_t>(hp.n_head, h0 + (e - it)));
-      const BatchToken& t = batch[ti];
-      attend_token(pool, layer, seqs[t.seq].pages, t.pos, shape, q.data() + size_t(ti) * hp.q_dim(),
-                   att.data() + size_t(ti) * hp.q_dim(), sc, h0, h1);
-      it += h1 - h0;
+    for (int64_t it = b; it < e; ++it) {
+      const int chunk = int(it / n_tiles);
+      const Tile& tile = tiles[size_t(it % n_tiles)];
+      const int h0 = chunk / chunks_per_kv * group + chunk % chunks_per_kv * kAttentionGroupHeads;
+      const int h1 = std::min(h0 + kAttentionGroupHeads, (chunk / chunks_per_kv + 1) * group);
+      const BatchToken& t = batch[tile.first];
+      attend_tokens(pool, layer, seqs[t.seq].pages, t.pos, tile.n, shape,
+                    q.data() + size_t(tile.first) * hp.q_dim(), att.data() + size_t(tile.first) * hp.q_dim(), sc,
+                    h0, h1);
     }
   };
-  const int64_t items = int64_t(n) * hp.n_head;
+  const int64_t items = int64_t(hp.n_head_kv) * chunks_per_kv * n_tiles;
   if (macs < kParallelMinMacs || threads.n_threads() == 1) {
     run(0, items, 0);
   } else {
@@ -278,7 +299,8 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
   grow(m.rope_cos, size_t(n) * half_rot);
   grow(m.rope_sin, size_t(n) * half_rot);
   const int ps = m.pool.layout().page_size;
-  const size_t need_scores = attention_scores_floats(max_pos, ps);
+  m.tile_tokens = attention_tile_tokens(max_pos, ps);
+  const size_t need_scores = attention_scratch_floats(max_pos, ps, std::min(n, m.tile_tokens));
   if (need_scores > m.scores_stride) {
     m.scores_stride = need_scores;
     m.scores.assign(m.scores_stride * m.threads.n_threads(), 0.0f);

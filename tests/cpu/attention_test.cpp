@@ -1,6 +1,7 @@
 // attend_token against a double-precision softmax attention over the same
-// K/V values (as stored: F32 or F16-rounded), and its independence from the
-// head range it is called with.
+// K/V values (as stored: F32, F16-rounded or Q8_0), and its independence from
+// the head range and from the tile of tokens (attend_tokens) it is called
+// with.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -60,7 +61,7 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
     }
     std::vector<float> q(size_t(c.n_head) * c.head_dim);
     for (float& x : q) x = nd(rng);
-    std::vector<float> scores(attention_scores_floats(max_pos, c.page_size));
+    std::vector<float> scores(attention_scratch_floats(max_pos, c.page_size, kAttentionTileTokens));
     const int group = c.n_head / c.n_head_kv;
     for (int pos : {0, 1, 15, 16, 17, 63, 100, max_pos}) {
       INFO("pos " << pos);
@@ -97,6 +98,28 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
       attend_token(*pool, 0, pages, pos, shape, q.data(), odd.data(), scores.data(), 0, cut);
       attend_token(*pool, 0, pages, pos, shape, q.data(), odd.data(), scores.data(), cut, c.n_head);
       REQUIRE(std::memcmp(odd.data(), out.data(), out.size() * sizeof(float)) == 0);
+    }
+    // A tile of consecutive tokens (a prefill chunk) gives each token the
+    // bits it gets alone: tiles starting inside and at a page, crossing page
+    // ends, longer than kAttentionTileTokens, and cut into head ranges.
+    const size_t qd = size_t(c.n_head) * c.head_dim;
+    std::vector<float> qs(qd * 40);
+    for (float& x : qs) x = nd(rng);
+    struct Tile { int pos0, n; };
+    for (const Tile t : {Tile{0, 1}, Tile{0, 16}, Tile{3, 5}, Tile{15, 2}, Tile{16, 16}, Tile{30, 40},
+                         Tile{max_pos - 20, 21}, Tile{max_pos - 2, 3}}) {
+      INFO("tile at " << t.pos0 << " of " << t.n);
+      std::vector<float> alone(qd * t.n, NAN), tiled(qd * t.n, NAN), cut_tiled(qd * t.n, NAN);
+      for (int i = 0; i < t.n; ++i)
+        attend_token(*pool, 0, pages, t.pos0 + i, shape, qs.data() + qd * i, alone.data() + qd * i,
+                     scores.data(), 0, c.n_head);
+      attend_tokens(*pool, 0, pages, t.pos0, t.n, shape, qs.data(), tiled.data(), scores.data(), 0, c.n_head);
+      REQUIRE(std::memcmp(tiled.data(), alone.data(), tiled.size() * sizeof(float)) == 0);
+      const int cut = std::min(c.n_head - 1, group + 1);
+      attend_tokens(*pool, 0, pages, t.pos0, t.n, shape, qs.data(), cut_tiled.data(), scores.data(), 0, cut);
+      attend_tokens(*pool, 0, pages, t.pos0, t.n, shape, qs.data(), cut_tiled.data(), scores.data(), cut,
+                    c.n_head);
+      REQUIRE(std::memcmp(cut_tiled.data(), alone.data(), cut_tiled.size() * sizeof(float)) == 0);
     }
   }
 }

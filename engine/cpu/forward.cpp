@@ -21,7 +21,9 @@ namespace larder {
 //    (matmul_packed.h); attention
 //    of head_dim % 16 == 0 with 16 positions at a time and a vectorized exp
 //    (attention.cpp) (2026-12-02).
-constexpr int kCpuArithmeticVersion = 3;
+// 4: F16 matrices repacked (AVX-512 builds): one f32 fma chain per output in
+//    k order instead of 16 lane sums and a horizontal add (2026-12-02).
+constexpr int kCpuArithmeticVersion = 4;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -102,7 +104,7 @@ struct CpuForward::Impl {
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
-  // Q8_0, Q4_K and Q6_K matrices repacked for the int8 kernels (matmul_packed.h), by
+  // Q8_0, Q4_K, Q6_K (and, AVX-512, F16) matrices repacked (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
   std::vector<float> scores;     // (n_threads, attention_scratch_floats)
@@ -122,6 +124,10 @@ struct CpuForward::Impl {
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
   const auto it = packed.find(w.data);
   const bool is_packed = it != packed.end();
+  if (is_packed && w.type == GgmlType::kF16) {  // the packed F16 kernels read the f32 rows
+    matmul_packed_parallel(threads, it->second, in, n, y, int(w.ne[1]));
+    return;
+  }
   act.prepare(w.type, in, n, int(w.ne[0]), q8_path, is_packed);
   if (is_packed) {
     matmul_packed_parallel(threads, it->second, act.packed(), n, y, int(w.ne[1]));
@@ -255,7 +261,7 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
       for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) pack(*w);
     }
     if (!m.packed.empty())
-      spdlog::info("cpu forward: {} matrices repacked for the int8 kernels ({:.1f} MiB)", m.packed.size(),
+      spdlog::info("cpu forward: {} matrices repacked for the packed kernels ({:.1f} MiB)", m.packed.size(),
                    double(bytes) / (1 << 20));
   }
   spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,

@@ -51,6 +51,9 @@ void set_packed_amx(bool enabled) { g_amx_enabled = enabled; }
 bool packed_amx_active() { return g_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable(); }
 
 bool packed_type_supported(GgmlType t) {
+#ifdef LARDER_PACKED_AVX512
+  if (t == GgmlType::kF16) return true;
+#endif
   return q8_packed_supported() && (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K);
 }
 
@@ -63,6 +66,7 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   const int nb = p.n_blocks();
   const size_t raw = w.type == GgmlType::kQ4_K   ? size_t(nb) * kQ4KBlockBytes
                      : w.type == GgmlType::kQ6_K ? size_t(nb) * kQ6KBlockBytes
+                     : w.type == GgmlType::kF16  ? size_t(nb) * kGroupRows * sizeof(uint16_t)
                                                  : size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
   p.group_stride_ = (raw + 63) / 64 * 64;
   void* mem = std::aligned_alloc(64, std::max<size_t>(64, p.bytes()));
@@ -75,6 +79,10 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
     }
     if (p.type_ == GgmlType::kQ6_K) {
       packed_detail::pack_q6k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
+    }
+    if (p.type_ == GgmlType::kF16) {
+      packed_detail::pack_f16_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
     for (int64_t g = gb; g < ge; ++g) {
@@ -249,6 +257,8 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
   } else if (w.type() == GgmlType::kQ6_K) {
     packed_detail::matmul_q6k_rows(w, static_cast<const Q6KPackedAct*>(x), n_tokens, y, y_stride,
                                    row_begin, row_end);
+  } else if (w.type() == GgmlType::kF16) {
+    packed_detail::matmul_f16_rows(w, static_cast<const float*>(x), n_tokens, y, y_stride, row_begin, row_end);
   } else {
     matmul_q8_rows(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   }

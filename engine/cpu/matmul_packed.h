@@ -1,5 +1,6 @@
 // Q8_0, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
-// GEMV (decode): rows interleaved 16 to a 64-byte vector, so that one
+// GEMV (decode), and F16 ones for the f32 FMA kernels: rows interleaved 16 to
+// a vector, so that one
 // vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
 // reduced across lanes (llama.cpp repacks Q4_0 the same way for AVX2 / ARM,
 // "q4_0_8x8").
@@ -42,6 +43,13 @@
 // of sub-block i (Q8_K's bsums):
 //   S   = sum_i sc_i * (sum_{j<16} q_j x_q,j - 32 xs_i)   (exact int32)
 //   acc = fma(float(S), d * d_x, acc)  per super-block in order, from 0.
+//
+// F16 layout (AVX-512 builds), per group: K vectors of 16 f16 values (32
+// bytes), vector k holding w[r][k] of the group's 16 rows at word r (padding
+// rows +0). F16 arithmetic, per output, with the f32 activations x as they are
+// (no quantization):
+//   acc = fma(float(w[r][k]), x[t][k], acc)   for k = 0, 1, ... K-1, from 0
+// one f32 chain per output in k order (f16 -> f32 is exact).
 //
 // The same sequence runs whatever the number of tokens, the tile, the row
 // range or the thread: prefill, decode and restored pages give the same bits.
@@ -122,8 +130,8 @@ class PackedMatrix {
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0, Q4_K or Q6_K matrix (w.ne[0] = K, a multiple of the block
-  // size; w.ne[1] rows), reading it once. With a pool the groups are shared
+  // Repacks a Q8_0, Q4_K, Q6_K or (AVX-512 builds) F16 matrix (w.ne[0] = K, a
+  // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).
   static PackedMatrix pack(const WeightView& w, ThreadPool* pool = nullptr);
@@ -131,8 +139,10 @@ class PackedMatrix {
   GgmlType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int k() const { return k_; }
-  // Blocks per row: of 32 values (Q8_0) or 256 (Q4_K, Q6_K).
-  int n_blocks() const { return k_ / (type_ == GgmlType::kQ8_0 ? kQ8_0BlockSize : 256); }
+  // Blocks per row: of 32 values (Q8_0), 256 (Q4_K, Q6_K) or 1 (F16).
+  int n_blocks() const {
+    return type_ == GgmlType::kF16 ? k_ : k_ / (type_ == GgmlType::kQ8_0 ? kQ8_0BlockSize : 256);
+  }
   int64_t n_groups() const { return (rows_ + kGroupRows - 1) / kGroupRows; }
   size_t group_stride() const { return group_stride_; }
   size_t bytes() const { return size_t(n_groups()) * group_stride_; }
@@ -154,7 +164,8 @@ class PackedMatrix {
 // y[t][r] for r in [row_begin, row_end), t in [0, n_tokens); row_begin a
 // multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
 // prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0),
-// Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K). y: [n_tokens][y_stride].
+// Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K), or the f32 rows themselves
+// ([n_tokens][K], F16). y: [n_tokens][y_stride].
 void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
                         int64_t row_begin, int64_t row_end);
 
@@ -173,6 +184,10 @@ void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end);
 void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end);
+// matmul_packed_f16.cpp.
+void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
+void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
+                     int64_t row_begin, int64_t row_end);
 // matmul_packed_avx2.cpp: the AVX2 tiles of the three types.
 void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                          int64_t row_begin, int64_t row_end);

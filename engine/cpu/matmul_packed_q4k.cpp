@@ -101,14 +101,11 @@ void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y
           B[t] = _mm512_dpbusd_epi32(B[t], hi, bcast4(q + 16));
         }
       }
-      // Each lane's two 16-value sums (|.| <= 16 * 15 * 128) as an int16
-      // pair, times (sc, sc): S += sc * (A + B), exact.
+      // S += sc * A + sc * B, exact: each lane of A and B is a 16-value sum
+      // with |.| <= 16 * 15 * 128 < 2^15, so its low int16 is the value, and
+      // with (sc, 0) as the other int16 pair vpdpwssd adds exactly sc * it.
       const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + i * 16)));
-      const __m512i sc2 = _mm512_or_si512(sc, _mm512_slli_epi32(sc, 16));
-      for (int t = 0; t < T; ++t) {
-        const __m512i pair = _mm512_mask_blend_epi16(__mmask32(0xAAAAAAAAu), A[t], _mm512_slli_epi32(B[t], 16));
-        S[t] = _mm512_dpwssd_epi32(S[t], pair, sc2);
-      }
+      for (int t = 0; t < T; ++t) S[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[t], A[t], sc), B[t], sc);
     }
     __m512i mp[4];
     for (int k = 0; k < 4; ++k)
@@ -128,8 +125,9 @@ void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
 }
 
-constexpr int kT = 5;  // 4 T + 4 + 3 zmm live
-constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>, &tile_q4k<4>, &tile_q4k<5>};
+constexpr int kT = 6;  // 4 T + 5 zmm live
+constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>,
+                                                  &tile_q4k<4>, &tile_q4k<5>, &tile_q4k<6>};
 
 }  // namespace
 #endif  // LARDER_Q4K_PACKED

@@ -171,25 +171,6 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
 //   out_h   = (sum_p e_p v_p, one FMA per p in increasing p) * (1 / sum)
 // K/V are read in the page dtype (F16 widened exactly to f32).
 
-// exp(x) for x <= 88 (softmax inputs are <= 0): Cephes expf's range
-// reduction x = n ln2 + r (ln2 in two parts) and degree-5 polynomial, then
-// 2^n by scalef (underflows to 0 below about -104). |relative error| ~2 ulp.
-inline __m512 exp_avx512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(y, n);
-}
-
 // v[0..15] -> lane i = the sum of the 16 lanes of v[i] (a butterfly of
 // 128/256-bit shuffles; every input goes through the same tree of adds).
 inline __m512 hsum16x16(__m512 v[16]) {

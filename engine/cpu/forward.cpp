@@ -22,7 +22,8 @@ namespace larder {
 //    of head_dim % 16 == 0 with 16 positions at a time and a vectorized exp
 //    (attention.cpp) (2026-12-02).
 // 4: F16 matrices repacked (AVX-512 builds): one f32 fma chain per output in
-//    k order instead of 16 lane sums and a horizontal add (2026-12-02).
+//    k order instead of 16 lane sums and a horizontal add; swiglu's exp
+//    vectorized (AVX-512: exp_avx512, engine/cpu/simd.h) (2026-12-02).
 constexpr int kCpuArithmeticVersion = 4;
 
 std::string cpu_numerics_id() {

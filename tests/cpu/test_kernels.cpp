@@ -159,6 +159,33 @@ TEST_CASE("swiglu and softmax", "[cpu][kernels]") {
   CHECK(x[2] == Approx(0.6652409557748219).epsilon(1e-6));
 }
 
+TEST_CASE("swiglu over the whole float range against a double reference, whatever the position",
+          "[cpu][kernels]") {
+  // g from -120 to 120 (exp(-g) overflows past ~88.7: silu -> -0, and
+  // underflows below ~-88: silu -> g), 0 and the float extremes; n = 1001 so
+  // the vector path has a tail.
+  std::vector<float> g, u;
+  for (int i = 0; i < 1001; ++i) {
+    g.push_back(-120.0f + 0.24f * float(i));
+    u.push_back(i % 3 == 0 ? -1.5f : 0.75f);
+  }
+  g[500] = 0.0f;
+  g[7] = -3.4e38f;
+  g[8] = 3.4e38f;
+  std::vector<float> out = g;
+  swiglu(out.data(), u.data(), int(out.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    INFO("g " << g[i]);
+    const double want = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * double(u[i]);
+    // exp within a few ulp, then one division and one product in f32.
+    CHECK(std::fabs(double(out[i]) - want) <= 1e-6 * std::fabs(want) + 1e-30);
+    // The same input alone (the scalar tail of any other n) gives the same bits.
+    float one = g[i];
+    swiglu(&one, &u[i], 1);
+    CHECK(std::memcmp(&one, &out[i], sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("matmul of every weight type against a double reference", "[cpu][matmul]") {
   std::mt19937 rng(1234);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

@@ -73,58 +73,81 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// T tokens x one group of 16 rows over all nb super-blocks.
-template <int T>
-void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y_stride,
-              int last_rows) {
+// T tokens x G groups of 16 rows (group g at grp + g * group_stride) over all
+// nb super-blocks; y: token 0, the first group's first row; the last group
+// writes last_rows rows. Several groups in flight are for decode: more
+// independent streams of weights.
+template <int T, int G>
+void tile_q4k_groups(const uint8_t* grp, size_t group_stride, const Q4KPackedAct* x, int nb, float* y,
+                     int y_stride, int last_rows) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  __m512 acc[G][T];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   for (int s = 0; s < nb; ++s) {
-    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ4KBlockBytes;
-    __m512i S[T];
-    for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+    const uint8_t* bg[G];
+    for (int g = 0; g < G; ++g) bg[g] = grp + size_t(g) * group_stride + size_t(s) * PackedMatrix::kQ4KBlockBytes;
+    __m512i S[G][T];
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) S[g][t] = _mm512_setzero_si512();
     for (int i = 0; i < 8; ++i) {
-      if constexpr (T <= 4) {  // decode, verification: the super-block after next, 5 lines per step
-        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ4KBlockBytes + i * 320);
-        for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-      }
-      __m512i A[T], B[T];
-      for (int t = 0; t < T; ++t) A[t] = B[t] = _mm512_setzero_si512();
-      for (int c = 0; c < 4; ++c) {
-        const __m512i v = _mm512_load_si512(b + i * 256 + c * 64);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int t = 0; t < T; ++t) {
-          const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * c;
-          A[t] = _mm512_dpbusd_epi32(A[t], lo, bcast4(q));
-          B[t] = _mm512_dpbusd_epi32(B[t], hi, bcast4(q + 16));
+      if constexpr (T <= 4) {  // decode, verification: kSuperBlocksAhead ahead, 5 lines per step
+        for (int g = 0; g < G; ++g) {
+          const char* pf = reinterpret_cast<const char*>(bg[g] + kSuperBlocksAhead * PackedMatrix::kQ4KBlockBytes + i * 320);
+          for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
         }
       }
-      // S += sc * A + sc * B, exact: each lane of A and B is a 16-value sum
-      // with |.| <= 16 * 15 * 128 < 2^15, so its low int16 is the value, and
-      // with (sc, 0) as the other int16 pair vpdpwssd adds exactly sc * it.
-      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + i * 16)));
-      for (int t = 0; t < T; ++t) S[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[t], A[t], sc), B[t], sc);
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* b = bg[g];
+        __m512i A[T], B[T];
+        for (int t = 0; t < T; ++t) A[t] = B[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          const __m512i v = _mm512_load_si512(b + i * 256 + c * 64);
+          const __m512i lo = _mm512_and_si512(v, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * c;
+            A[t] = _mm512_dpbusd_epi32(A[t], lo, bcast4(q));
+            B[t] = _mm512_dpbusd_epi32(B[t], hi, bcast4(q + 16));
+          }
+        }
+        // S += sc * A + sc * B, exact: each lane of A and B is a 16-value sum
+        // with |.| <= 16 * 15 * 128 < 2^15, so its low int16 is the value, and
+        // with (sc, 0) as the other int16 pair vpdpwssd adds exactly sc * it.
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + i * 16)));
+        for (int t = 0; t < T; ++t) S[g][t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[g][t], A[t], sc), B[t], sc);
+      }
     }
-    __m512i mp[4];
-    for (int k = 0; k < 4; ++k)
-      mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kMinOff + 32 * k)));
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
-    const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDminOff)));
-    for (int t = 0; t < T; ++t) {
-      const Q4KPackedAct& a = x[size_t(t) * nb + s];
-      __m512i mn = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) mn = _mm512_dpwssd_epi32(mn, mp[k], _mm512_set1_epi32(a.xs_pairs[k]));
-      const __m512 dx = _mm512_set1_ps(a.d);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, dx), acc[t]);
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* b = bg[g];
+      __m512i mp[4];
+      for (int k = 0; k < 4; ++k)
+        mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kMinOff + 32 * k)));
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
+      const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDminOff)));
+      for (int t = 0; t < T; ++t) {
+        const Q4KPackedAct& a = x[size_t(t) * nb + s];
+        __m512i mn = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) mn = _mm512_dpwssd_epi32(mn, mp[k], _mm512_set1_epi32(a.xs_pairs[k]));
+        const __m512 dx = _mm512_set1_ps(a.d);
+        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[g][t]), _mm512_mul_ps(dw, dx), acc[g][t]);
+        acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, dx), acc[g][t]);
+      }
     }
   }
-  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
+  for (int g = 0; g < G; ++g) {
+    const __mmask16 m = g + 1 < G ? __mmask16(0xffff) : __mmask16((1u << last_rows) - 1u);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride + 16 * g, m, acc[g][t]);
+  }
 }
 
+// T tokens x one group of 16 rows (run_group_tiles' tiles).
+template <int T>
+void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y_stride, int last_rows) {
+  tile_q4k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
+}
+
+constexpr int kGDecode = 2;  // decode tiles: groups in flight (4 measured slower)
 constexpr int kT = 6;  // 4 T + 5 zmm live
 constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>,
                                                   &tile_q4k<4>, &tile_q4k<5>, &tile_q4k<6>};
@@ -135,6 +158,19 @@ constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &t
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q4K_PACKED
+  if (n_tokens == 1) {  // decode: up to kGDecode groups' streams in flight
+    using DecodeFn = void (*)(const uint8_t*, size_t, const Q4KPackedAct*, int, float*, int, int);
+    constexpr DecodeFn kDecode[kGDecode] = {&tile_q4k_groups<1, 1>, &tile_q4k_groups<1, 2>};
+    const int64_t g_begin = row_begin / PackedMatrix::kGroupRows;
+    const int64_t g_end = (row_end + PackedMatrix::kGroupRows - 1) / PackedMatrix::kGroupRows;
+    const int tail = int(row_end - (g_end - 1) * PackedMatrix::kGroupRows);
+    for (int64_t g = g_begin; g < g_end; g += kGDecode) {
+      const int G = int(std::min<int64_t>(kGDecode, g_end - g));
+      kDecode[G - 1](w.group(g), w.group_stride(), x, w.n_blocks(), y + g * PackedMatrix::kGroupRows, y_stride,
+                     g + G == g_end ? tail : 16);
+    }
+    return;
+  }
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #elif defined(LARDER_PACKED_AVX2)
   matmul_q4k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);

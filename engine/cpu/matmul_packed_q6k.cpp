@@ -97,47 +97,70 @@ inline void chunk(const uint8_t* b, int i2, __m512i h0, __m512i h1, const Q6KPac
   }
 }
 
-// T tokens x one group of 16 rows over all nb super-blocks.
-template <int T>
-void tile_q6k(const uint8_t* grp, const Q6KPackedAct* x, int nb, float* y, int y_stride, int last_rows) {
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+// T tokens x G groups of 16 rows (group g at grp + g * group_stride) over all
+// nb super-blocks; y: token 0, the first group's first row; the last group
+// writes last_rows rows. Several groups in flight are for decode: more
+// independent streams of weights.
+template <int T, int G>
+void tile_q6k_groups(const uint8_t* grp, size_t group_stride, const Q6KPackedAct* x, int nb, float* y,
+                     int y_stride, int last_rows) {
+  __m512 acc[G][T];
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   for (int s = 0; s < nb; ++s) {
-    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ6KBlockBytes;
-    __m512i S[T];
-    for (int t = 0; t < T; ++t) S[t] = _mm512_setzero_si512();
+    const uint8_t* bg[G];
+    for (int g = 0; g < G; ++g) bg[g] = grp + size_t(g) * group_stride + size_t(s) * PackedMatrix::kQ6KBlockBytes;
+    __m512i S[G][T];
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < T; ++t) S[g][t] = _mm512_setzero_si512();
     for (int i2 = 0; i2 < 8; ++i2) {
-      if constexpr (T <= 4) {  // decode, verification: the super-block after next, 7 lines per step
-        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ6KBlockBytes + i2 * 448);
-        for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      if constexpr (T <= 4) {  // decode, verification: kSuperBlocksAhead ahead, 7 lines per step
+        for (int g = 0; g < G; ++g) {
+          const char* pf = reinterpret_cast<const char*>(bg[g] + kSuperBlocksAhead * PackedMatrix::kQ6KBlockBytes + i2 * 448);
+          for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        }
       }
-      // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), from -32 * their activation sums.
-      __m512i A[T], B[T];
-      for (int t = 0; t < T; ++t) {
-        A[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2]);
-        B[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2 + 1]);
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* b = bg[g];
+        // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), from -32 * their activation sums.
+        __m512i A[T], B[T];
+        for (int t = 0; t < T; ++t) {
+          A[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2]);
+          B[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2 + 1]);
+        }
+        const __m512i h0 = _mm512_load_si512(b + kHiOff + i2 * 128);
+        const __m512i h1 = _mm512_load_si512(b + kHiOff + i2 * 128 + 64);
+        chunk<T, 0>(b, i2, h0, h1, x, nb, s, A, B);
+        chunk<T, 1>(b, i2, h0, h1, x, nb, s, A, B);
+        chunk<T, 2>(b, i2, h0, h1, x, nb, s, A, B);
+        chunk<T, 3>(b, i2, h0, h1, x, nb, s, A, B);
+        const __m512i sa = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + 2 * i2 * 16)));
+        const __m512i sb = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + (2 * i2 + 1) * 16)));
+        for (int t = 0; t < T; ++t)
+          S[g][t] = _mm512_add_epi32(S[g][t], _mm512_add_epi32(_mm512_mullo_epi32(A[t], sa), _mm512_mullo_epi32(B[t], sb)));
       }
-      const __m512i h0 = _mm512_load_si512(b + kHiOff + i2 * 128);
-      const __m512i h1 = _mm512_load_si512(b + kHiOff + i2 * 128 + 64);
-      chunk<T, 0>(b, i2, h0, h1, x, nb, s, A, B);
-      chunk<T, 1>(b, i2, h0, h1, x, nb, s, A, B);
-      chunk<T, 2>(b, i2, h0, h1, x, nb, s, A, B);
-      chunk<T, 3>(b, i2, h0, h1, x, nb, s, A, B);
-      const __m512i sa = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + 2 * i2 * 16)));
-      const __m512i sb = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + (2 * i2 + 1) * 16)));
-      for (int t = 0; t < T; ++t)
-        S[t] = _mm512_add_epi32(S[t], _mm512_add_epi32(_mm512_mullo_epi32(A[t], sa), _mm512_mullo_epi32(B[t], sb)));
     }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
-    for (int t = 0; t < T; ++t) {
-      const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + s].d);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[t]), _mm512_mul_ps(dw, dx), acc[t]);
+    for (int g = 0; g < G; ++g) {
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg[g] + kDOff)));
+      for (int t = 0; t < T; ++t) {
+        const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + s].d);
+        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[g][t]), _mm512_mul_ps(dw, dx), acc[g][t]);
+      }
     }
   }
-  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride, last, acc[t]);
+  for (int g = 0; g < G; ++g) {
+    const __mmask16 m = g + 1 < G ? __mmask16(0xffff) : __mmask16((1u << last_rows) - 1u);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + size_t(t) * y_stride + 16 * g, m, acc[g][t]);
+  }
 }
 
+// T tokens x one group of 16 rows (run_group_tiles' tiles).
+template <int T>
+void tile_q6k(const uint8_t* grp, const Q6KPackedAct* x, int nb, float* y, int y_stride, int last_rows) {
+  tile_q6k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
+}
+
+constexpr int kGDecode = 2;  // decode tiles: groups in flight (4 measured slower)
 constexpr int kT = 4;  // 4 T + 9 zmm live
 constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &tile_q6k<3>, &tile_q6k<4>};
 
@@ -147,6 +170,19 @@ constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &t
 void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q6K_PACKED
+  if (n_tokens == 1) {  // decode: up to kGDecode groups' streams in flight
+    using DecodeFn = void (*)(const uint8_t*, size_t, const Q6KPackedAct*, int, float*, int, int);
+    constexpr DecodeFn kDecode[kGDecode] = {&tile_q6k_groups<1, 1>, &tile_q6k_groups<1, 2>};
+    const int64_t g_begin = row_begin / PackedMatrix::kGroupRows;
+    const int64_t g_end = (row_end + PackedMatrix::kGroupRows - 1) / PackedMatrix::kGroupRows;
+    const int tail = int(row_end - (g_end - 1) * PackedMatrix::kGroupRows);
+    for (int64_t g = g_begin; g < g_end; g += kGDecode) {
+      const int G = int(std::min<int64_t>(kGDecode, g_end - g));
+      kDecode[G - 1](w.group(g), w.group_stride(), x, w.n_blocks(), y + g * PackedMatrix::kGroupRows, y_stride,
+                     g + G == g_end ? tail : 16);
+    }
+    return;
+  }
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #elif defined(LARDER_PACKED_AVX2)
   matmul_q6k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);

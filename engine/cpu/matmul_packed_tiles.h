@@ -33,6 +33,11 @@ void pack_kquant_groups(const WeightView& w, uint8_t* data, size_t group_stride,
   }
 }
 
+// Decode and verification tiles (up to 4 tokens) prefetch the weights this
+// many super-blocks ahead of the one they compute (the groups of a matrix
+// are one contiguous stream).
+inline constexpr int kSuperBlocksAhead = 16;
+
 // A tile: (group bytes, token 0's activations, blocks per row, y at token 0
 // and the group's first row, y's row stride, rows of the group to write).
 template <class Act>

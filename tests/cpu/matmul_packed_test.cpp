@@ -349,7 +349,10 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
                               void (*prepare)(const BlockQ8K*, int, int, Act*)) {
   std::mt19937 rng(seed);
   struct Case { int K, rows; bool extremes; };
-  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{2048, 5, false}, Case{768, 48, true}}) {
+  // Rows: one group, groups with a part-filled last one (odd and even group
+  // counts: decode pairs groups), a lone part group, whole groups.
+  for (const Case c : {Case{256, 16, false}, Case{512, 37, false}, Case{512, 30, false}, Case{2048, 5, false},
+                       Case{768, 48, true}}) {
     INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
     const Matrix m = random(c.K, c.rows, rng, c.extremes);
     const PackedMatrix p = PackedMatrix::pack(m.view());
@@ -373,7 +376,7 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
 
 TEST_CASE("packed Q4_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  check_against_definition(GgmlType::kQ4_K, 5, 41, &random_q4k, &q4k_definition, &prepare_q4k_packed_act);
+  check_against_definition(GgmlType::kQ4_K, 6, 41, &random_q4k, &q4k_definition, &prepare_q4k_packed_act);
 }
 
 TEST_CASE("packed Q4_K matmul is close to the double dot product of dequantized values",

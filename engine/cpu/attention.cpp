@@ -16,12 +16,6 @@ namespace larder {
 
 namespace {
 
-// A tile's scores are rows of scores_stride floats; tiles are sized so that
-// all of them (tokens x kAttentionGroupHeads rows) fit in this many bytes,
-// about half of a server core's L2, but never fewer tokens than
-// kMinTileTokens (at 32k positions a row is 128 KiB).
-constexpr size_t kTileScoreBytes = size_t(1) << 20;
-constexpr size_t kMinTileTokens = 4;
 constexpr size_t kMaxHeadDim = 256;  // the vector passes' bound (CpuForward::create checks it)
 
 // Floats of one query head's scores for positions up to max_pos: whole pages,
@@ -297,12 +291,6 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
 #endif
 
 }  // namespace
-
-int attention_tile_tokens(int max_pos, int page_size) {
-  const size_t row_bytes = scores_stride(max_pos, page_size) * sizeof(float);
-  const size_t fit = kTileScoreBytes / (row_bytes * kAttentionGroupHeads);
-  return int(std::clamp<size_t>(fit, kMinTileTokens, kAttentionTileTokens));
-}
 
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
   const size_t rows = size_t(std::clamp(n_tokens, 1, kAttentionTileTokens)) * kAttentionGroupHeads;

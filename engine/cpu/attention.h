@@ -33,14 +33,13 @@ void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos
 
 // Query heads attended in one pass over their kv head's K/V.
 constexpr int kAttentionGroupHeads = 4;
-// Tokens of one sequence attended in one pass over K/V (a prefill tile).
+// Tokens of one sequence attended in one pass over K/V (a prefill tile). A
+// tile's scores (tokens x kAttentionGroupHeads rows of ~pos floats) leave L2
+// past a few thousand positions, but reading K/V once per 16 tokens still
+// wins: at 16k positions 16-token tiles prefilled 31 tok/s against 26.5 for
+// tiles cut to 4 tokens to keep the scores within 1 MiB (1B-shaped Q8_0, 2
+// threads, docs/cpu-kernels.md).
 constexpr int kAttentionTileTokens = 16;
-
-// Tokens per attention tile for positions up to max_pos: as many as keep a
-// tile's scores (tokens x kAttentionGroupHeads rows of ~max_pos floats)
-// within 1 MiB, so they stay in L2; at least 4, at most
-// kAttentionTileTokens.
-int attention_tile_tokens(int max_pos, int page_size);
 
 // Floats of scratch attend_tokens needs for n_tokens tokens (counted up to
 // kAttentionTileTokens) at positions up to max_pos.

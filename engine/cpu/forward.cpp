@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -112,7 +113,6 @@ struct CpuForward::Impl {
   size_t scores_stride = 0;
   struct Tile { int first, n; };  // batch[first, first + n): one sequence, consecutive positions
   std::vector<Tile> tiles;
-  int tile_tokens = 1;           // attention_tile_tokens of this batch
   std::vector<int> want;         // batch indices of the tokens with want_logits
 
   // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
@@ -144,11 +144,11 @@ void CpuForward::Impl::attention(std::span<const BatchToken> batch,
   int64_t macs = 0;
   for (const BatchToken& t : batch) macs += int64_t(t.pos + 1) * 2 * hp.q_dim();
   // Tiles: runs of batch tokens of one sequence at consecutive positions (a
-  // prefill chunk), up to tile_tokens each; a decode step's tokens are tiles
+  // prefill chunk), up to kAttentionTileTokens each; a decode step's tokens are tiles
   // of one. Head chunks: up to kAttentionGroupHeads query heads of one kv head.
   tiles.clear();
   for (int i = 0; i < n; ++i) {
-    const bool extends = !tiles.empty() && tiles.back().n < tile_tokens &&
+    const bool extends = !tiles.empty() && tiles.back().n < kAttentionTileTokens &&
                          batch[i].seq == batch[i - 1].seq && batch[i].pos == batch[i - 1].pos + 1;
     if (extends) {
       ++tiles.back().n;
@@ -251,16 +251,29 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
     // (GgufFile::drop_resident: they stay in the page cache, and the
     // embedding lookups fault in the rows they read), so the weights are not
     // resident twice.
+    // A copy that cannot be allocated fails the load with a message (the
+    // row tiles would compute other bits under the same numerics id, so
+    // there is no silent fallback).
     size_t bytes = 0;
+    bool no_memory = false;
     auto pack = [&](const WeightView& w) {
-      if (!packed_type_supported(w.type) || m.packed.count(w.data)) return;
-      bytes += m.packed.emplace(w.data, PackedMatrix::pack(w, &m.threads)).first->second.bytes();
+      if (no_memory || !packed_type_supported(w.type) || m.packed.count(w.data)) return;
+      try {
+        bytes += m.packed.emplace(w.data, PackedMatrix::pack(w, &m.threads)).first->second.bytes();
+      } catch (const std::bad_alloc&) {
+        no_memory = true;
+        return;
+      }
       model.gguf().drop_resident(w.data, size_t(w.ne[1]) * w.row_bytes);
     };
     pack(model.output());
     for (const LayerWeights& l : model.layers()) {
       for (const WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) pack(*w);
     }
+    if (no_memory)
+      return Status::resource_exhausted("cannot allocate memory for the repacked weights (" +
+                                        std::to_string(bytes >> 20) +
+                                        " MiB repacked so far): the model does not fit in this machine's memory");
     if (!m.packed.empty())
       spdlog::info("cpu forward: {} matrices repacked for the packed kernels ({:.1f} MiB)", m.packed.size(),
                    double(bytes) / (1 << 20));
@@ -306,8 +319,7 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
   grow(m.rope_cos, size_t(n) * half_rot);
   grow(m.rope_sin, size_t(n) * half_rot);
   const int ps = m.pool.layout().page_size;
-  m.tile_tokens = attention_tile_tokens(max_pos, ps);
-  const size_t need_scores = attention_scratch_floats(max_pos, ps, std::min(n, m.tile_tokens));
+  const size_t need_scores = attention_scratch_floats(max_pos, ps, std::min(n, kAttentionTileTokens));
   if (need_scores > m.scores_stride) {
     m.scores_stride = need_scores;
     m.scores.assign(m.scores_stride * m.threads.n_threads(), 0.0f);

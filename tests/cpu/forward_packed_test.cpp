@@ -91,6 +91,34 @@ TEST_CASE("packed kernels and 16-position attention keep prefill chunks and deco
   }
 }
 
+// Attention tiles cover runs of one sequence's consecutive positions (up to
+// 16 tokens): a batch holding two sequences' prefill chunks, one of them
+// continuing a restored prefix, gives each the logits it gets alone.
+TEST_CASE("two sequences' prefill chunks in one batch give the logits of each alone", "[cpu][model][packed]") {
+  testing::TempDir dir("fwd-packed-two");
+  const std::string path = write_model(dir, GgmlType::kQ8_0, testing::WeightMix::kUniform);
+  for (KvDtype dtype : {KvDtype::kF16, KvDtype::kQ8_0}) {
+    INFO("KV " << dtype_label(dtype));
+    ForwardHarness h(path, dtype, 2);
+    const std::vector<int32_t> pa = prompt_of(70, 3), pb = prompt_of(29, 4);
+    const int a = h.new_seq(96), b = h.new_seq(96), a2 = h.new_seq(96), b2 = h.new_seq(96);
+    // Alone: a's prefix of 48 (3 pages), then its 22-token tail; b whole.
+    h.prefill(a, std::vector<int32_t>(pa.begin(), pa.begin() + 48));
+    const std::vector<float> tail_a = h.prefill(a, std::vector<int32_t>(pa.begin() + 48, pa.end()), 48);
+    const std::vector<float> alone_b = h.prefill(b, pb);
+    // Together: a2's same prefix first, then one batch of a2's tail and b2.
+    h.prefill(a2, std::vector<int32_t>(pa.begin(), pa.begin() + 48));
+    std::vector<BatchToken> batch;
+    for (int i = 48; i < int(pa.size()); ++i) batch.push_back({pa[i], i, a2, i + 1 == int(pa.size())});
+    for (int i = 0; i < int(pb.size()); ++i) batch.push_back({pb[i], i, b2, i + 1 == int(pb.size())});
+    std::vector<float> logits(2 * size_t(h.n_vocab()));
+    auto tabs = h.tables();
+    REQUIRE(h.fwd->forward(batch, tabs, /*prefill=*/true, logits.data()).is_ok());
+    REQUIRE(std::memcmp(logits.data(), tail_a.data(), tail_a.size() * sizeof(float)) == 0);
+    REQUIRE(std::memcmp(logits.data() + h.n_vocab(), alone_b.data(), alone_b.size() * sizeof(float)) == 0);
+  }
+}
+
 namespace {
 
 // Max |logit difference| of F16 and Q8_0 K/V against F32 K/V after prefilling

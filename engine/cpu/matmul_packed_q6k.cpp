@@ -161,6 +161,7 @@ void tile_q6k(const uint8_t* grp, const Q6KPackedAct* x, int nb, float* y, int y
 }
 
 constexpr int kGDecode = 2;  // decode tiles: groups in flight (4 measured slower)
+constexpr DecodeGroupsFn<Q6KPackedAct> kDecodeTiles[kGDecode] = {&tile_q6k_groups<1, 1>, &tile_q6k_groups<1, 2>};
 constexpr int kT = 4;  // 4 T + 9 zmm live
 constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &tile_q6k<3>, &tile_q6k<4>};
 
@@ -170,17 +171,8 @@ constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &t
 void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q6K_PACKED
-  if (n_tokens == 1) {  // decode: up to kGDecode groups' streams in flight
-    using DecodeFn = void (*)(const uint8_t*, size_t, const Q6KPackedAct*, int, float*, int, int);
-    constexpr DecodeFn kDecode[kGDecode] = {&tile_q6k_groups<1, 1>, &tile_q6k_groups<1, 2>};
-    const int64_t g_begin = row_begin / PackedMatrix::kGroupRows;
-    const int64_t g_end = (row_end + PackedMatrix::kGroupRows - 1) / PackedMatrix::kGroupRows;
-    const int tail = int(row_end - (g_end - 1) * PackedMatrix::kGroupRows);
-    for (int64_t g = g_begin; g < g_end; g += kGDecode) {
-      const int G = int(std::min<int64_t>(kGDecode, g_end - g));
-      kDecode[G - 1](w.group(g), w.group_stride(), x, w.n_blocks(), y + g * PackedMatrix::kGroupRows, y_stride,
-                     g + G == g_end ? tail : 16);
-    }
+  if (n_tokens == 1) {  // decode: kGDecode groups' streams in flight
+    run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end);
     return;
   }
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);

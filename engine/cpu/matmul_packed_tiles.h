@@ -43,6 +43,25 @@ inline constexpr int kSuperBlocksAhead = 16;
 template <class Act>
 using GroupTileFn = void (*)(const uint8_t*, const Act*, int, float*, int, int);
 
+// A decode tile: one token over G groups at once (group g at the first's
+// bytes + g * group stride), G independent streams of weights.
+template <class Act>
+using DecodeGroupsFn = void (*)(const uint8_t*, size_t, const Act*, int, float*, int, int);
+
+// Rows [row_begin, row_end) of w times one token's activations, the groups
+// in runs of up to kG; tiles[G - 1] takes G groups.
+template <class Act, int kG>
+void run_decode_groups(const DecodeGroupsFn<Act> (&tiles)[kG], const PackedMatrix& w, const Act* x, float* y,
+                       int y_stride, int64_t row_begin, int64_t row_end) {
+  constexpr int kR = PackedMatrix::kGroupRows;
+  const int64_t g_begin = row_begin / kR, g_end = (row_end + kR - 1) / kR;
+  const int tail = int(row_end - (g_end - 1) * kR);
+  for (int64_t g = g_begin; g < g_end; g += kG) {
+    const int G = int(std::min<int64_t>(kG, g_end - g));
+    tiles[G - 1](w.group(g), w.group_stride(), x, w.n_blocks(), y + g * kR, y_stride, g + G == g_end ? tail : kR);
+  }
+}
+
 // Rows [row_begin, row_end) of w times n_tokens activations; tiles[T - 1]
 // takes T tokens.
 template <class Act, int kT>

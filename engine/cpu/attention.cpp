@@ -321,8 +321,8 @@ void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos
 
 namespace {
 
-// One token at pos: the AVX2 pass, the paths for small heads and the scalar
-// code. scores: attention_scratch_floats(pos, page_size, 1) floats.
+// One token at pos: the paths for heads that are not a multiple of 16 (AVX-512)
+// or 8 (AVX2) and the scalar code. scores: attention_scratch_floats(pos, page_size, 1) floats.
 void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
                 const AttentionShape& shape, const float* q, float* out, float* scores,
                 int head_begin, int head_end) {
@@ -337,20 +337,6 @@ void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages,
   static thread_local std::vector<float> widened;
   if (widened.size() < size_t(lay.page_size) * size_t(hd)) widened.resize(size_t(lay.page_size) * size_t(hd));
   if (!f16 && !f32 && hd > 256) return;  // CpuForward::create refuses such models
-#if defined(LARDER_ATTENTION_AVX2)
-  if (attention_detail::heads8_supported(hd)) {
-    static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
-    const size_t stride = scores_stride(pos, lay.page_size);
-    for (int h = head_begin; h < head_end;) {
-      const int kv = h / group;
-      const int nh = std::min({head_end - h, (kv + 1) * group - h, kAttentionGroupHeads});
-      attention_detail::attend_heads8(pool, layer, pages, pos, hd, size_t(kv) * hd, q + size_t(h) * hd,
-                                      out + size_t(h) * hd, nh, scores, stride);
-      h += nh;
-    }
-    return;
-  }
-#endif
 
   for (int h = head_begin; h < head_end; ++h) {
     const float* qh = q + size_t(h) * hd;
@@ -449,6 +435,24 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
         const size_t at = size_t(t0) * q_stride + size_t(h) * hd;
         attend_tile16(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride, out + at, nh,
                       scratch, stride);
+        h += nh;
+      }
+    }
+    return;
+  }
+#elif defined(LARDER_ATTENTION_AVX2)
+  if (attention_detail::heads8_supported(hd)) {
+    static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
+    static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
+    const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
+    for (int t0 = 0; t0 < n_tokens; t0 += kAttentionTileTokens) {
+      const int nt = std::min(kAttentionTileTokens, n_tokens - t0);
+      for (int h = head_begin; h < head_end;) {
+        const int kv = h / group;
+        const int nh = std::min({head_end - h, (kv + 1) * group - h, kAttentionGroupHeads});
+        const size_t at = size_t(t0) * q_stride + size_t(h) * hd;
+        attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
+                                       out + at, nh, scratch, stride);
         h += nh;
       }
     }

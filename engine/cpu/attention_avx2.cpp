@@ -1,5 +1,7 @@
 // Attention of query heads sharing one kv head for AVX2 builds without
-// AVX-512 (head_dim a multiple of 8): attention.cpp's AVX-512 pass at 8 lanes.
+// AVX-512 (head_dim a multiple of 8): attention.cpp's AVX-512 pass at 8 lanes,
+// for a tile of consecutive tokens (as attend_tile16), each K/V block widened
+// once for all of the tile's rows.
 //
 // Arithmetic per query head h and position p (fixed, whatever the batch, the
 // head range or the thread, so a token's output depends only on its q and the
@@ -102,16 +104,17 @@ bool heads8_supported(int hd) {
   return hd % 8 == 0 && hd <= 256;
 }
 
-void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd, size_t off,
-                   const float* q, float* out, int nh, float* scores, size_t stride) {
+void attend_tile8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
+                  size_t off, const float* q, size_t q_stride, float* out, int nh, float* scores, size_t stride) {
   const KvLayout& lay = pool.layout();
-  const int ps = lay.page_size, n_pages = pos / ps + 1, nc = hd / 8;
+  const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1, nc = hd / 8;
+  const int rows = nt * nh;  // row r = t * nh + h
   const float scale = float(1.0 / std::sqrt(double(hd)));
   alignas(32) float conv[kBlock * 256];  // 8 rows of up to 256 head dims, widened
-  float mx[kMaxHeads];
-  for (int h = 0; h < nh; ++h) mx[h] = -INFINITY;
+  float mx[kMaxTileRows];
+  for (int r = 0; r < rows; ++r) mx[r] = -INFINITY;
   for (int pi = 0; pi < n_pages; ++pi) {
-    const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
+    const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const void* kb = pool.k_block(pages[pi], layer);
     if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += kBlock) {
@@ -120,29 +123,33 @@ void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pag
       size_t kstride = 0;
       const float* k = rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
                                 conv, &kstride);
-      for (int h = 0; h < nh; ++h) {
-        const float* qh = q + size_t(h) * hd;
-        __m256 part[kBlock];
-        for (int j = 0; j < kBlock; ++j) {
-          if (j >= nk) { part[j] = _mm256_setzero_ps(); continue; }
-          const float* kj = k + size_t(j) * kstride;
-          __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_loadu_ps(kj));
-          for (int c = 1; c < nc; ++c)
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), _mm256_loadu_ps(kj + 8 * c), acc);
-          part[j] = acc;
+      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
+        const int nkt = std::min(nk, pos0 + t - p0 + 1);
+        for (int h = 0; h < nh; ++h) {
+          const int r = t * nh + h;
+          const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
+          __m256 part[kBlock];
+          for (int j = 0; j < kBlock; ++j) {
+            if (j >= nkt) { part[j] = _mm256_setzero_ps(); continue; }
+            const float* kj = k + size_t(j) * kstride;
+            __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qh), _mm256_loadu_ps(kj));
+            for (int c = 1; c < nc; ++c)
+              acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), _mm256_loadu_ps(kj + 8 * c), acc);
+            part[j] = acc;
+          }
+          const __m256 sc = _mm256_mul_ps(hsum8x8(part), _mm256_set1_ps(scale));
+          float* s = scores + size_t(r) * stride + p0;
+          _mm256_storeu_ps(s, sc);
+          for (int j = 0; j < nkt; ++j) mx[r] = s[j] > mx[r] ? s[j] : mx[r];
         }
-        const __m256 sc = _mm256_mul_ps(hsum8x8(part), _mm256_set1_ps(scale));
-        float* s = scores + size_t(h) * stride + p0;
-        _mm256_storeu_ps(s, sc);
-        for (int j = 0; j < nk; ++j) mx[h] = s[j] > mx[h] ? s[j] : mx[h];
       }
     }
   }
-  const int n_pos = pos + 1;
-  float inv[kMaxHeads];
-  for (int h = 0; h < nh; ++h) {
-    float* s = scores + size_t(h) * stride;
-    const __m256 mxv = _mm256_set1_ps(mx[h]);
+  float inv[kMaxTileRows];
+  for (int r = 0; r < rows; ++r) {
+    const int n_pos = pos0 + r / nh + 1;
+    float* s = scores + size_t(r) * stride;
+    const __m256 mxv = _mm256_set1_ps(mx[r]);
     __m256 sum = _mm256_setzero_ps();
     for (int p = 0; p < n_pos; p += kBlock) {
       const int left = n_pos - p;
@@ -152,12 +159,12 @@ void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pag
       _mm256_storeu_ps(s + p, e);
       sum = _mm256_add_ps(sum, e);
     }
-    inv[h] = 1.0f / hsum8(sum);
+    inv[r] = 1.0f / hsum8(sum);
+    float* o = out + size_t(r / nh) * q_stride + size_t(r % nh) * hd;
+    for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_setzero_ps());
   }
-  for (int h = 0; h < nh; ++h)
-    for (int c = 0; c < nc; ++c) _mm256_storeu_ps(out + size_t(h) * hd + 8 * c, _mm256_setzero_ps());
   for (int pi = 0; pi < n_pages; ++pi) {
-    const int n_slots = pi + 1 < n_pages ? ps : pos - pi * ps + 1;
+    const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const void* vb = pool.v_block(pages[pi], layer);
     if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
     for (int j0 = 0; j0 < n_slots; j0 += kBlock) {
@@ -166,28 +173,30 @@ void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pag
       size_t vstride = 0;
       const float* v = rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
                                 conv, &vstride);
-      for (int h = 0; h < nh; ++h) {
-        const float* e = scores + size_t(h) * stride + p0;
-        float* oh = out + size_t(h) * hd;
-        for (int c0 = 0; c0 < nc; c0 += 8) {  // up to 8 accumulators in registers
-          const int cn = std::min(8, nc - c0);
-          __m256 acc[8];
-          for (int c = 0; c < cn; ++c) acc[c] = _mm256_loadu_ps(oh + 8 * (c0 + c));
-          for (int j = 0; j < nk; ++j) {
-            const __m256 ej = _mm256_set1_ps(e[j]);
-            const float* vj = v + size_t(j) * vstride + 8 * c0;
-            for (int c = 0; c < cn; ++c) acc[c] = _mm256_fmadd_ps(ej, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
+        const int nkt = std::min(nk, pos0 + t - p0 + 1);
+        for (int h = 0; h < nh; ++h) {
+          const float* e = scores + size_t(t * nh + h) * stride + p0;
+          float* oh = out + size_t(t) * q_stride + size_t(h) * hd;
+          for (int c0 = 0; c0 < nc; c0 += 8) {  // up to 8 accumulators in registers
+            const int cn = std::min(8, nc - c0);
+            __m256 acc[8];
+            for (int c = 0; c < cn; ++c) acc[c] = _mm256_loadu_ps(oh + 8 * (c0 + c));
+            for (int j = 0; j < nkt; ++j) {
+              const __m256 ej = _mm256_set1_ps(e[j]);
+              const float* vj = v + size_t(j) * vstride + 8 * c0;
+              for (int c = 0; c < cn; ++c) acc[c] = _mm256_fmadd_ps(ej, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+            }
+            for (int c = 0; c < cn; ++c) _mm256_storeu_ps(oh + 8 * (c0 + c), acc[c]);
           }
-          for (int c = 0; c < cn; ++c) _mm256_storeu_ps(oh + 8 * (c0 + c), acc[c]);
         }
       }
     }
   }
-  for (int h = 0; h < nh; ++h)
-    for (int c = 0; c < nc; ++c) {
-      float* o = out + size_t(h) * hd + 8 * c;
-      _mm256_storeu_ps(o, _mm256_mul_ps(_mm256_loadu_ps(o), _mm256_set1_ps(inv[h])));
-    }
+  for (int r = 0; r < rows; ++r) {
+    float* o = out + size_t(r / nh) * q_stride + size_t(r % nh) * hd;
+    for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * c), _mm256_set1_ps(inv[r])));
+  }
 }
 
 }  // namespace larder::attention_detail

@@ -36,13 +36,19 @@ inline void prefetch_rows(const void* block, const KvLayout& lay, size_t off, in
 // Query heads sharing one pass over their kv head's K/V.
 constexpr int kMaxHeads = 4;
 
-// True when attend_heads8 takes heads of this size (a multiple of 8, <= 256).
+// True when attend_tile8 takes heads of this size (a multiple of 8, <= 256).
 bool heads8_supported(int hd);
 
-// Heads [0, nh) of q (nh <= kMaxHeads, all of one kv head at offset `off` of
-// a K/V row) over positions 0..pos into out ([nh][hd]). scores: nh x stride
-// floats, stride >= pos + 1 rounded up to 16, plus 16.
-void attend_heads8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int hd, size_t off,
-                   const float* q, float* out, int nh, float* scores, size_t stride);
+// Tokens of a tile (attention.h's kAttentionTileTokens) and their rows.
+constexpr int kMaxTileTokens = 16;
+constexpr int kMaxTileRows = kMaxHeads * kMaxTileTokens;
+
+// Heads [0, nh) (nh <= kMaxHeads, all of one kv head at offset `off` of a K/V
+// row) of nt <= kMaxTileTokens consecutive tokens at positions pos0 .. pos0 +
+// nt - 1: token t's heads at q + t * q_stride, out likewise. Each (token,
+// head) row gets the arithmetic above whatever nt. scores: nt * nh rows of
+// `stride` floats, stride >= pos0 + nt rounded up to 8, plus 8.
+void attend_tile8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
+                  size_t off, const float* q, size_t q_stride, float* out, int nh, float* scores, size_t stride);
 
 }  // namespace larder::attention_detail

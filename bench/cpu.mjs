@@ -26,6 +26,7 @@
 //                     [--decode-tokens 64] [--contexts 4096,16384] [--skip-llama-cpp]
 //                     MODEL.gguf...
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import {getLlama, LlamaLogLevel, readGgufFileInfo} from "node-llama-cpp";
 import {Daemon} from "../tests/e2e/daemon.mjs";
@@ -99,7 +100,8 @@ async function modelShape(file) {
     const headDim = nEmbd / nHead;
     const perLayer = nEmbd * nEmbd * 2 + 2 * nEmbd * nKv * headDim + 3 * nEmbd * nFf;
     return {arch, n_layer: nLayer, n_embd: nEmbd, weight_bytes: weightBytes, macs_per_token: perLayer * nLayer,
-        attn_macs_per_token_per_ctx: 2 * nLayer * nHead * headDim};
+        attn_macs_per_token_per_ctx: 2 * nLayer * nHead * headDim,
+        kv_bytes_per_token: 2 * nLayer * nKv * headDim * 2};  // K and V in f16, larder's default
 }
 
 // ---- larder through HTTP ----------------------------------------------------
@@ -125,8 +127,18 @@ function larderDecode(base, prompt, n) {
 async function benchLarder(args, file, shape, ids) {
     for (const threads of args.threads) {
         const maxCtx = Math.max(args.promptTokens + 8, ...args.contexts.map((c) => c + args.decodeTokens + 8));
-        const d = await Daemon.start({bin: args.larder, model: file, threads, startTimeoutMs: 120000,
-            extraArgs: ["--ctx", String(Math.max(4096, maxCtx)), "--log-level", "warn"]});
+        const ctx = Math.max(4096, maxCtx);
+        const extraArgs = ["--ctx", String(ctx), "--log-level", "warn"];
+        // A device tier (the CPU's page pool) that holds a whole long context
+        // with room to spare: the default 1 GiB does not at 32k on a 1B model.
+        const kvBytes = Math.ceil(ctx * shape.kv_bytes_per_token * 1.25);
+        let config = null;
+        if (kvBytes > 1 << 30) {
+            config = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "larder-bench-")), "larder.toml");
+            fs.writeFileSync(config, `[cache.device]\nbudget = ${kvBytes}\n`);
+            extraArgs.push("--config", config);
+        }
+        const d = await Daemon.start({bin: args.larder, model: file, threads, startTimeoutMs: 120000, extraArgs});
         try {
             const base = {url: d.baseURL, model: path.basename(file, ".gguf")};
             await larderPrefill(base, ids(args.promptTokens));  // warm-up: pages in the weights
@@ -158,6 +170,7 @@ async function benchLarder(args, file, shape, ids) {
             }
         } finally {
             await d.stop();
+            if (config) fs.rmSync(path.dirname(config), {recursive: true, force: true});
         }
     }
 }

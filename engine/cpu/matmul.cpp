@@ -473,7 +473,8 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
       has_pairs_ = true;
     }
 #endif
-  } else if (kquant_int_supported(type) || (packed && packed_type_supported(type))) {
+  } else if (kquant_int_supported(type) ||
+             (packed && packed_type_supported(type) && (type == GgmlType::kQ4_K || type == GgmlType::kQ6_K))) {
     const size_t need = size_t(n_tokens) * (k / kQK_K);
     if (q8k_.size() < need) q8k_.resize(need);
     quantize_rows_q8k(x, n_tokens, k, q8k_.data());

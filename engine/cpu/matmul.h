@@ -93,7 +93,8 @@ class MatmulInput {
   // The activations of the repacked kernels (matmul_packed.h) for this type:
   // [n_tokens][k / 32] Q8PackedAct for Q8_0, [n_tokens][k / 256]
   // Q4KPackedAct for Q4_K, Q6KPackedAct for Q6_K; null unless
-  // prepared with `packed` for a packed_type_supported(type) on kInt8.
+  // prepared with `packed` for a packed_type_supported(type) on kInt8, and
+  // always for F16 (its packed kernels read the f32 rows themselves).
   const void* packed() const {
     if (!has_packed_) return nullptr;
     if (type_ == GgmlType::kQ4_K) return packed_q4k_.data();

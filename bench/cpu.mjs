@@ -26,6 +26,7 @@
 //                     [--decode-tokens 64] [--contexts 4096,16384] [--skip-llama-cpp]
 //                     MODEL.gguf...
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import {getLlama, LlamaLogLevel, readGgufFileInfo} from "node-llama-cpp";
@@ -105,17 +106,29 @@ async function modelShape(file) {
 }
 
 // ---- larder through HTTP ----------------------------------------------------
-async function post(base, body) {
-    const r = await fetch(`${base.url}/completions`, {method: "POST", headers: {"content-type": "application/json"},
-        body: JSON.stringify({model: base.model, ...body})});
-    if (!r.ok) throw new Error(`larder ${r.status}: ${await r.text()}`);
-    return r;
+// A completion's JSON, by node:http with no client-side timeout: fetch gives
+// up after 300 s without response headers, and a 32k-token prefix takes
+// longer than that on 2 cores.
+function post(base, body) {
+    return new Promise((resolve, reject) => {
+        const u = new URL(`${base.url}/completions`);
+        const data = JSON.stringify({model: base.model, ...body});
+        const req = http.request({hostname: u.hostname, port: u.port, path: u.pathname, method: "POST",
+            headers: {"content-type": "application/json", "content-length": Buffer.byteLength(data)}}, (res) => {
+            let text = "";
+            res.setEncoding("utf8");
+            res.on("data", (c) => { text += c; });
+            res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(text))
+                : reject(new Error(`larder ${res.statusCode}: ${text}`))));
+        });
+        req.on("error", reject);
+        req.end(data);
+    });
 }
 
 async function larderPrefill(base, prompt) {
     const t0 = performance.now();
-    const r = await post(base, {prompt, max_tokens: 1, temperature: 0});
-    await r.json();
+    await post(base, {prompt, max_tokens: 1, temperature: 0});
     return performance.now() - t0;
 }
 

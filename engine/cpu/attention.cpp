@@ -422,28 +422,21 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    int head_end) {
   const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const size_t q_stride = size_t(shape.n_head) * hd;
+  // The vector pass for this head size and page dtype, if any: one tile of
+  // up to kAttentionTileTokens tokens x the heads of one kv head per call.
+  using TileFn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, const float*,
+                          size_t, float*, int, float*, size_t);
+  TileFn tile = nullptr;
 #if defined(__AVX512F__)
-  const KvLayout& lay = pool.layout();
-  if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (lay.dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
-    static_assert(kMaxGroupHeads == kAttentionGroupHeads);
-    const size_t stride = scores_stride(pos0 + n_tokens - 1, lay.page_size);
-    for (int t0 = 0; t0 < n_tokens; t0 += kAttentionTileTokens) {
-      const int nt = std::min(kAttentionTileTokens, n_tokens - t0);
-      for (int h = head_begin; h < head_end;) {
-        const int kv = h / group;
-        const int nh = std::min({head_end - h, (kv + 1) * group - h, kMaxGroupHeads});
-        const size_t at = size_t(t0) * q_stride + size_t(h) * hd;
-        attend_tile16(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride, out + at, nh,
-                      scratch, stride);
-        h += nh;
-      }
-    }
-    return;
-  }
+  static_assert(kMaxGroupHeads == kAttentionGroupHeads);
+  const KvDtype dtype = pool.layout().dtype;
+  if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0)) tile = &attend_tile16;
 #elif defined(LARDER_ATTENTION_AVX2)
-  if (attention_detail::heads8_supported(hd)) {
-    static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
-    static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
+  static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
+  static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
+  if (attention_detail::heads8_supported(hd)) tile = &attention_detail::attend_tile8;
+#endif
+  if (tile != nullptr) {
     const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
     for (int t0 = 0; t0 < n_tokens; t0 += kAttentionTileTokens) {
       const int nt = std::min(kAttentionTileTokens, n_tokens - t0);
@@ -451,15 +444,12 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
         const int kv = h / group;
         const int nh = std::min({head_end - h, (kv + 1) * group - h, kAttentionGroupHeads});
         const size_t at = size_t(t0) * q_stride + size_t(h) * hd;
-        attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
-                                       out + at, nh, scratch, stride);
+        tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride, out + at, nh, scratch, stride);
         h += nh;
       }
     }
     return;
   }
-#endif
-  (void)group;
   for (int t = 0; t < n_tokens; ++t)
     attend_one(pool, layer, pages, pos0 + t, shape, q + size_t(t) * q_stride, out + size_t(t) * q_stride, scratch,
                head_begin, head_end);

@@ -45,10 +45,20 @@ namespace {
 // thread, 64 and 512 tokens, noisy): scaling every block's int32 tile by its per-row,
 // per-token f32 scales (Q8_0's 32-value blocks) costs more than the TMUL saves.
 std::atomic<bool> g_amx_enabled{false};
+// On by default: K-quant scales fold into the weights (matmul_packed_amx.h).
+std::atomic<bool> g_kquant_amx_enabled{true};
 }  // namespace
 
 void set_packed_amx(bool enabled) { g_amx_enabled = enabled; }
 bool packed_amx_active() { return g_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable(); }
+void set_kquant_amx(bool enabled) { g_kquant_amx_enabled = enabled; }
+bool kquant_amx_active() {
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(LARDER_PACKED_AVX512)
+  return g_kquant_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable();
+#else
+  return false;
+#endif
+}
 
 bool packed_type_supported(GgmlType t) {
 #ifdef LARDER_PACKED_AVX512

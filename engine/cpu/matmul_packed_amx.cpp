@@ -16,11 +16,16 @@
 // (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+).
 #include "engine/cpu/matmul_packed.h"
 
+#include "engine/cpu/matmul_packed_amx.h"
+
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__)
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "engine/cpu/simd.h"
 #define LARDER_AMX 1
@@ -34,7 +39,7 @@ namespace {
 constexpr long kArchReqXcompPerm = 0x1023;
 constexpr long kXfeatureXtiledata = 18;
 
-// Tiles: 0, 1 the int32 sums (C) of two blocks in flight; 2, 3 their
+// Q8_0 tiles: 0, 1 the int32 sums (C) of two blocks in flight; 2, 3 their
 // activations (A: 16 tokens x 32 bytes); 4, 5 their weights (B: 8 x 64 bytes).
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -45,12 +50,26 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-void configure_thread() {
-  static thread_local bool configured = false;
-  if (configured) return;
-  static const TileConfig config;
+// K-quant tiles (matmul_packed_amx.h): 0, 1 C hi / lo, 2 A, 3, 4 B hi / lo.
+TileConfig kquant_config() {
+  TileConfig c;
+  for (int i = 0; i < 16; ++i) c.colsb[i] = 0, c.rows[i] = 0;
+  for (int i = 0; i < 5; ++i) c.colsb[i] = 64, c.rows[i] = 16;
+  return c;
+}
+
+// The configuration loaded on this thread, if one of ours.
+thread_local const TileConfig* t_loaded = nullptr;
+
+void use_config(const TileConfig& config) {
+  if (t_loaded == &config) return;
   _tile_loadconfig(&config);
-  configured = true;
+  t_loaded = &config;
+}
+
+void configure_thread() {
+  static const TileConfig config;
+  use_config(config);
 }
 
 // acc[t] += the block's f32 step for the 16 tokens, from its int32 sums c[t].
@@ -65,6 +84,26 @@ inline void add_block(__m512 (&acc)[16], const int32_t (&c)[16][16], const Q8Pac
 }
 
 }  // namespace
+
+void configure_kquant_tiles() {
+  static const TileConfig config = kquant_config();
+  use_config(config);
+}
+
+uint8_t* amx_scratch(size_t bytes) {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  static thread_local std::unique_ptr<uint8_t, Free> buf;
+  static thread_local size_t size = 0;
+  if (size < bytes) {
+    const size_t n = (bytes + 63) / 64 * 64;
+    buf.reset(static_cast<uint8_t*>(std::aligned_alloc(64, n)));
+    if (!buf) throw std::bad_alloc();
+    size = n;
+  }
+  return buf.get();
+}
 
 bool amx_usable() {
   static const bool ok = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;

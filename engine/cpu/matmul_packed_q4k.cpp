@@ -5,6 +5,7 @@
 
 #include "engine/cpu/matmul_kquant.h"
 #include "engine/cpu/matmul_packed.h"
+#include "engine/cpu/matmul_packed_amx.h"
 #include "engine/cpu/matmul_packed_tiles.h"
 #include "engine/gguf/quant_blocks.h"
 
@@ -73,6 +74,24 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// A super-block's per-row constants for q4k_step: the m pairs as int16, d, dmin.
+inline void load_q4k_step(const uint8_t* b, __m512i (&mp)[4], __m512& dw, __m512& dm) {
+  for (int k = 0; k < 4; ++k)
+    mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kMinOff + 32 * k)));
+  dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
+  dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDminOff)));
+}
+
+// One token's f32 step for one super-block of 16 rows (the contract in
+// matmul_packed.h), S its exact sums; every Q4_K tile ends a super-block so.
+inline __m512 q4k_step(__m512 acc, __m512i S, const __m512i (&mp)[4], __m512 dw, __m512 dm, const Q4KPackedAct& a) {
+  __m512i mn = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) mn = _mm512_dpwssd_epi32(mn, mp[k], _mm512_set1_epi32(a.xs_pairs[k]));
+  const __m512 dx = _mm512_set1_ps(a.d);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S), _mm512_mul_ps(dw, dx), acc);
+  return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, dx), acc);
+}
+
 // T tokens x G groups of 16 rows (group g at grp + g * group_stride) over all
 // nb super-blocks; y: token 0, the first group's first row; the last group
 // writes last_rows rows. Several groups in flight are for decode: more
@@ -121,18 +140,9 @@ void tile_q4k_groups(const uint8_t* grp, size_t group_stride, const Q4KPackedAct
     for (int g = 0; g < G; ++g) {
       const uint8_t* b = bg[g];
       __m512i mp[4];
-      for (int k = 0; k < 4; ++k)
-        mp[k] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kMinOff + 32 * k)));
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDOff)));
-      const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kDminOff)));
-      for (int t = 0; t < T; ++t) {
-        const Q4KPackedAct& a = x[size_t(t) * nb + s];
-        __m512i mn = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) mn = _mm512_dpwssd_epi32(mn, mp[k], _mm512_set1_epi32(a.xs_pairs[k]));
-        const __m512 dx = _mm512_set1_ps(a.d);
-        acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[g][t]), _mm512_mul_ps(dw, dx), acc[g][t]);
-        acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, dx), acc[g][t]);
-      }
+      __m512 dw, dm;
+      load_q4k_step(b, mp, dw, dm);
+      for (int t = 0; t < T; ++t) acc[g][t] = q4k_step(acc[g][t], S[g][t], mp, dw, dm, x[size_t(t) * nb + s]);
     }
   }
   for (int g = 0; g < G; ++g) {
@@ -153,6 +163,38 @@ constexpr int kT = 6;  // 4 T + 5 zmm live
 constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>,
                                                   &tile_q4k<4>, &tile_q4k<5>, &tile_q4k<6>};
 
+#ifdef LARDER_KQUANT_AMX
+// One group's super-block sb in the unpacked form of matmul_packed_amx.h:
+// p = sc_i * q (0..945) as hi / lo planes.
+void unpack_q4k_amx(const uint8_t* sb, uint8_t* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), mlow = _mm512_set1_epi16(0x00FF);
+  for (int i = 0; i < 8; ++i) {
+    // sc of row r in both int16 words of the row's 4-byte lane.
+    const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kScOff + i * 16)));
+    const __m512i sc16 = _mm512_or_si512(sc32, _mm512_slli_epi32(sc32, 16));
+    uint8_t* o = out + (i / 2) * 2048;  // K-step of sub-block i
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_load_si512(sb + i * 256 + c * 64);
+      for (int h = 0; h < 2; ++h) {  // low nibbles: values 32 i + 4 c + k; high: + 16
+        const __m512i q = _mm512_and_si512(h == 0 ? v : _mm512_srli_epi16(v, 4), m4);
+        const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(q, mlow), sc16);
+        const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), sc16);
+        const int j = 8 * (i % 2) + 4 * h + c;
+        amx_split_store(pe, po, o + 64 * j, o + 1024 + 64 * j);
+      }
+    }
+  }
+}
+
+void finish_q4k_amx(__m512 (&acc)[16], const int32_t (&hi)[16][16], const int32_t (&lo)[16][16], const uint8_t* sb,
+                    const Q4KPackedAct* a, int nb) {
+  __m512i mp[4];
+  __m512 dw, dm;
+  load_q4k_step(sb, mp, dw, dm);
+  for (int t = 0; t < 16; ++t) acc[t] = q4k_step(acc[t], amx_sum(hi, lo, t), mp, dw, dm, a[size_t(t) * nb]);
+}
+#endif  // LARDER_KQUANT_AMX
+
 }  // namespace
 #endif  // LARDER_Q4K_PACKED
 
@@ -163,6 +205,13 @@ void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens,
     run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end);
     return;
   }
+#ifdef LARDER_KQUANT_AMX
+  const int on_amx = run_kquant_amx(w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q4k_amx, &finish_q4k_amx);
+  if (on_amx == n_tokens) return;
+  x += size_t(on_amx) * w.n_blocks();
+  y += size_t(on_amx) * y_stride;
+  n_tokens -= on_amx;
+#endif
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #elif defined(LARDER_PACKED_AVX2)
   matmul_q4k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);

@@ -5,6 +5,7 @@
 
 #include "engine/cpu/matmul_kquant.h"
 #include "engine/cpu/matmul_packed.h"
+#include "engine/cpu/matmul_packed_amx.h"
 #include "engine/cpu/matmul_packed_tiles.h"
 #include "engine/gguf/quant_blocks.h"
 
@@ -165,6 +166,53 @@ constexpr DecodeGroupsFn<Q6KPackedAct> kDecodeTiles[kGDecode] = {&tile_q6k_group
 constexpr int kT = 4;  // 4 T + 9 zmm live
 constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &tile_q6k<3>, &tile_q6k<4>};
 
+#ifdef LARDER_KQUANT_AMX
+// Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (hi_bits<c>, c at run time).
+inline __m512i hi_bits_at(__m512i h, int c) {
+  switch (c) {
+    case 0: return hi_bits<0>(h);
+    case 1: return hi_bits<1>(h);
+    case 2: return hi_bits<2>(h);
+    default: return hi_bits<3>(h);
+  }
+}
+
+// One group's super-block sb in the unpacked form of matmul_packed_amx.h:
+// p = sc_i * (q - 32) (-4064..4096) as hi / lo planes.
+void unpack_q6k_amx(const uint8_t* sb, uint8_t* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
+  const __m512i mword = _mm512_set1_epi32(0xFFFF);
+  for (int i2 = 0; i2 < 8; ++i2) {
+    uint8_t* o = out + (i2 / 2) * 2048;  // K-step of values 32 i2 ..
+    for (int half = 0; half < 2; ++half) {  // sub-block 2 i2 + half: values 32 i2 + 16 half + 4 c + k
+      const __m512i h = _mm512_load_si512(sb + kHiOff + i2 * 128 + half * 64);
+      // sc of row r (int8, sign-extended) in both int16 words of the row's 4-byte lane.
+      const __m512i sc32 = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kScOff + (2 * i2 + half) * 16)));
+      const __m512i sc16 = _mm512_or_si512(_mm512_and_si512(sc32, mword), _mm512_slli_epi32(sc32, 16));
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_load_si512(sb + i2 * 256 + c * 64);
+        const __m512i low4 = _mm512_and_si512(half == 0 ? v : _mm512_srli_epi16(v, 4), m4);
+        // A | (B & C): 0xF8; then q - 32 as int8.
+        const __m512i q = _mm512_sub_epi8(_mm512_ternarylogic_epi32(low4, hi_bits_at(h, c), m30, 0xF8), k32);
+        const __m512i pe = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(q, 8), 8), sc16);
+        const __m512i po = _mm512_mullo_epi16(_mm512_srai_epi16(q, 8), sc16);
+        const int j = 8 * (i2 % 2) + 4 * half + c;
+        amx_split_store(pe, po, o + 64 * j, o + 1024 + 64 * j);
+      }
+    }
+  }
+}
+
+void finish_q6k_amx(__m512 (&acc)[16], const int32_t (&hi)[16][16], const int32_t (&lo)[16][16], const uint8_t* sb,
+                    const Q6KPackedAct* a, int nb) {
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kDOff)));
+  for (int t = 0; t < 16; ++t)
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(amx_sum(hi, lo, t)), _mm512_mul_ps(dw, _mm512_set1_ps(a[size_t(t) * nb].d)),
+                             acc[t]);
+}
+#endif  // LARDER_KQUANT_AMX
+
 }  // namespace
 #endif  // LARDER_Q6K_PACKED
 
@@ -175,6 +223,13 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
     run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end);
     return;
   }
+#ifdef LARDER_KQUANT_AMX
+  const int on_amx = run_kquant_amx(w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q6k_amx, &finish_q6k_amx);
+  if (on_amx == n_tokens) return;
+  x += size_t(on_amx) * w.n_blocks();
+  y += size_t(on_amx) * y_stride;
+  n_tokens -= on_amx;
+#endif
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #elif defined(LARDER_PACKED_AVX2)
   matmul_q6k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);

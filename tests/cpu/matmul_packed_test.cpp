@@ -357,18 +357,26 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
     const Matrix m = random(c.K, c.rows, rng, c.extremes);
     const PackedMatrix p = PackedMatrix::pack(m.view());
     REQUIRE(p.type() == type);
-    const int max_tokens = 2 * kT + 2;
+    // Past two vector tiles of kT, and 16-token AMX tiles with remainders;
+    // K = 2048 also past the AMX path's token block (1 MiB of activations:
+    // 448 tokens) and the vector tiles' (512 KiB).
+    const int max_tokens = c.K == 2048 ? 470 : 40;
     const std::vector<BlockQ8K> x = random_q8k(size_t(max_tokens) * (c.K / 256), rng, c.extremes);
     const std::vector<float> want = definition(m, x, max_tokens);
-    for (int n : {1, 2, kT - 1, kT, kT + 1, 2 * kT + 1, max_tokens}) {
-      INFO("tokens=" << n);
-      const std::vector<float> y = kquant_packed_product(p, x, n, -1, prepare);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    for (bool amx : {true, false}) {
+      set_kquant_amx(amx);
+      INFO((kquant_amx_active() ? "AMX" : "vector") << " prefill tiles");
+      for (int n : {1, 2, kT - 1, kT, kT + 1, 2 * kT + 1, 16, 17, 32 + kT + 1, max_tokens}) {
+        INFO("tokens=" << n);
+        const std::vector<float> y = kquant_packed_product(p, x, n, -1, prepare);
+        REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
+      if (c.rows > 16) {
+        const std::vector<float> y = kquant_packed_product(p, x, max_tokens, 16, prepare);
+        REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
     }
-    if (c.rows > 16) {
-      const std::vector<float> y = kquant_packed_product(p, x, max_tokens, 16, prepare);
-      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
-    }
+    set_kquant_amx(true);
   }
 }
 
@@ -411,7 +419,7 @@ TEST_CASE("packed Q4_K matmul is close to the double dot product of dequantized 
 TEST_CASE("packed Q4_K parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   std::mt19937 rng(13);
-  const int K = 512, rows = 600, n = 7;
+  const int K = 512, rows = 600, n = 39;  // 2 AMX tiles + 7 (where AMX runs)
   const Q4KMatrix m = random_q4k(K, rows, rng, false);
   const std::vector<BlockQ8K> x = random_q8k(size_t(n) * (K / 256), rng, false);
   ThreadPool one(1), three(3);
@@ -442,15 +450,24 @@ TEST_CASE("packed Q4_K matmul throughput", "[.bench-q8packed]") {
     std::vector<float> y(size_t(n) * rows);
     auto time = [&](auto&& fn) { return best_gops(2.0 * n * double(rows) * K, fn); };
     MatmulInput in;
-    const double packed = time([&] {
-      in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kInt8, /*packed=*/true);
-      matmul_packed_rows(p, in.packed(), n, y.data(), rows, 0, rows);
-    });
+    auto packed = [&] {
+      return time([&] {
+        in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kInt8, /*packed=*/true);
+        matmul_packed_rows(p, in.packed(), n, y.data(), rows, 0, rows);
+      });
+    };
+    set_kquant_amx(true);
+    const bool amx = kquant_amx_active();
+    const double with_amx = packed();
+    set_kquant_amx(false);
+    const double vector = packed();
+    set_kquant_amx(true);
     const double unpacked = time([&] {
       in.prepare(GgmlType::kQ4_K, x.data(), n, K, Q8Path::kInt8);
       matmul_rows(m.view(), in, y.data(), rows, 0, rows);
     });
-    std::printf("Q4_K %4d tokens: packed %6.1f GOP/s, unpacked %6.1f GOP/s (one thread)\n", n, packed, unpacked);
+    std::printf("Q4_K %4d tokens: packed %6.1f GOP/s (AMX: %s), unpacked %6.1f GOP/s (one thread)\n", n, vector,
+                amx ? std::to_string(with_amx).substr(0, 6).c_str() : "(none here)", unpacked);
   }
 }
 

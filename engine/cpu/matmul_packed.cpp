@@ -8,6 +8,7 @@
 #include <new>
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_packed_amx.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/quant_blocks.h"
 
@@ -53,7 +54,7 @@ void set_packed_amx(bool enabled) { g_amx_enabled = enabled; }
 bool packed_amx_active() { return g_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable(); }
 void set_kquant_amx(bool enabled) { g_kquant_amx_enabled = enabled; }
 bool kquant_amx_active() {
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(LARDER_PACKED_AVX512)
+#ifdef LARDER_KQUANT_AMX
   return g_kquant_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable();
 #else
   return false;

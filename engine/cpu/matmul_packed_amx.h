@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "engine/cpu/matmul_packed.h"
+#include "engine/cpu/matmul_packed_tiles.h"
 #include "engine/cpu/simd.h"
 
 namespace larder::packed_detail {
@@ -98,6 +99,17 @@ int run_kquant_amx(const PackedMatrix& w, const Act* x, int n_tokens, float* y, 
     }
   }
   return n_tokens;
+}
+
+// Prefill of a K-quant: the multiples of 16 tokens on AMX where
+// kquant_amx_active() (run_kquant_amx), the rest on the vector tiles.
+template <class Act, int kT, class Unpack, class Finish>
+void run_kquant_prefill(const GroupTileFn<Act> (&tiles)[kT], const PackedMatrix& w, const Act* x, int n_tokens,
+                        float* y, int y_stride, int64_t row_begin, int64_t row_end, Unpack&& unpack, Finish&& finish) {
+  const int on_amx = run_kquant_amx(w, x, n_tokens, y, y_stride, row_begin, row_end, unpack, finish);
+  if (on_amx == n_tokens) return;
+  run_group_tiles(tiles, w, x + size_t(on_amx) * w.n_blocks(), n_tokens - on_amx, y + size_t(on_amx) * y_stride,
+                  y_stride, row_begin, row_end);
 }
 
 // S[t] = 64 * hi[t] + lo[t], the 16 rows' exact super-block sums for token t.

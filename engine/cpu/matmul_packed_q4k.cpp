@@ -206,13 +206,10 @@ void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens,
     return;
   }
 #ifdef LARDER_KQUANT_AMX
-  const int on_amx = run_kquant_amx(w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q4k_amx, &finish_q4k_amx);
-  if (on_amx == n_tokens) return;
-  x += size_t(on_amx) * w.n_blocks();
-  y += size_t(on_amx) * y_stride;
-  n_tokens -= on_amx;
-#endif
+  run_kquant_prefill(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q4k_amx, &finish_q4k_amx);
+#else
   run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+#endif
 #elif defined(LARDER_PACKED_AVX2)
   matmul_q4k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
 #else

@@ -3,8 +3,9 @@
 //   read  : GB/s (10^9 bytes/s) of streaming a buffer larger than the L3
 //           (default 1 GiB) with 512-bit loads, on 1..N threads (each thread
 //           reads its own contiguous share; time = the slowest thread),
-//           plain and with software prefetch 2 KiB ahead ("method"); the
-//           faster of the two is the wall.
+//           plain and with software prefetch 2 KiB ahead, on 4 KiB pages and
+//           on transparent huge pages where the kernel grants them (larder's
+//           packed weights ask for them) ("method"); the fastest is the wall.
 //           Decode reads every weight byte once per token, so
 //           tok/s <= read GB/s / weight GB.
 //   int8  : TOP/s (10^12 ops/s, a multiply and an add counted as 2 ops) of
@@ -29,6 +30,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include <nlohmann/json.hpp>
 
@@ -169,28 +172,35 @@ int main(int argc, char** argv) {
   volatile uint64_t sink = 0;
 #if defined(__AVX512F__)
   const size_t bytes = size_t(a.mib) << 20;
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
-  if (buf == nullptr) {
-    std::fprintf(stderr, "bench_walls: cannot allocate %d MiB\n", a.mib);
-    return 1;
-  }
-  for (size_t i = 0; i < bytes; ++i) buf[i] = uint8_t(i * 131u >> 7);  // touched: no page faults in the timing
-  for (int n : a.threads) {
-    const size_t share = (bytes / size_t(n)) & ~size_t(511);
-    for (bool prefetch : {false, true}) {
-      double best = 1e30;
-      for (int r = 0; r < a.reps; ++r) {
-        best = std::min(best, run_threads(n, [&](int t) {
-          const uint8_t* mine = buf + size_t(t) * share;
-          sink = sink + (prefetch ? read_lines<true>(mine, share) : read_lines<false>(mine, share));
-        }));
-      }
-      rows.push_back({{"bench", "wall_read"}, {"threads", n}, {"bytes", share * size_t(n)},
-                      {"method", prefetch ? "prefetch" : "plain"},
-                      {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
+  for (bool huge : {false, true}) {  // 4 KiB pages, then transparent huge pages as larder's packed weights
+    void* mem = nullptr;
+    if (posix_memalign(&mem, huge ? size_t(2) << 20 : 4096, bytes) != 0) {
+      std::fprintf(stderr, "bench_walls: cannot allocate %d MiB\n", a.mib);
+      return 1;
     }
+    auto* buf = static_cast<uint8_t*>(mem);
+    if (huge && ::madvise(buf, bytes, MADV_HUGEPAGE) != 0) {
+      std::free(buf);
+      continue;  // no THP here: the 4 KiB rows are the wall
+    }
+    for (size_t i = 0; i < bytes; ++i) buf[i] = uint8_t(i * 131u >> 7);  // touched: no page faults in the timing
+    for (int n : a.threads) {
+      const size_t share = (bytes / size_t(n)) & ~size_t(511);
+      for (bool prefetch : {false, true}) {
+        double best = 1e30;
+        for (int r = 0; r < a.reps; ++r) {
+          best = std::min(best, run_threads(n, [&](int t) {
+            const uint8_t* mine = buf + size_t(t) * share;
+            sink = sink + (prefetch ? read_lines<true>(mine, share) : read_lines<false>(mine, share));
+          }));
+        }
+        const std::string method = std::string(prefetch ? "prefetch" : "plain") + (huge ? ", huge pages" : "");
+        rows.push_back({{"bench", "wall_read"}, {"threads", n}, {"bytes", share * size_t(n)}, {"method", method},
+                        {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
+      }
+    }
+    std::free(buf);
   }
-  std::free(buf);
 #else
   std::fprintf(stderr, "bench_walls: built without AVX-512: no read probe\n");
 #endif

@@ -157,8 +157,9 @@ void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y
   tile_q4k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
 }
 
-constexpr int kGDecode = 2;  // decode tiles: groups in flight (4 measured slower)
-constexpr DecodeGroupsFn<Q4KPackedAct> kDecodeTiles[kGDecode] = {&tile_q4k_groups<1, 1>, &tile_q4k_groups<1, 2>};
+constexpr int kGDecode = 4;  // decode tiles: groups in flight (2 and 6 measured slower)
+constexpr DecodeGroupsFn<Q4KPackedAct> kDecodeTiles[kGDecode] = {&tile_q4k_groups<1, 1>, &tile_q4k_groups<1, 2>,
+                                                                   &tile_q4k_groups<1, 3>, &tile_q4k_groups<1, 4>};
 constexpr int kT = 6;  // 4 T + 5 zmm live
 constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>,
                                                   &tile_q4k<4>, &tile_q4k<5>, &tile_q4k<6>};

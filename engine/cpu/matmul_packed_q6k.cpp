@@ -161,8 +161,9 @@ void tile_q6k(const uint8_t* grp, const Q6KPackedAct* x, int nb, float* y, int y
   tile_q6k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
 }
 
-constexpr int kGDecode = 2;  // decode tiles: groups in flight (4 measured slower)
-constexpr DecodeGroupsFn<Q6KPackedAct> kDecodeTiles[kGDecode] = {&tile_q6k_groups<1, 1>, &tile_q6k_groups<1, 2>};
+constexpr int kGDecode = 4;  // decode tiles: groups in flight (2 and 6 measured slower)
+constexpr DecodeGroupsFn<Q6KPackedAct> kDecodeTiles[kGDecode] = {&tile_q6k_groups<1, 1>, &tile_q6k_groups<1, 2>,
+                                                                   &tile_q6k_groups<1, 3>, &tile_q6k_groups<1, 4>};
 constexpr int kT = 4;  // 4 T + 9 zmm live
 constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &tile_q6k<3>, &tile_q6k<4>};
 

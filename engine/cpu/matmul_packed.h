@@ -209,8 +209,8 @@ void set_packed_amx(bool enabled);
 // True when the Q8_0 prefill tiles run on AMX.
 bool packed_amx_active();
 
-// Whether Q4_K and Q6_K prefill (16 tokens at a time; the remainder on the
-// vector tiles) may use AMX where this build has it and amx_usable()
+// Whether Q4_K and Q6_K prefill of 16 tokens or more (16 at a time, a last
+// part tile zero-padded) may use AMX where this build has it and amx_usable()
 // (default true: matmul_packed_amx.h). Same bits either way; tests switch it.
 void set_kquant_amx(bool enabled);
 // True when Q4_K / Q6_K prefill runs on AMX.

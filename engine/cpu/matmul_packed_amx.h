@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "engine/cpu/matmul_packed.h"
 #include "engine/cpu/matmul_packed_tiles.h"
@@ -47,17 +48,19 @@ inline void amx_split_store(__m512i pe, __m512i po, uint8_t* hi, uint8_t* lo) {
                                          _mm512_slli_epi16(_mm512_srai_epi16(po, 6), 8)));
 }
 
-// Rows [row_begin, row_end) x the first n_tokens / 16 * 16 tokens of a packed
-// K-quant matrix, where kquant_amx_active(); returns how many tokens it did
-// (0 or that multiple of 16: the caller's vector tiles take the rest). unpack(sb, out) writes one super-block's unpacked form (8 KiB at
-// out) from its packed bytes sb; finish(acc, hi, lo, sb, a, nb) adds the
-// super-block's f32 step to acc[t] for the 16 tokens from its int32 sums
-// hi[t][r], lo[t][r] (a: token 0's activations of that super-block, nb apart).
+// Rows [row_begin, row_end) x n_tokens tokens of a packed K-quant matrix,
+// where kquant_amx_active() and n_tokens >= 16; returns how many tokens it
+// did (0 or n_tokens: the caller's vector tiles take the rest). A last tile
+// of fewer than 16 tokens runs on a zero-padded copy of its activations (the
+// unpacked weights are there already; its padding rows are not stored).
+// unpack(sb, out) writes one super-block's unpacked form (8 KiB at out) from
+// its packed bytes sb; finish(acc, hi, lo, sb, a, nb) adds the super-block's
+// f32 step to acc[t] for the 16 tokens from its int32 sums hi[t][r], lo[t][r]
+// (a: token 0's activations of that super-block, nb apart).
 template <class Act, class Unpack, class Finish>
 int run_kquant_amx(const PackedMatrix& w, const Act* x, int n_tokens, float* y, int y_stride,
                     int64_t row_begin, int64_t row_end, Unpack&& unpack, Finish&& finish) {
-  n_tokens = n_tokens / 16 * 16;
-  if (n_tokens == 0 || !kquant_amx_active()) return 0;
+  if (n_tokens < 16 || !kquant_amx_active()) return 0;
   constexpr int kR = PackedMatrix::kGroupRows;
   constexpr size_t kActBlockBytes = 1024 * 1024;  // a token block's activations stay in L2
   const int nb = w.n_blocks();
@@ -67,7 +70,14 @@ int run_kquant_amx(const PackedMatrix& w, const Act* x, int n_tokens, float* y, 
   const size_t x_stride = size_t(nb) * sizeof(Act);
   const int block = std::max(16, int(kActBlockBytes / x_stride) / 16 * 16);
   configure_kquant_tiles();
-  uint8_t* bt = amx_scratch(size_t(nb) * kAmxSuperBlockBytes);
+  const size_t unpacked_bytes = size_t(nb) * kAmxSuperBlockBytes;
+  uint8_t* bt = amx_scratch(unpacked_bytes + 16 * x_stride);
+  const int full = n_tokens / 16 * 16, rem = n_tokens - full;
+  Act* pad = reinterpret_cast<Act*>(bt + unpacked_bytes);  // the last tile's tokens, then zeros
+  if (rem > 0) {
+    std::memcpy(static_cast<void*>(pad), x + size_t(full) * nb, size_t(rem) * x_stride);
+    std::memset(static_cast<void*>(pad + size_t(rem) * nb), 0, size_t(16 - rem) * x_stride);
+  }
   alignas(64) int32_t chi[16][16], clo[16][16];
   for (int tb = 0; tb < n_tokens; tb += block) {
     const int te = std::min(n_tokens, tb + block);
@@ -76,10 +86,12 @@ int run_kquant_amx(const PackedMatrix& w, const Act* x, int n_tokens, float* y, 
       for (int s = 0; s < nb; ++s) unpack(grp + size_t(s) * block_bytes, bt + size_t(s) * kAmxSuperBlockBytes);
       const __mmask16 last = g + 1 == g_end ? __mmask16((1u << tail) - 1u) : __mmask16(0xffff);
       for (int t0 = tb; t0 < te; t0 += 16) {
+        const int nt = std::min(16, te - t0);
+        const Act* xt = nt == 16 ? x + size_t(t0) * nb : pad;
         __m512 acc[16];
         for (__m512& a : acc) a = _mm512_setzero_ps();
         for (int s = 0; s < nb; ++s) {
-          const Act* a = x + size_t(t0) * nb + s;
+          const Act* a = xt + s;
           const uint8_t* b = bt + size_t(s) * kAmxSuperBlockBytes;
           _tile_zero(0);
           _tile_zero(1);
@@ -94,22 +106,20 @@ int run_kquant_amx(const PackedMatrix& w, const Act* x, int n_tokens, float* y, 
           _tile_stored(1, clo, 64);
           finish(acc, chi, clo, grp + size_t(s) * block_bytes, a, nb);
         }
-        for (int t = 0; t < 16; ++t) _mm512_mask_storeu_ps(y + size_t(t0 + t) * y_stride + g * kR, last, acc[t]);
+        for (int t = 0; t < nt; ++t) _mm512_mask_storeu_ps(y + size_t(t0 + t) * y_stride + g * kR, last, acc[t]);
       }
     }
   }
   return n_tokens;
 }
 
-// Prefill of a K-quant: the multiples of 16 tokens on AMX where
-// kquant_amx_active() (run_kquant_amx), the rest on the vector tiles.
+// Prefill of a K-quant: on AMX where kquant_amx_active() and there are 16
+// tokens or more (run_kquant_amx), else on the vector tiles.
 template <class Act, int kT, class Unpack, class Finish>
 void run_kquant_prefill(const GroupTileFn<Act> (&tiles)[kT], const PackedMatrix& w, const Act* x, int n_tokens,
                         float* y, int y_stride, int64_t row_begin, int64_t row_end, Unpack&& unpack, Finish&& finish) {
-  const int on_amx = run_kquant_amx(w, x, n_tokens, y, y_stride, row_begin, row_end, unpack, finish);
-  if (on_amx == n_tokens) return;
-  run_group_tiles(tiles, w, x + size_t(on_amx) * w.n_blocks(), n_tokens - on_amx, y + size_t(on_amx) * y_stride,
-                  y_stride, row_begin, row_end);
+  if (run_kquant_amx(w, x, n_tokens, y, y_stride, row_begin, row_end, unpack, finish) == n_tokens) return;
+  run_group_tiles(tiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 }
 
 // S[t] = 64 * hi[t] + lo[t], the 16 rows' exact super-block sums for token t.

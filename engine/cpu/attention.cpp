@@ -186,20 +186,32 @@ inline __m512 hsum16x16(__m512 v[16]) {
 
 constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
 constexpr int kMaxRows = kMaxGroupHeads * kAttentionTileTokens;
+static_assert(kMaxRows == kAttentionDecodeHeads);
 
-// Heads [0, nh) (q and out at the first head's slice) of one kv head (at
-// offset off of a K/V row), for nt consecutive tokens at positions
-// pos0 .. pos0 + nt - 1: token t's heads at q + t * q_stride, out likewise.
-// Every 16-row K/V block is widened once and used by all nt * nh query rows
-// (row r = t * nh + h); each row keeps the arithmetic above, so a token's
-// output does not depend on nt. scratch: nt * nh rows of `stride` floats
-// (stride >= pos0 + nt rounded up to 16, plus 16), then nt * nh * hd floats.
+// n_kv consecutive kv heads (the first at offset off of a K/V row, the next
+// hd values on), each with nh query heads: NH = n_kv * nh heads, contiguous
+// in q and out (q and out at the first one's slice), for nt consecutive
+// tokens at positions pos0 .. pos0 + nt - 1: token t's heads at
+// q + t * q_stride, out likewise. Every 16-row K/V block is widened once per
+// kv head and used by all nt * nh query rows of it (row r = t * NH + head);
+// each row keeps the arithmetic above, so a token's output depends neither on
+// nt nor on the heads it is computed with. Several kv heads at once are for
+// decode: a page's K/V rows are then read as one run per row instead of one
+// hd-wide slice per row per pass. rows = nt * NH <= kMaxRows. scratch: rows
+// rows of `stride` floats (stride >= pos0 + nt rounded up to 16, plus 16),
+// then rows * hd floats.
+// NC = hd / 16 is a template argument so that the per-chunk accumulators
+// and the 16 partial dot products stay in registers (with a run-time count
+// GCC kept them in memory and copied them with memcpy: 3x slower).
+template <int NC>
 void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                   size_t off, const float* q, size_t q_stride, float* out, int nh, float* scratch,
+                   size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch,
                    size_t stride) {
+  constexpr int nc = NC;
   const KvLayout& lay = pool.layout();
-  const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1, nc = hd / 16;
-  const int rows = nt * nh;
+  const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1;
+  const int NH = n_kv * nh, rows = nt * NH;
+  assert(rows <= kMaxRows);
   const float scale = float(1.0 / std::sqrt(double(hd)));
   float* accs = scratch + size_t(rows) * stride;  // [rows][hd] V sums
   alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16 / Q8_0
@@ -208,39 +220,42 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const void* kb = pool.k_block(pages[pi], layer);
-    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
+    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, n_kv * hd);
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
                                     // may run past the page, into slots the next block rewrites
       const int nk = std::min(16, n_slots - j0);
-      size_t kstride = 0;
-      const float* k = rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
-                                conv, &kstride);
-      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
-        const int nkt = std::min(nk, pos0 + t - p0 + 1);
-        const __mmask16 m = __mmask16((1u << nkt) - 1u);
-        for (int h = 0; h < nh; ++h) {
-          const int r = t * nh + h;
-          const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
-          __m512 part[16];
-          for (int j = 0; j < 16; ++j) {
-            if (j >= nkt) { part[j] = _mm512_setzero_ps(); continue; }
-            const float* kj = k + size_t(j) * kstride;
-            __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kj));
-            for (int c = 1; c < nc; ++c)
-              acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc);
-            part[j] = acc;
+      for (int kv = 0; kv < n_kv; ++kv) {
+        size_t kstride = 0;
+        const float* k = rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay,
+                                  off + size_t(kv) * hd, nk, hd, conv, &kstride);
+        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
+          const int nkt = std::min(nk, pos0 + t - p0 + 1);
+          const __mmask16 m = __mmask16((1u << nkt) - 1u);
+          for (int h = kv * nh; h < (kv + 1) * nh; ++h) {
+            const int r = t * NH + h;
+            const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
+            __m512 part[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; ++j) {
+              if (j >= nkt) { part[j] = _mm512_setzero_ps(); continue; }
+              const float* kj = k + size_t(j) * kstride;
+              __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kj));
+              for (int c = 1; c < nc; ++c)
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc);
+              part[j] = acc;
+            }
+            const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
+            _mm512_storeu_ps(scratch + size_t(r) * stride + p0, sc);
+            mx[r] = _mm512_mask_max_ps(mx[r], m, mx[r], sc);
           }
-          const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
-          _mm512_storeu_ps(scratch + size_t(r) * stride + p0, sc);
-          mx[r] = _mm512_mask_max_ps(mx[r], m, mx[r], sc);
         }
       }
     }
   }
   float inv[kMaxRows];
   for (int r = 0; r < rows; ++r) {
-    const int n_pos = pos0 + r / nh + 1;
+    const int n_pos = pos0 + r / NH + 1;
     float* s = scratch + size_t(r) * stride;
     const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
     __m512 sum = _mm512_setzero_ps();
@@ -256,33 +271,35 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const void* vb = pool.v_block(pages[pi], layer);
-    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
+    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, n_kv * hd);
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;
       const int nk = std::min(16, n_slots - j0);
-      size_t vstride = 0;
-      const float* v = rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay, off, nk, hd,
-                                conv, &vstride);
-      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
-        const int nkt = std::min(nk, pos0 + t - p0 + 1);
-        for (int h = 0; h < nh; ++h) {
-          const int r = t * nh + h;
-          const float* e = scratch + size_t(r) * stride + p0;
-          float* a = accs + size_t(r) * hd;
-          __m512 acc[16];  // hd <= 256
-          for (int c = 0; c < nc; ++c) acc[c] = _mm512_loadu_ps(a + 16 * c);
-          for (int j = 0; j < nkt; ++j) {
-            const __m512 ej = _mm512_set1_ps(e[j]);
-            for (int c = 0; c < nc; ++c)
-              acc[c] = _mm512_fmadd_ps(ej, _mm512_loadu_ps(v + size_t(j) * vstride + 16 * c), acc[c]);
+      for (int kv = 0; kv < n_kv; ++kv) {
+        size_t vstride = 0;
+        const float* v = rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay,
+                                  off + size_t(kv) * hd, nk, hd, conv, &vstride);
+        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
+          const int nkt = std::min(nk, pos0 + t - p0 + 1);
+          for (int h = kv * nh; h < (kv + 1) * nh; ++h) {
+            const int r = t * NH + h;
+            const float* e = scratch + size_t(r) * stride + p0;
+            float* a = accs + size_t(r) * hd;
+            __m512 acc[nc];
+            for (int c = 0; c < nc; ++c) acc[c] = _mm512_loadu_ps(a + 16 * c);
+            for (int j = 0; j < nkt; ++j) {
+              const __m512 ej = _mm512_set1_ps(e[j]);
+              for (int c = 0; c < nc; ++c)
+                acc[c] = _mm512_fmadd_ps(ej, _mm512_loadu_ps(v + size_t(j) * vstride + 16 * c), acc[c]);
+            }
+            for (int c = 0; c < nc; ++c) _mm512_storeu_ps(a + 16 * c, acc[c]);
           }
-          for (int c = 0; c < nc; ++c) _mm512_storeu_ps(a + 16 * c, acc[c]);
         }
       }
     }
   }
   for (int r = 0; r < rows; ++r) {
-    float* o = out + size_t(r / nh) * q_stride + size_t(r % nh) * hd;
+    float* o = out + size_t(r / NH) * q_stride + size_t(r % NH) * hd;
     const float* a = accs + size_t(r) * hd;
     for (int c = 0; c < nc; ++c)
       _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), _mm512_set1_ps(inv[r])));
@@ -293,7 +310,10 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
 }  // namespace
 
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
-  const size_t rows = size_t(std::clamp(n_tokens, 1, kAttentionTileTokens)) * kAttentionGroupHeads;
+  // A tile of several tokens takes the heads of one kv head (up to
+  // kAttentionGroupHeads); a decode step may take up to kMaxRows heads.
+  (void)n_tokens;
+  const size_t rows = kAttentionDecodeHeads;
   return rows * (scores_stride(max_pos, page_size) + kMaxHeadDim);
 }
 
@@ -422,34 +442,58 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    int head_end) {
   const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const size_t q_stride = size_t(shape.n_head) * hd;
-  // The vector pass for this head size and page dtype, if any: one tile of
-  // up to kAttentionTileTokens tokens x the heads of one kv head per call.
-  using TileFn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, const float*,
-                          size_t, float*, int, float*, size_t);
-  TileFn tile = nullptr;
-#if defined(__AVX512F__)
-  static_assert(kMaxGroupHeads == kAttentionGroupHeads);
-  const KvDtype dtype = pool.layout().dtype;
-  if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0)) tile = &attend_tile16;
-#elif defined(LARDER_ATTENTION_AVX2)
-  static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
-  static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
-  if (attention_detail::heads8_supported(hd)) tile = &attention_detail::attend_tile8;
-#endif
-  if (tile != nullptr) {
-    const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
+  const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
+  // fn(t0, nt, kv, nh, at) per tile of up to kAttentionTileTokens tokens x up
+  // to kAttentionGroupHeads heads of one kv head (at: their offset in q, out).
+  [[maybe_unused]] auto for_each_tile = [&](auto&& fn) {
     for (int t0 = 0; t0 < n_tokens; t0 += kAttentionTileTokens) {
       const int nt = std::min(kAttentionTileTokens, n_tokens - t0);
       for (int h = head_begin; h < head_end;) {
         const int kv = h / group;
         const int nh = std::min({head_end - h, (kv + 1) * group - h, kAttentionGroupHeads});
-        const size_t at = size_t(t0) * q_stride + size_t(h) * hd;
-        tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride, out + at, nh, scratch, stride);
+        fn(t0, nt, kv, nh, size_t(t0) * q_stride + size_t(h) * hd);
         h += nh;
       }
     }
+  };
+  // The vector pass for this head size and page dtype, if any: one tile of
+  // up to kAttentionTileTokens tokens x the heads of one kv head per call; a
+  // decode step (one token) over whole kv heads takes them all in one pass.
+#if defined(__AVX512F__)
+  static_assert(kMaxGroupHeads == kAttentionGroupHeads);
+  using Tile16Fn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, int, const float*,
+                            size_t, float*, int, float*, size_t);
+  static constexpr Tile16Fn kTiles16[16] = {
+      &attend_tile16<1>,  &attend_tile16<2>,  &attend_tile16<3>,  &attend_tile16<4>,  &attend_tile16<5>,  &attend_tile16<6>,
+      &attend_tile16<7>,  &attend_tile16<8>,  &attend_tile16<9>,  &attend_tile16<10>, &attend_tile16<11>, &attend_tile16<12>,
+      &attend_tile16<13>, &attend_tile16<14>, &attend_tile16<15>, &attend_tile16<16>};
+  static_assert(16 * 16 == kMaxHeadDim);
+  const KvDtype dtype = pool.layout().dtype;
+  if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
+    const Tile16Fn tile = kTiles16[hd / 16 - 1];
+    if (n_tokens == 1 && head_begin % group == 0 && head_end % group == 0 && head_end - head_begin <= kAttentionDecodeHeads) {
+      const size_t at = size_t(head_begin) * hd;
+      tile(pool, layer, pages, pos0, 1, hd, size_t(head_begin / group) * hd, (head_end - head_begin) / group, q + at,
+           q_stride, out + at, group, scratch, stride);
+      return;
+    }
+    for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
+      tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, 1, q + at, q_stride, out + at, nh, scratch,
+           stride);
+    });
     return;
   }
+#elif defined(LARDER_ATTENTION_AVX2)
+  static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
+  static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
+  if (attention_detail::heads8_supported(hd)) {
+    for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
+      attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
+                                     out + at, nh, scratch, stride);
+    });
+    return;
+  }
+#endif
   for (int t = 0; t < n_tokens; ++t)
     attend_one(pool, layer, pages, pos0 + t, shape, q + size_t(t) * q_stride, out + size_t(t) * q_stride, scratch,
                head_begin, head_end);

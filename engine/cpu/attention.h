@@ -40,6 +40,9 @@ constexpr int kAttentionGroupHeads = 4;
 // tiles cut to 4 tokens to keep the scores within 1 MiB (1B-shaped Q8_0, 2
 // threads, docs/cpu-kernels.md).
 constexpr int kAttentionTileTokens = 16;
+// Query heads attend_tokens takes in one pass for a single token (a decode
+// step) when they are whole kv heads.
+constexpr int kAttentionDecodeHeads = kAttentionGroupHeads * kAttentionTileTokens;
 
 // Floats of scratch attend_tokens needs for n_tokens tokens (counted up to
 // kAttentionTileTokens) at positions up to max_pos.

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "engine/cpu/huge_pages.h"
+
 namespace larder {
 
 const char* kv_dtype_name(KvDtype t) {
@@ -32,7 +34,9 @@ Result<std::unique_ptr<PagePool>> PagePool::create(const KvLayout& layout, int n
   size_t total = layout.page_bytes() * size_t(n_pages);
   size_t rounded = (total + 63) / 64 * 64;
   uint8_t* p = nullptr;
-  if (memory == PageMemory::kHost) p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  // On huge pages: attention reads one kv head's slice of every K/V row, a
+  // few cache lines per 4 KiB page of a page's blocks.
+  if (memory == PageMemory::kHost) p = static_cast<uint8_t*>(alloc_huge_aligned(rounded));
   if (memory == PageMemory::kHost && p == nullptr) {
     return Status::resource_exhausted("cannot allocate KV page pool: " + std::to_string(n_pages) +
                                       " pages x " + std::to_string(layout.page_bytes()) + " bytes = " +

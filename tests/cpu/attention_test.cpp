@@ -4,6 +4,10 @@
 // with.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,6 +15,7 @@
 
 #include "engine/cpu/attention.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/gguf/ggml_types.h"
 #include "tests/cpu/matmul_test_util.h"
 
@@ -120,6 +125,75 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
       attend_tokens(*pool, 0, pages, t.pos0, t.n, shape, qs.data(), cut_tiled.data(), scores.data(), cut,
                     c.n_head);
       REQUIRE(std::memcmp(cut_tiled.data(), alone.data(), cut_tiled.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+// Decode attention at a long context, as a 1B model's decode step runs it
+// (hidden: `test_cpu "[.bench-attention]"`): 16 layers, 32 query heads over
+// 8 kv heads of 64 dims, F16 pages of 16 tokens, one token at position
+// LARDER_BENCH_CONTEXT - 1 (default 16384); per layer the kv heads are split
+// over a ThreadPool one per call, or as the forward pass does (a share of
+// whole kv heads per thread, one call each). Printed, not asserted: GB/s of
+// K/V bytes beside a plain read of the same pages on the same threads.
+TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") {
+  const char* env = std::getenv("LARDER_BENCH_CONTEXT");
+  const int ctx = env ? std::max(16, std::atoi(env)) : 16384;
+  const int n_layer = 16, n_head = 32, n_head_kv = 8, hd = 64, ps = 16;
+  const AttentionShape shape{n_head, n_head_kv, hd};
+  const KvLayout lay{n_layer, shape.kv_dim(), ps, KvDtype::kF16};
+  const int n_pages = (ctx + ps - 1) / ps;
+  auto pool = PagePool::create(lay, n_pages).value();
+  std::vector<int32_t> pages;
+  for (int i = 0; i < n_pages; ++i) pages.push_back(*pool->allocate());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> k(shape.kv_dim()), v(shape.kv_dim());
+  for (float& x : k) x = nd(rng);
+  for (float& x : v) x = nd(rng);
+  for (int l = 0; l < n_layer; ++l)
+    for (int p = 0; p < ctx; ++p) kv_write(*pool, l, pages, p, k.data(), v.data());
+  std::vector<float> q(size_t(n_head) * hd), out(q.size());
+  for (float& x : q) x = nd(rng);
+  const size_t kv_bytes = size_t(n_layer) * ctx * 2 * lay.row_bytes();
+  for (int threads : {1, 2}) {
+    ThreadPool tp(threads);
+    const size_t per = attention_scratch_floats(ctx - 1, ps, 1);
+    std::vector<float> scratch(per * threads);
+    auto step = [&](int per_call) {  // kv heads per attend_token call
+      for (int l = 0; l < n_layer; ++l)
+        tp.parallel_chunks(n_head_kv, per_call, [&](int64_t b, int64_t e, int t) {
+          attend_token(*pool, l, pages, ctx - 1, shape, q.data(), out.data(), scratch.data() + per * t, int(b) * 4,
+                       int(e) * 4);
+        });
+    };
+    std::vector<uint64_t> sink(size_t(threads) * 8);
+    auto read = [&] {  // every page's K/V bytes, pages split over the threads
+      tp.parallel_for(n_pages, 1, [&](int64_t b, int64_t e, int t) {
+        uint64_t a = 0;
+        for (int64_t i = b; i < e; ++i) {
+          const uint64_t* w = reinterpret_cast<const uint64_t*>(pool->page_data(pages[i]));
+          const size_t n = lay.page_bytes() / 8;
+          for (size_t j = 0; j < n; j += 8) a += w[j] ^ w[j + 1] ^ w[j + 2] ^ w[j + 3] ^ w[j + 4] ^ w[j + 5] ^ w[j + 6] ^ w[j + 7];
+        }
+        sink[size_t(t) * 8] += a;
+      });
+    };
+    auto best = [&](auto&& fn) {
+      double b = 1e30;
+      for (int r = 0; r < 5; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        b = std::min(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return b;
+    };
+    const double tr = best(read);
+    for (int per_call : {1, n_head_kv / threads}) {
+      const double ts = best([&] { step(per_call); });
+      std::printf("decode attention, context %d, %.0f MB of K/V, %d thread(s), %d kv head(s) a call: %.2f ms, "
+                  "%.1f GB/s; plain read %.1f GB/s (%.2f)\n",
+                  ctx, kv_bytes / 1e6, threads, per_call, ts * 1e3, kv_bytes / ts / 1e9, kv_bytes / tr / 1e9, tr / ts);
     }
   }
 }

@@ -464,14 +464,16 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   using Tile16Fn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, int, const float*,
                             size_t, float*, int, float*, size_t);
   static constexpr Tile16Fn kTiles16[16] = {
-      &attend_tile16<1>,  &attend_tile16<2>,  &attend_tile16<3>,  &attend_tile16<4>,  &attend_tile16<5>,  &attend_tile16<6>,
-      &attend_tile16<7>,  &attend_tile16<8>,  &attend_tile16<9>,  &attend_tile16<10>, &attend_tile16<11>, &attend_tile16<12>,
+      &attend_tile16<1>,  &attend_tile16<2>,  &attend_tile16<3>,  &attend_tile16<4>,
+      &attend_tile16<5>,  &attend_tile16<6>,  &attend_tile16<7>,  &attend_tile16<8>,
+      &attend_tile16<9>,  &attend_tile16<10>, &attend_tile16<11>, &attend_tile16<12>,
       &attend_tile16<13>, &attend_tile16<14>, &attend_tile16<15>, &attend_tile16<16>};
   static_assert(16 * 16 == kMaxHeadDim);
   const KvDtype dtype = pool.layout().dtype;
   if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
     const Tile16Fn tile = kTiles16[hd / 16 - 1];
-    if (n_tokens == 1 && head_begin % group == 0 && head_end % group == 0 && head_end - head_begin <= kAttentionDecodeHeads) {
+    const bool whole_kv_heads = head_begin % group == 0 && head_end % group == 0;
+    if (n_tokens == 1 && whole_kv_heads && head_end - head_begin <= kAttentionDecodeHeads) {
       const size_t at = size_t(head_begin) * hd;
       tile(pool, layer, pages, pos0, 1, hd, size_t(head_begin / group) * hd, (head_end - head_begin) / group, q + at,
            q_stride, out + at, group, scratch, stride);

@@ -4,6 +4,10 @@
 // with.
 #include <catch2/catch.hpp>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -172,9 +176,22 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
       tp.parallel_for(n_pages, 1, [&](int64_t b, int64_t e, int t) {
         uint64_t a = 0;
         for (int64_t i = b; i < e; ++i) {
+#ifdef __AVX512F__  // 512-bit loads, as bench_walls' read probe
+          const __m512i* w = reinterpret_cast<const __m512i*>(pool->page_data(pages[i]));
+          __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
+          for (size_t j = 0; j + 4 <= lay.page_bytes() / 64; j += 4) {
+            x0 = _mm512_xor_si512(x0, _mm512_loadu_si512(w + j));
+            x1 = _mm512_xor_si512(x1, _mm512_loadu_si512(w + j + 1));
+            x2 = _mm512_xor_si512(x2, _mm512_loadu_si512(w + j + 2));
+            x3 = _mm512_xor_si512(x3, _mm512_loadu_si512(w + j + 3));
+          }
+          alignas(64) uint64_t lanes[8];
+          _mm512_store_si512(lanes, _mm512_xor_si512(_mm512_xor_si512(x0, x1), _mm512_xor_si512(x2, x3)));
+          for (uint64_t v : lanes) a += v;
+#else
           const uint64_t* w = reinterpret_cast<const uint64_t*>(pool->page_data(pages[i]));
-          const size_t n = lay.page_bytes() / 8;
-          for (size_t j = 0; j < n; j += 8) a += w[j] ^ w[j + 1] ^ w[j + 2] ^ w[j + 3] ^ w[j + 4] ^ w[j + 5] ^ w[j + 6] ^ w[j + 7];
+          for (size_t j = 0; j < lay.page_bytes() / 8; ++j) a += w[j];
+#endif
         }
         sink[size_t(t) * 8] += a;
       });

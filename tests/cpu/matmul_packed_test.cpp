@@ -649,7 +649,7 @@ Q8Matrix random_q8(int K, int rows, std::mt19937& rng, bool extremes) {
 
 }  // namespace
 
-TEST_CASE("packed decode bandwidth on a 1B model's shapes", "[.bench-decode]") {
+TEST_CASE("packed decode bandwidth on a 1B model's shapes", "[.bench-packed-decode]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   decode_bandwidth("Q8_0", GgmlType::kQ8_0, &random_q8);
   decode_bandwidth("Q4_K", GgmlType::kQ4_K, &random_q4k);

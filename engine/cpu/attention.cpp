@@ -310,11 +310,8 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
 }  // namespace
 
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
-  // A tile of several tokens takes the heads of one kv head (up to
-  // kAttentionGroupHeads); a decode step may take up to kMaxRows heads.
-  (void)n_tokens;
-  const size_t rows = kAttentionDecodeHeads;
-  return rows * (scores_stride(max_pos, page_size) + kMaxHeadDim);
+  (void)n_tokens;  // a one-token call may take kAttentionDecodeHeads heads, as many rows as a full tile
+  return size_t(kAttentionDecodeHeads) * (scores_stride(max_pos, page_size) + kMaxHeadDim);
 }
 
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,

@@ -44,8 +44,10 @@ constexpr int kAttentionTileTokens = 16;
 // step) when they are whole kv heads.
 constexpr int kAttentionDecodeHeads = kAttentionGroupHeads * kAttentionTileTokens;
 
-// Floats of scratch attend_tokens needs for n_tokens tokens (counted up to
-// kAttentionTileTokens) at positions up to max_pos.
+// Floats of scratch attend_tokens needs at positions up to max_pos: room for
+// kAttentionDecodeHeads rows (a tile of kAttentionTileTokens tokens x
+// kAttentionGroupHeads heads, or one token's whole kv heads), whatever
+// n_tokens is.
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens);
 
 // Attention of n_tokens consecutive tokens of one sequence, at positions

@@ -41,7 +41,6 @@ void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
-
 namespace {
 // Off by default: on the Sapphire Rapids machine (2026-12-02) the AMX tile
 // measured 0.8-1.2x the VNNI tiles (230-378 against 208-370 GOP/s on one

@@ -36,8 +36,8 @@ void pack_kquant_groups(const WeightView& w, uint8_t* data, size_t group_stride,
 // Decode and verification tiles (up to 4 tokens) prefetch the weights this
 // many super-blocks ahead of the one they compute (2.3 / 3.4 KB per stream
 // for Q4_K / Q6_K), to L1; the hardware prefetchers fetch further ahead.
-// Measured on the Intel Xeon with AMX (2026-12-03, 2 threads, test_cpu
-// "[.bench-packed-decode]": 1B-shaped matrices past the L3): 1 ahead streams
+// Measured on the Intel Xeon with AMX (2026-12-03, 2 threads, 1B-shaped
+// matrices past the L3, each beside a plain read of its bytes): 1 ahead streams
 // 0.97-1.03 of a plain read of the same bytes; 2, 4, 8, 16, 32 ahead 0.89,
 // 0.83, 0.79, 0.85, 0.82 (far prefetches to L1 are evicted or hold its fill
 // buffers).

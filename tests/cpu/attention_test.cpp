@@ -4,10 +4,6 @@
 // with.
 #include <catch2/catch.hpp>
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -174,40 +170,13 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
     std::vector<uint64_t> sink(size_t(threads) * 8);
     auto read = [&] {  // every page's K/V bytes, pages split over the threads
       tp.parallel_for(n_pages, 1, [&](int64_t b, int64_t e, int t) {
-        uint64_t a = 0;
-        for (int64_t i = b; i < e; ++i) {
-#ifdef __AVX512F__  // 512-bit loads, as bench_walls' read probe
-          const __m512i* w = reinterpret_cast<const __m512i*>(pool->page_data(pages[i]));
-          __m512i x0 = _mm512_setzero_si512(), x1 = x0, x2 = x0, x3 = x0;
-          for (size_t j = 0; j + 4 <= lay.page_bytes() / 64; j += 4) {
-            x0 = _mm512_xor_si512(x0, _mm512_loadu_si512(w + j));
-            x1 = _mm512_xor_si512(x1, _mm512_loadu_si512(w + j + 1));
-            x2 = _mm512_xor_si512(x2, _mm512_loadu_si512(w + j + 2));
-            x3 = _mm512_xor_si512(x3, _mm512_loadu_si512(w + j + 3));
-          }
-          alignas(64) uint64_t lanes[8];
-          _mm512_store_si512(lanes, _mm512_xor_si512(_mm512_xor_si512(x0, x1), _mm512_xor_si512(x2, x3)));
-          for (uint64_t v : lanes) a += v;
-#else
-          const uint64_t* w = reinterpret_cast<const uint64_t*>(pool->page_data(pages[i]));
-          for (size_t j = 0; j < lay.page_bytes() / 8; ++j) a += w[j];
-#endif
-        }
-        sink[size_t(t) * 8] += a;
+        for (int64_t i = b; i < e; ++i)
+          sink[size_t(t) * 8] += testing::read_fold(pool->page_data(pages[i]), lay.page_bytes());
       });
     };
-    auto best = [&](auto&& fn) {
-      double b = 1e30;
-      for (int r = 0; r < 5; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        b = std::min(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return b;
-    };
-    const double tr = best(read);
+    const double tr = testing::best_seconds(read);
     for (int per_call : {1, n_head_kv / threads}) {
-      const double ts = best([&] { step(per_call); });
+      const double ts = testing::best_seconds([&] { step(per_call); });
       std::printf("decode attention, context %d, %.0f MB of K/V, %d thread(s), %d kv head(s) a call: %.2f ms, "
                   "%.1f GB/s; plain read %.1f GB/s (%.2f)\n",
                   ctx, kv_bytes / 1e6, threads, per_call, ts * 1e3, kv_bytes / ts / 1e9, kv_bytes / tr / 1e9, tr / ts);

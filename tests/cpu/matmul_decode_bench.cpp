@@ -1,14 +1,16 @@
 // Decode (one token) and short-prefill throughput on Llama-3.2-1B-shaped
 // matrices, weights streamed from memory rather than cache (hidden: run with
-// `test_cpu "[.bench-decode]"`).
+// `test_cpu "[.bench-decode]"`), through the row-major kernels and, for the
+// types decode repacks (Q8_0, Q4_K, Q6_K), through the packed ones.
 //
 // One "pass" multiplies one activation row by every matrix of n_layers
 // layers (q 2048x2048, k and v 512x2048, o 2048x2048, gate and up
 // 8192x2048, down 2048x8192), as the forward pass does: rows split over a
 // ThreadPool in chunks of rows (matmul_parallel), int8 activations quantized
 // once per matrix.
-// Enough layers are allocated (>= 160 MB per type) that the 32 MB L3 holds
-// none of them when a matrix comes round again. GB/s counts the weight bytes
+// Enough layers are allocated (>= LARDER_BENCH_MB, default 160 MB per type)
+// that the L3 holds none of them when a matrix comes round again: a 32 MB
+// L3 needs the default, the Intel machine's 480 MB one LARDER_BENCH_MB=1024. GB/s counts the weight bytes
 // of a pass over its time; "read" is a plain AVX-512 read of the same
 // buffers, split the same way, measured in the same rounds (the wall).
 // Rounds interleave every type and thread count; medians are printed.
@@ -25,12 +27,10 @@
 #include <vector>
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_packed.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/gguf/quant_blocks.h"
-
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "tests/cpu/matmul_test_util.h"
 
 namespace larder {
 namespace {
@@ -44,6 +44,8 @@ struct TypeSet {
   std::vector<std::vector<uint8_t>> data;  // one buffer per matrix
   std::vector<WeightView> views;
   size_t bytes = 0;
+  std::vector<PackedMatrix> packed;  // the views repacked, where packed_type_supported
+  size_t packed_bytes = 0;
 };
 
 // Random quant bytes with small finite f16 scales at every 16-bit field a
@@ -51,7 +53,7 @@ struct TypeSet {
 // total_mb < 8: one 512 x 2048 matrix (k / v shape), which stays in L2:
 // the kernel's arithmetic speed without memory in the way.
 TypeSet make_set(GgmlType type, std::mt19937& rng, int total_mb) {
-  TypeSet s{type, {}, {}, 0};
+  TypeSet s{type, {}, {}, 0, {}, 0};
   std::vector<Shape> shapes(std::begin(kLayer), std::end(kLayer));
   if (total_mb < 8) shapes = {Shape{512, 2048}};
   size_t layer_bytes = 0;
@@ -72,6 +74,10 @@ TypeSet make_set(GgmlType type, std::mt19937& rng, int total_mb) {
       s.bytes += d.size();
       s.data.push_back(std::move(d));
       s.views.push_back(WeightView{type, {sh.K, sh.rows}, s.data.back().data(), rb});
+      if (packed_type_supported(type)) {
+        s.packed.push_back(PackedMatrix::pack(s.views.back()));
+        s.packed_bytes += s.packed.back().bytes();
+      }
     }
   return s;
 }
@@ -96,25 +102,33 @@ double read_pass(const TypeSet& s, ThreadPool& pool, volatile float* sink) {
   const double t0 = now_s();
   for (const WeightView& w : s.views) {
     pool.parallel_for(w.ne[1], 4, [&](int64_t b, int64_t e, int thread) {
-      const uint8_t* p = w.row(b);
-      const size_t n = size_t(e - b) * w.row_bytes / 64;
-#if defined(__AVX512F__)
-      __m512i a0 = _mm512_setzero_si512(), a1 = a0;
-      size_t i = 0;
-      for (; i + 2 <= n; i += 2) {
-        a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(p + 64 * i));
-        a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(p + 64 * i + 64));
-      }
-      alignas(64) int32_t lanes[16];  // (not _mm512_reduce_add_epi32: GCC 12 warns inside it)
-      _mm512_store_si512(lanes, _mm512_xor_si512(a0, a1));
-      int32_t folded = 0;
-      for (int32_t v : lanes) folded ^= v;
-      sink[thread] = float(folded);
-#else
-      uint64_t a = 0;
-      for (size_t i = 0; i < n * 8; ++i) a ^= reinterpret_cast<const uint64_t*>(p)[i];
-      sink[thread] = float(a);
-#endif
+      sink[thread] = float(testing::read_fold(w.row(b), size_t(e - b) * w.row_bytes));
+    });
+  }
+  return now_s() - t0;
+}
+
+// As pass, through the packed matrices of s (what decode runs for Q8_0,
+// Q4_K and Q6_K: matmul_packed.h), activations prepared for them once per
+// matrix as the forward pass does.
+double packed_pass(const TypeSet& s, ThreadPool& pool, int n, const float* x, float* y, MatmulInput& in) {
+  const double t0 = now_s();
+  for (size_t i = 0; i < s.views.size(); ++i) {
+    const WeightView& w = s.views[i];
+    in.prepare(w.type, x, n, int(w.ne[0]), Q8Path::kInt8, /*packed=*/true);
+    matmul_packed_parallel(pool, s.packed[i], in.packed(), n, y, int(w.ne[1]));
+  }
+  return now_s() - t0;
+}
+
+// Plain read of the packed bytes of s, in the chunks of groups
+// matmul_packed_parallel hands out.
+double read_packed_pass(const TypeSet& s, ThreadPool& pool, volatile float* sink) {
+  const double t0 = now_s();
+  for (const PackedMatrix& m : s.packed) {
+    const int64_t groups = m.n_groups();
+    pool.parallel_chunks(groups, pool.chunk_size(groups, 1), [&](int64_t b, int64_t e, int thread) {
+      sink[thread] = float(testing::read_fold(m.group(b), size_t(e - b) * m.group_stride()));
     });
   }
   return now_s() - t0;
@@ -153,18 +167,25 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   MatmulInput xq;
   ThreadPool pools[2] = {ThreadPool(1), ThreadPool(2)};
   volatile float sink[2] = {0, 0};
-  // times[set][pool][0 = matmul, 1 = read]
-  std::vector<std::vector<std::vector<double>>> mm(sets.size(), std::vector<std::vector<double>>(2)),
-      rd(sets.size(), std::vector<std::vector<double>>(2));
+  // times[set][pool]: matmul, its read; the packed matmul, its read.
+  using Times = std::vector<std::vector<std::vector<double>>>;
+  Times mm(sets.size(), std::vector<std::vector<double>>(2)), rd = mm, pm = mm, pr = mm;
   for (int round = 0; round < rounds + 1; ++round)
     for (size_t i = 0; i < sets.size(); ++i)
       for (int p = 0; p < 2; ++p) {
         // A small (cached) set is passed over `inner` times per timing.
         const int inner = total_mb < 8 ? 100 : 1;
-        double tm = 0, tr = 0;
+        double tm = 0, tr = 0, tpm = 0, tpr = 0;
         for (int k = 0; k < inner; ++k) tm += pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
         for (int k = 0; k < inner; ++k) tr += read_pass(sets[i], pools[p], sink) / inner;
-        if (round > 0) mm[i][p].push_back(tm), rd[i][p].push_back(tr);  // round 0 warms up
+        if (!sets[i].packed.empty()) {
+          for (int k = 0; k < inner; ++k) tpm += packed_pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
+          for (int k = 0; k < inner; ++k) tpr += read_packed_pass(sets[i], pools[p], sink) / inner;
+        }
+        if (round > 0) {  // round 0 warms up
+          mm[i][p].push_back(tm), rd[i][p].push_back(tr);
+          pm[i][p].push_back(tpm), pr[i][p].push_back(tpr);
+        }
       }
   std::printf("tokens %d, %d rounds, median (GB/s of weights; read = plain read of the same bytes)\n", n, rounds);
   for (size_t i = 0; i < sets.size(); ++i)
@@ -174,6 +195,11 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
       std::printf("%-5s threads %d: %7.2f ms/pass %6.1f GB/s  read %6.1f GB/s  matmul/read %.2f  (%.0f MB, %.1f GFLOP/s)\n",
                   ggml_type_name(sets[i].type), p + 1, tm * 1e3, gb / tm, gb / tr, tr / tm,
                   gb * 1e3, 2.0 * n * n_weights(sets[i]) / tm / 1e9);
+      if (sets[i].packed.empty()) continue;
+      const double tpm = median(pm[i][p]), tpr = median(pr[i][p]);
+      const double pgb = double(sets[i].packed_bytes) / 1e9;
+      std::printf("%-5s threads %d, packed: %7.2f ms/pass %6.1f GB/s  read %6.1f GB/s  matmul/read %.2f  (%.0f MB)\n",
+                  ggml_type_name(sets[i].type), p + 1, tpm * 1e3, pgb / tpm, pgb / tpr, tpr / tpm, pgb * 1e3);
     }
 }
 

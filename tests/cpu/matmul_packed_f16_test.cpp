@@ -151,15 +151,7 @@ TEST_CASE("packed F16 matmul throughput", "[.bench-q8packed]") {
   for (int n : {1, 64, 512}) {
     const std::vector<float> x = random_x(n, K, rng);
     std::vector<float> y(size_t(n) * rows);
-    auto best = [&](auto&& fn) {
-      double b = 1e30;
-      for (int rep = 0; rep < 3; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        fn();
-        b = std::min(b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return 2.0 * n * double(rows) * K / b / 1e9;
-    };
+    auto best = [&](auto&& fn) { return 2.0 * n * double(rows) * K / testing::best_seconds(fn, 3) / 1e9; };
     const double packed = best([&] { matmul_packed_rows(p, x.data(), n, y.data(), rows, 0, rows); });
     MatmulInput in;
     in.prepare(GgmlType::kF16, x.data(), n, K, default_q8_path());

@@ -3,10 +3,6 @@
 // dot product, and for independence from tokens, rows, chunks and threads.
 #include <catch2/catch.hpp>
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -185,13 +181,7 @@ int bench_env(const char* name, int def) {
 // GOP/s of `ops` operations in the best of 5 runs of fn.
 template <class Fn>
 double best_gops(double ops, Fn&& fn) {
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return ops / best / 1e9;
+  return ops / testing::best_seconds(fn) / 1e9;
 }
 
 }  // namespace
@@ -567,93 +557,6 @@ TEST_CASE("packed Q6_K matmul is close to the double dot product of dequantized 
       }
       REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
     }
-}
-
-// ---- decode over a 1B model's matrices ----------------------------------------
-// One decode step (one token) through matrices shaped like Llama-3.2-1B's
-// layers (K = 2048: q 2048, k 512, v 512, o 2048, gate 8192, up 8192 rows;
-// down 2048 rows of K = 8192), 16 layers, all Q8_0, Q4_K or Q6_K: 1,030 / 560 / 820 MB,
-// past this machine's L3 as a real decode is. Printed, not asserted: GB/s of
-// weight bytes on 1 and 2 threads beside a plain read of the same packed bytes
-// split the same way (the wall this kernel works against, in the same run).
-// LARDER_BENCH_LAYERS sets the layer count.
-namespace {
-
-template <class Matrix>
-void decode_bandwidth(const char* name, GgmlType type, Matrix (*random)(int, int, std::mt19937&, bool)) {
-  const int layers = bench_env("LARDER_BENCH_LAYERS", 16);
-  const int shapes[7][2] = {{2048, 2048}, {2048, 512}, {2048, 512}, {2048, 2048},
-                            {2048, 8192}, {2048, 8192}, {8192, 2048}};  // {K, rows}
-  std::mt19937 rng(3);
-  std::vector<PackedMatrix> w;
-  size_t bytes = 0;
-  for (int s = 0; s < 7; ++s) {  // one random matrix per shape, packed `layers` times
-    const Matrix m = random(shapes[s][0], shapes[s][1], rng, false);
-    for (int l = 0; l < layers; ++l) {
-      w.push_back(PackedMatrix::pack(m.view()));
-      bytes += size_t(w.back().n_groups()) * w.back().group_stride();
-    }
-  }
-  std::vector<float> x2048(2048), x8192(8192), y(8192);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (float& v : x2048) v = u(rng);
-  for (float& v : x8192) v = u(rng);
-  MatmulInput in2048, in8192;
-  in2048.prepare(type, x2048.data(), 1, 2048, Q8Path::kInt8, /*packed=*/true);
-  in8192.prepare(type, x8192.data(), 1, 8192, Q8Path::kInt8, /*packed=*/true);
-  for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    auto step = [&] {
-      for (const PackedMatrix& m : w)
-        matmul_packed_parallel(pool, m, m.k() == 2048 ? in2048.packed() : in8192.packed(), 1, y.data(), m.rows());
-    };
-    std::vector<uint64_t> sink(size_t(threads) * 8);
-    auto read = [&] {  // the same bytes, the same chunks of groups, summed as 64-bit words
-      for (const PackedMatrix& m : w) {
-        const size_t stride = m.group_stride();
-        auto chunk = [&](int64_t gb, int64_t ge, int t) {
-#ifdef __AVX512F__  // 512-bit loads, as bench_walls' read probe
-          const __m512i* p = reinterpret_cast<const __m512i*>(m.group(gb));
-          const size_t n = size_t(ge - gb) * stride / 64;
-          __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-          for (size_t i = 0; i + 4 <= n; i += 4) {
-            a = _mm512_add_epi64(a, _mm512_load_si512(p + i));
-            b = _mm512_xor_si512(b, _mm512_load_si512(p + i + 1));
-            c = _mm512_add_epi64(c, _mm512_load_si512(p + i + 2));
-            d = _mm512_xor_si512(d, _mm512_load_si512(p + i + 3));
-          }
-          alignas(64) uint64_t lanes[8];
-          _mm512_store_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
-          for (uint64_t v : lanes) sink[size_t(t) * 8] += v;
-#else
-          const uint64_t* p = reinterpret_cast<const uint64_t*>(m.group(gb));
-          const size_t n = size_t(ge - gb) * stride / 8;
-          uint64_t a = 0, b = 0, c = 0, d = 0;
-          for (size_t i = 0; i + 4 <= n; i += 4) a += p[i], b ^= p[i + 1], c += p[i + 2], d ^= p[i + 3];
-          sink[size_t(t) * 8] += a + b + c + d;
-#endif
-        };
-        if (threads == 1) chunk(0, m.n_groups(), 0);
-        else pool.parallel_chunks(m.n_groups(), pool.chunk_size(m.n_groups(), 1), chunk);
-      }
-    };
-    const double kernel = best_gops(double(bytes), step), plain = best_gops(double(bytes), read);
-    std::printf("%s decode step, %d layers, %.0f MB, %d thread(s): kernel %5.1f GB/s, plain read %5.1f GB/s (%.2f)\n",
-                name, layers, bytes / 1e6, threads, kernel, plain, kernel / plain);
-  }
-}
-
-Q8Matrix random_q8(int K, int rows, std::mt19937& rng, bool extremes) {
-  return Q8Matrix{K, rows, random_blocks(size_t(rows) * (K / 32), rng, extremes)};
-}
-
-}  // namespace
-
-TEST_CASE("packed decode bandwidth on a 1B model's shapes", "[.bench-packed-decode]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  decode_bandwidth("Q8_0", GgmlType::kQ8_0, &random_q8);
-  decode_bandwidth("Q4_K", GgmlType::kQ4_K, &random_q4k);
-  decode_bandwidth("Q6_K", GgmlType::kQ6_K, &random_q6k);
 }
 
 }  // namespace larder

@@ -2,8 +2,15 @@
 // pass does per matmul, without the thread pool.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "engine/cpu/matmul.h"
 
@@ -26,6 +33,44 @@ inline void multiply(const WeightView& w, const float* x, int n, float* y, int y
   MatmulInput in;
   in.prepare(w.type, x, n, int(w.ne[0]), path);
   matmul_rows(w, in, y, y_stride, row_begin, row_end);
+}
+
+// Seconds of the fastest of `reps` runs of fn (a shared machine only ever
+// makes a run slower).
+template <class Fn>
+double best_seconds(Fn&& fn, int reps = 5) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// Reads `bytes` at p once (512-bit loads where the build has AVX-512, as
+// bench_walls' read probe) and folds them into a value to keep the reads:
+// the plain read the benchmarks print beside a kernel streaming the same bytes.
+inline uint64_t read_fold(const void* p, size_t bytes) {
+  const auto* b = static_cast<const uint8_t*>(p);
+#if defined(__AVX512F__)
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0;
+  size_t i = 0;
+  for (; i + 128 <= bytes; i += 128) {
+    a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(b + i));
+    a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(b + i + 64));
+  }
+  alignas(64) uint64_t lanes[8];  // (not _mm512_reduce_*: GCC 12 warns inside it)
+  _mm512_store_si512(lanes, _mm512_xor_si512(a0, a1));
+  uint64_t folded = 0;
+  for (uint64_t v : lanes) folded ^= v;
+  for (; i < bytes; ++i) folded ^= b[i];
+  return folded;
+#else
+  uint64_t folded = 0;
+  for (size_t i = 0; i < bytes; ++i) folded = folded * 31 + b[i];
+  return folded;
+#endif
 }
 
 }  // namespace larder::testing

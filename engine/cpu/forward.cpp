@@ -166,31 +166,24 @@ void CpuForward::Impl::attention(std::span<const BatchToken> batch,
   // rows once for all of them rather than one kv head's slice per pass.
   bool decode_step = true;
   for (const Tile& tile : tiles) decode_step = decode_step && tile.n == 1;
-  int chunk_heads = 0, n_chunks = 0;
+  // A span: the query heads of one kv head (prefill) or of one run of whole
+  // kv heads (decode), cut into chunks of up to chunk_heads.
+  int span = group, chunk_heads = std::min(group, kAttentionGroupHeads);
   if (decode_step) {
     const int64_t per_tile = std::max<int64_t>(1, (threads.n_threads() + n_tiles - 1) / n_tiles);
-    int kv_per_chunk = int((hp.n_head_kv + per_tile - 1) / per_tile);
-    kv_per_chunk = std::max(1, std::min(kv_per_chunk, kAttentionDecodeHeads / group));
-    chunk_heads = kv_per_chunk * group;
-    n_chunks = (hp.n_head_kv + kv_per_chunk - 1) / kv_per_chunk;
-  } else {
-    chunk_heads = std::min(group, kAttentionGroupHeads);
-    n_chunks = hp.n_head_kv * ((group + chunk_heads - 1) / chunk_heads);
+    const int kv_per_run = std::clamp(int((hp.n_head_kv + per_tile - 1) / per_tile), 1,
+                                      std::max(1, kAttentionDecodeHeads / group));
+    span = chunk_heads = kv_per_run * group;
   }
-  const int chunks_per_kv = decode_step ? 0 : (group + chunk_heads - 1) / chunk_heads;
+  const int chunks_per_span = (span + chunk_heads - 1) / chunk_heads;
+  const int n_chunks = (hp.n_head + span - 1) / span * chunks_per_span;
   auto run = [&](int64_t b, int64_t e, int thread) {
     float* sc = scores.data() + size_t(thread) * scores_stride;
     for (int64_t it = b; it < e; ++it) {
       const int chunk = int(it / n_tiles);
       const Tile& tile = tiles[size_t(it % n_tiles)];
-      int h0 = 0, h1 = 0;
-      if (decode_step) {
-        h0 = chunk * chunk_heads;
-        h1 = std::min(h0 + chunk_heads, hp.n_head);
-      } else {
-        h0 = chunk / chunks_per_kv * group + chunk % chunks_per_kv * chunk_heads;
-        h1 = std::min(h0 + chunk_heads, (chunk / chunks_per_kv + 1) * group);
-      }
+      const int h0 = chunk / chunks_per_span * span + chunk % chunks_per_span * chunk_heads;
+      const int h1 = std::min({h0 + chunk_heads, (chunk / chunks_per_span + 1) * span, hp.n_head});
       const BatchToken& t = batch[tile.first];
       attend_tokens(pool, layer, seqs[t.seq].pages, t.pos, tile.n, shape,
                     q.data() + size_t(tile.first) * hp.q_dim(), att.data() + size_t(tile.first) * hp.q_dim(), sc,

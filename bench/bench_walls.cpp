@@ -1,7 +1,9 @@
 // bench_walls: the two walls of CPU inference on this machine, measured with
-// plain AVX-512 loops, for the CPU benchmarks to print beside their tok/s:
+// plain vector loops (AVX-512 where the build has it, else AVX2), for the CPU
+// benchmarks to print beside their tok/s:
 //   read  : GB/s (10^9 bytes/s) of streaming a buffer larger than the L3
-//           (default 1 GiB) with 512-bit loads, on 1..N threads (each thread
+//           (default 1 GiB) with full-width vector loads (512-bit, or 256-bit
+//           on AVX2), on 1..N threads (each thread
 //           reads its own contiguous share; time = the slowest thread),
 //           plain and with software prefetch 2 KiB ahead, on 4 KiB pages and
 //           on transparent huge pages where the kernel grants them (larder's
@@ -9,10 +11,17 @@
 //           Decode reads every weight byte once per token, so
 //           tok/s <= read GB/s / weight GB.
 //   int8  : TOP/s (10^12 ops/s, a multiply and an add counted as 2 ops) of
-//           `vpdpbusd` zmm (64 u8 x s8 products summed into 16 int32 lanes:
-//           128 ops per instruction) in 16 independent chains, on 1..N
-//           threads. Prefill of a Q8_0 / K-quant model is bounded by it:
-//           about 2 x (weights) ops per prompt token.
+//           the build's widest int8 multiply-add ("instruction"), in
+//           independent chains, on 1..N threads:
+//           `vpdpbusd` zmm (AVX-512 VNNI: 64 u8 x s8 products summed into 16
+//           int32 lanes, 128 ops per instruction), or, on AVX2 without VNNI,
+//           `vpmaddubsw` ymm (32 u8 x s8 products summed in pairs into 16
+//           int16 lanes, 64 ops) each followed by a `vpaddw` into an int16
+//           accumulator, the cheapest way AVX2 accumulates int8 products
+//           (larder's K-quant tiles do it; Q8_0 also needs a `vpmaddwd` to
+//           widen, so its tiles sit below this peak). Prefill of a Q8_0 /
+//           K-quant model is bounded by it: about 2 x (weights) ops per
+//           prompt token.
 // Each figure is the best of --reps runs (the wall is what the machine can
 // do; a shared machine only ever makes a run slower). Prints one JSON line
 // per (probe, threads) and a markdown table.
@@ -75,28 +84,44 @@ double run_threads(int n, Fn fn) {
 }
 
 #if defined(__AVX512F__)
-// XORs every 64-byte line of [p, p + bytes) into 8 accumulators; returns a
-// value that depends on all of them so the loads cannot be dropped. With
+#define LARDER_WALLS_READ 1
+using Vec = __m512i;
+inline Vec vload(const uint8_t* p) { return _mm512_load_si512(reinterpret_cast<const void*>(p)); }
+inline Vec vxor(Vec a, Vec b) { return _mm512_xor_si512(a, b); }
+inline Vec vzero() { return _mm512_setzero_si512(); }
+#elif defined(__AVX2__)
+#define LARDER_WALLS_READ 1
+using Vec = __m256i;
+inline Vec vload(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const Vec*>(p)); }
+inline Vec vxor(Vec a, Vec b) { return _mm256_xor_si256(a, b); }
+inline Vec vzero() { return _mm256_setzero_si256(); }
+#endif
+
+#ifdef LARDER_WALLS_READ
+// XORs every vector of [p, p + bytes) into 8 accumulators (one 64-byte line
+// per accumulator and 512-byte step, in 1 or 2 loads); returns a value that
+// depends on all of them so the loads cannot be dropped. With
 // Prefetch, each 512-byte step also prefetches the lines 2 KiB ahead (as
 // larder's decode tiles do): the hardware prefetcher alone may not keep
 // enough lines in flight, and a decode that prefetches would otherwise
 // "beat" the wall.
 template <bool Prefetch>
 uint64_t read_lines(const uint8_t* p, size_t bytes) {
-  __m512i a[8];
-  for (auto& v : a) v = _mm512_setzero_si512();
+  constexpr size_t kVec = sizeof(Vec);
+  Vec a[8];
+  for (auto& v : a) v = vzero();
   for (size_t i = 0; i + 512 <= bytes; i += 512) {
     if constexpr (Prefetch) {
       for (int j = 0; j < 8; ++j) _mm_prefetch(reinterpret_cast<const char*>(p + i + 2048 + 64 * size_t(j)), _MM_HINT_T0);
     }
     for (int j = 0; j < 8; ++j) {
-      a[j] = _mm512_xor_si512(a[j], _mm512_load_si512(reinterpret_cast<const void*>(p + i + 64 * size_t(j))));
+      for (size_t v = 0; v < 64; v += kVec) a[j] = vxor(a[j], vload(p + i + 64 * size_t(j) + v));
     }
   }
-  __m512i x = a[0];
-  for (int j = 1; j < 8; ++j) x = _mm512_xor_si512(x, a[j]);
-  alignas(64) uint64_t lanes[8];
-  _mm512_store_si512(reinterpret_cast<void*>(lanes), x);
+  Vec x = a[0];
+  for (int j = 1; j < 8; ++j) x = vxor(x, a[j]);
+  alignas(64) uint64_t lanes[kVec / 8];
+  std::memcpy(lanes, &x, kVec);
   uint64_t sum = 0;
   for (uint64_t v : lanes) sum += v;
   return sum;
@@ -153,13 +178,60 @@ void dot_chains(int64_t iters) {
       : "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9", "zmm10", "zmm11",
         "zmm12", "zmm13", "zmm14", "zmm15", "cc");
 }
+constexpr double kOpsPerInstruction = 128;  // 64 u8 x s8 multiply-adds
+constexpr int kChains = 16;
+constexpr const char* kInstruction = "vpdpbusd zmm";
+#define LARDER_WALLS_INT8 1
+#elif defined(__AVX2__)
+// `iters` rounds of 7 (vpmaddubsw into a temporary, vpaddw into an int16
+// accumulator) pairs, in inline assembly (see above): temporaries ymm0-6,
+// accumulators ymm7-13, the operands in the two registers left (the
+// clobbers leave the compiler ymm14 and ymm15). 7 chains cover vpmaddubsw's
+// latency (3-5 cycles) at 2 per cycle.
+void dot_chains(int64_t iters) {
+  const __m256i u = _mm256_set1_epi8(3);
+  const __m256i s = _mm256_set1_epi8(-2);
+  __asm__ volatile(
+      "vpxor %%ymm7, %%ymm7, %%ymm7\n\t"
+      "vmovdqa %%ymm7, %%ymm8\n\t"
+      "vmovdqa %%ymm7, %%ymm9\n\t"
+      "vmovdqa %%ymm7, %%ymm10\n\t"
+      "vmovdqa %%ymm7, %%ymm11\n\t"
+      "vmovdqa %%ymm7, %%ymm12\n\t"
+      "vmovdqa %%ymm7, %%ymm13\n\t"
+      "1:\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm0\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm1\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm2\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm3\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm4\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm5\n\t"
+      "vpmaddubsw %[s], %[u], %%ymm6\n\t"
+      "vpaddw %%ymm0, %%ymm7, %%ymm7\n\t"
+      "vpaddw %%ymm1, %%ymm8, %%ymm8\n\t"
+      "vpaddw %%ymm2, %%ymm9, %%ymm9\n\t"
+      "vpaddw %%ymm3, %%ymm10, %%ymm10\n\t"
+      "vpaddw %%ymm4, %%ymm11, %%ymm11\n\t"
+      "vpaddw %%ymm5, %%ymm12, %%ymm12\n\t"
+      "vpaddw %%ymm6, %%ymm13, %%ymm13\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      : [n] "+r"(iters)
+      : [u] "x"(u), [s] "x"(s)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+        "xmm12", "xmm13", "cc");
+}
+constexpr double kOpsPerInstruction = 64;  // 32 u8 x s8 multiply-adds
+constexpr int kChains = 7;
+constexpr const char* kInstruction = "vpmaddubsw ymm + vpaddw";
+#define LARDER_WALLS_INT8 1
 #endif
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app("bench_walls: the machine's read bandwidth and int8 (vpdpbusd) peak");
+  CLI::App app("bench_walls: the machine's read bandwidth and int8 multiply-add peak");
   app.add_option("--threads", a.threads, "thread counts, comma-separated")
       ->delimiter(',')
       ->check(larder::bench::kPositive);
@@ -170,7 +242,7 @@ int main(int argc, char** argv) {
 
   std::vector<nlohmann::json> rows;
   volatile uint64_t sink = 0;
-#if defined(__AVX512F__)
+#ifdef LARDER_WALLS_READ
   const size_t bytes = size_t(a.mib) << 20;
   for (bool huge : {false, true}) {  // 4 KiB pages, then transparent huge pages as larder's packed weights
     void* mem = nullptr;
@@ -196,26 +268,27 @@ int main(int argc, char** argv) {
         }
         const std::string method = std::string(prefetch ? "prefetch" : "plain") + (huge ? ", huge pages" : "");
         rows.push_back({{"bench", "wall_read"}, {"threads", n}, {"bytes", share * size_t(n)}, {"method", method},
-                        {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
+                        {"load_bits", sizeof(Vec) * 8}, {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
       }
     }
     std::free(buf);
   }
 #else
-  std::fprintf(stderr, "bench_walls: built without AVX-512: no read probe\n");
+  std::fprintf(stderr, "bench_walls: built without AVX-512 or AVX2: no read probe\n");
 #endif
-#if defined(__AVX512VNNI__)
-  const int64_t iters = 20'000'000;  // 16 x 128 x 2e7 = 41 G ops per thread: ~30 ms at 1.4 TOP/s
+#ifdef LARDER_WALLS_INT8
+  const int64_t iters = 20'000'000;  // VNNI: 16 x 128 x 2e7 = 41 G ops per thread, ~30 ms at 1.4 TOP/s
   for (int n : a.threads) {
     double best = 1e30;
     for (int r = 0; r < a.reps; ++r) {
       best = std::min(best, run_threads(n, [&](int) { dot_chains(iters); }));
     }
-    const double ops = double(iters) * 16 * 128 * n;
-    rows.push_back({{"bench", "wall_int8"}, {"threads", n}, {"ops", ops}, {"top_per_s", ops / best / 1e12}});
+    const double ops = double(iters) * kChains * kOpsPerInstruction * n;
+    rows.push_back({{"bench", "wall_int8"}, {"threads", n}, {"ops", ops}, {"instruction", kInstruction},
+                    {"top_per_s", ops / best / 1e12}});
   }
 #else
-  std::fprintf(stderr, "bench_walls: built without AVX-512 VNNI: no int8 probe\n");
+  std::fprintf(stderr, "bench_walls: built without AVX-512 VNNI or AVX2: no int8 probe\n");
 #endif
   (void)sink;
   for (const auto& r : rows) std::printf("%s\n", r.dump().c_str());
@@ -223,10 +296,11 @@ int main(int argc, char** argv) {
     std::printf("\n| probe | threads | value |\n| --- | ---: | ---: |\n");
     for (const auto& r : rows) {
       if (r["bench"] == "wall_read") {
-        std::printf("| read %lld MiB, %s | %d | %.1f GB/s |\n", (long long)(r["bytes"].get<uint64_t>() >> 20),
-                    r["method"].get<std::string>().c_str(), r["threads"].get<int>(), r["gb_per_s"].get<double>());
+        std::printf("| read %lld MiB, %d-bit loads, %s | %d | %.1f GB/s |\n", (long long)(r["bytes"].get<uint64_t>() >> 20),
+                    r["load_bits"].get<int>(), r["method"].get<std::string>().c_str(), r["threads"].get<int>(), r["gb_per_s"].get<double>());
       } else {
-        std::printf("| vpdpbusd int8 | %d | %.2f TOP/s |\n", r["threads"].get<int>(), r["top_per_s"].get<double>());
+        std::printf("| int8, %s | %d | %.2f TOP/s |\n", r["instruction"].get<std::string>().c_str(),
+                    r["threads"].get<int>(), r["top_per_s"].get<double>());
       }
     }
   }

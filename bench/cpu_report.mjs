@@ -5,7 +5,8 @@
 //                           the same thread count (decode reads every weight
 //                           byte once per token, so 1.0 is the wall);
 //   prefill share of peak   2 x macs_per_token x tok/s / int8 peak of the same
-//                           thread count (the int8 vpdpbusd peak: the wall for
+//                           thread count (the int8 multiply-add peak, vpdpbusd
+//                           or on AVX2 vpmaddubsw: the wall for
 //                           the int8 kernels of Q8_0 and the K-quants; F16 rows
 //                           are shown against it too, as a share of that peak).
 // usage: node cpu_report.mjs FILE.jsonl...
@@ -30,8 +31,8 @@ if (walls.length) {
     console.log("| probe | threads | value |\n| --- | ---: | ---: |");
     for (const w of walls) {
         console.log(w.bench === "wall_read"
-            ? `| read ${fmt(w.bytes / 2 ** 20)} MiB, 512-bit loads${w.method ? ", " + w.method : ""} | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`
-            : `| vpdpbusd int8 | ${w.threads} | ${fmt(w.top_per_s, 2)} TOP/s |`);
+            ? `| read ${fmt(w.bytes / 2 ** 20)} MiB, ${w.load_bits ?? 512}-bit loads${w.method ? ", " + w.method : ""} | ${w.threads} | ${fmt(w.gb_per_s, 1)} GB/s |`
+            : `| int8, ${w.instruction ?? "vpdpbusd zmm"} | ${w.threads} | ${fmt(w.top_per_s, 2)} TOP/s |`);
     }
     console.log();
 }

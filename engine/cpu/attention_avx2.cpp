@@ -9,7 +9,7 @@
 //   score_p = hsum8(sum_c q_c * k_{p,c}) * scale   (c: 8-lane chunks of the
 //             head dims in order, one FMA each; hsum8: the fixed tree of
 //             hsum8x8 below)
-//   e_p     = exp_avx2(score_p - max_p score_p)
+//   e_p     = exp_avx2(score_p - max_p score_p)   (simd_avx2.h)
 //   sum     = hsum8(8-lane sums of e over p in blocks of 8, in order)
 //   out_h   = (sum_p e_p v_p, one FMA per p in increasing p) * (1 / sum)
 // K/V are read in the page dtype (F16 widened exactly to f32, Q8_0 as d * q).
@@ -17,39 +17,16 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 
+#include "engine/cpu/simd_avx2.h"
 #include "engine/gguf/ggml_types.h"
 #include "engine/gguf/quant_blocks.h"
 
 namespace larder::attention_detail {
 
 namespace {
-
-// exp(x) for x <= 88 (softmax inputs are <= 0): Cephes expf's range
-// reduction x = n ln2 + r (ln2 in two parts) and degree-5 polynomial (as
-// attention.cpp's exp_avx512), 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. |relative error| ~2 ulp.
-inline __m256 exp_avx2(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-}
 
 // v[0..7] -> lane i = the sum of the 8 lanes of v[i] (horizontal adds, then
 // the two 128-bit halves; every input goes through the same tree).

@@ -25,7 +25,9 @@ namespace larder {
 // 4: F16 matrices repacked (AVX-512 builds): one f32 fma chain per output in
 //    k order instead of 16 lane sums and a horizontal add; swiglu's exp
 //    vectorized (AVX-512: exp_avx512, engine/cpu/simd.h) (2026-12-02).
-constexpr int kCpuArithmeticVersion = 4;
+// 5: AVX2 builds repack F16 matrices too (the same fma chains, hence the
+//    AVX-512 packed F16 bits) (2026-12-03).
+constexpr int kCpuArithmeticVersion = 5;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -33,7 +35,7 @@ std::string cpu_numerics_id() {
 #elif defined(__AVX512F__)
   const char* isa = "avx512";      // Q8_0 by dequantize + FMA: other bits
 #elif defined(LARDER_PACKED_AVX2)
-  const char* isa = "avx2";        // the packed tiles' bits, the portable attention and F16 paths
+  const char* isa = "avx2";        // the packed tiles' bits, the portable attention path
 #else
   const char* isa = "scalar";
 #endif
@@ -106,7 +108,7 @@ struct CpuForward::Impl {
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
-  // Q8_0, Q4_K, Q6_K (and, AVX-512, F16) matrices repacked (matmul_packed.h), by
+  // Q8_0, Q4_K, Q6_K and F16 matrices repacked (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
   std::vector<float> scores;     // (n_threads, attention_scratch_floats)

@@ -4,6 +4,8 @@
 
 #if defined(__AVX512F__)
 #include "engine/cpu/simd.h"
+#elif defined(__AVX2__) && defined(__FMA__)
+#include "engine/cpu/simd_avx2.h"
 #endif
 
 namespace larder {
@@ -49,6 +51,17 @@ void swiglu(float* gate, const float* up, int n) {
     const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), g));
     const __m512 s = _mm512_div_ps(g, _mm512_add_ps(one, e));
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(s, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+#elif defined(__AVX2__) && defined(__FMA__)
+  // The same arithmetic 8 at a time (exp_avx2 gives exp_avx512's bits).
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int i = 0; i < n; i += 8) {
+    const int left = n - i;
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 g = _mm256_maskload_ps(gate + i, m);
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(up + i, m)));
   }
 #else
   for (int i = 0; i < n; ++i) {

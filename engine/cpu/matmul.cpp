@@ -1,5 +1,6 @@
 #include "engine/cpu/matmul.h"
 
+#include "engine/cpu/matmul_dense_avx2.h"
 #include "engine/cpu/matmul_kquant.h"
 #include "engine/cpu/thread_pool.h"
 
@@ -14,6 +15,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define LARDER_MATMUL_AVX512 1
 #include "engine/cpu/simd.h"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define LARDER_MATMUL_AVX2 1
+#include "engine/cpu/simd_avx2.h"
 #endif
 
 namespace larder {
@@ -67,6 +71,21 @@ void quantize_rows_q8_0(const float* x, int n_rows, int k, BlockQ8_0* out) {
         qi = _mm512_mask_sub_epi32(qi, neg, _mm512_setzero_si512(), qi);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(blk.qs + 16 * h), _mm512_cvtepi32_epi8(qi));
       }
+#elif defined(LARDER_MATMUL_AVX2)
+      // The same arithmetic, 8 lanes at a time (lround_avx2).
+      __m256 x[4];
+      __m256 amax = _mm256_setzero_ps();
+      for (int j = 0; j < 4; ++j) {
+        x[j] = _mm256_loadu_ps(v + 8 * j);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x[j]));
+      }
+      const float d = hmax_avx2(amax) / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      blk.d = fp32_to_fp16(d);
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = lround_avx2(_mm256_mul_ps(x[j], vid));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk.qs), pack_i32x4_i8(q[0], q[1], q[2], q[3]));
 #else
       float amax = 0.0f;
       for (int i = 0; i < kQ8_0BlockSize; ++i) amax = std::max(amax, std::fabs(v[i]));
@@ -530,6 +549,9 @@ void matmul_rows(const WeightView& w, const MatmulInput& in, float* y, int y_str
     default: return;  // callers check matmul_type_supported
   }
 #else
+#ifdef LARDER_MATMUL_DENSE_AVX2
+  if (matmul_dense_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end)) return;
+#endif
   for (int t = 0; t < n_tokens; ++t)
     for (int64_t r = row_begin; r < row_end; ++r) {
       float acc = 0.0f;

@@ -9,7 +9,8 @@
 // Determinism: every y[t][r] is computed by the same sequence of operations
 // whatever n_tokens, the row range or the tile it falls in (16-lane partial
 // sums along k in increasing order, one fused multiply-add per chunk, a
-// masked last chunk, then a fixed horizontal reduction). So a row of the
+// masked last chunk, then a fixed horizontal reduction; 8 lanes on AVX2
+// builds, matmul_dense_avx2.cpp). So a row of the
 // output never depends on the other rows of x: prefill of any split, decode
 // of one or many sequences give bit-identical results. OpenBLAS sgemm does
 // not have this property (its result rows change with M on this machine for

@@ -39,6 +39,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define LARDER_KQUANT_INT 1
 #include "engine/cpu/simd.h"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define LARDER_KQUANT_AVX2 1  // the quantizer only (the AVX2 K-quant tiles: matmul_packed_avx2.cpp)
+#include "engine/cpu/simd_avx2.h"
 #endif
 
 namespace larder {
@@ -69,6 +72,24 @@ void quantize_rows_q8k(const float* x, int n_rows, int k, BlockQ8K* out) {
         qi = _mm512_mask_sub_epi32(qi, neg, _mm512_setzero_si512(), qi);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(blk.qs + 16 * j), _mm512_cvtepi32_epi8(qi));
         blk.bsums[j] = int16_t(_mm512_reduce_add_epi32(qi));
+      }
+#elif defined(LARDER_KQUANT_AVX2)
+      // The same arithmetic, 8 lanes at a time (lround_avx2).
+      __m256 amax = _mm256_setzero_ps();
+      for (int i = 0; i < kQK_K; i += 8)
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_loadu_ps(v + i)));
+      const float d = hmax_avx2(amax) / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      blk.d = d;
+      const __m256 vid = _mm256_set1_ps(id);
+      for (int j = 0; j < 8; ++j) {  // 32 values: two bsums
+        __m256i q[4];
+        for (int h = 0; h < 4; ++h)
+          q[h] = _mm256_min_epi32(lround_avx2(_mm256_mul_ps(_mm256_loadu_ps(v + 32 * j + 8 * h), vid)),
+                                  _mm256_set1_epi32(127));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk.qs + 32 * j), pack_i32x4_i8(q[0], q[1], q[2], q[3]));
+        blk.bsums[2 * j] = int16_t(hsum_epi32_avx2(_mm256_add_epi32(q[0], q[1])));
+        blk.bsums[2 * j + 1] = int16_t(hsum_epi32_avx2(_mm256_add_epi32(q[2], q[3])));
       }
 #else
       float amax = 0.0f;

@@ -63,10 +63,8 @@ bool kquant_amx_active() {
 }
 
 bool packed_type_supported(GgmlType t) {
-#ifdef LARDER_PACKED_AVX512
-  if (t == GgmlType::kF16) return true;
-#endif
-  return q8_packed_supported() && (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K);
+  return q8_packed_supported() &&
+         (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kF16);
 }
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {

@@ -44,7 +44,7 @@
 //   S   = sum_i sc_i * (sum_{j<16} q_j x_q,j - 32 xs_i)   (exact int32)
 //   acc = fma(float(S), d * d_x, acc)  per super-block in order, from 0.
 //
-// F16 layout (AVX-512 builds), per group: K vectors of 16 f16 values (32
+// F16 layout (AVX-512 and AVX2 builds), per group: K vectors of 16 f16 values (32
 // bytes), vector k holding w[r][k] of the group's 16 rows at word r (padding
 // rows +0). F16 arithmetic, per output, with the f32 activations x as they are
 // (no quantization):

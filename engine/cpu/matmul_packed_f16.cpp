@@ -1,5 +1,5 @@
-// The packed F16 layout and kernels (AVX-512 builds; layout and arithmetic:
-// matmul_packed.h).
+// The packed F16 layout and kernels (AVX-512 and AVX2 builds, same bits;
+// layout and arithmetic: matmul_packed.h).
 //
 // The row-major F16 tiles of matmul.cpp read 4 rows x 16 values and 4 token
 // rows of f32 activations per step and reduce 16 lanes per output at the
@@ -8,13 +8,17 @@
 // k, so a token's activation is one broadcast (an FMA's memory operand) and
 // the f16 widening of a weight vector is shared by the tile's 6 tokens.
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
+#include <utility>
 
 #include "engine/cpu/matmul_packed.h"
 
 #ifdef LARDER_PACKED_AVX512
 #include "engine/cpu/simd.h"
+#elif defined(LARDER_PACKED_AVX2)
+#include <immintrin.h>
 #endif
 
 namespace larder::packed_detail {
@@ -33,60 +37,95 @@ void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
   }
 }
 
-#ifdef LARDER_PACKED_AVX512
+#if defined(LARDER_PACKED_AVX512) || defined(LARDER_PACKED_AVX2)
 namespace {
+
+// A tile's unit is one vector of rows: a whole group (16 rows, zmm) on
+// AVX-512, half a group (8 rows, ymm: the k-th 32-byte vector of a group read
+// as two 16-byte halves) on AVX2. Unit u of the matrix is rows
+// [kUnitRows u, kUnitRows (u + 1)).
+#ifdef LARDER_PACKED_AVX512
+using VecF = __m512;
+constexpr int kUnitRows = 16;
+inline VecF load_w(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p))); }
+inline VecF bcast(float v) { return _mm512_set1_ps(v); }
+inline VecF fma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VecF zero() { return _mm512_setzero_ps(); }
+inline void store(float* y, VecF v) { _mm512_storeu_ps(y, v); }
+inline void store_first(float* y, VecF v, int n) { _mm512_mask_storeu_ps(y, __mmask16((1u << n) - 1u), v); }
+// Prefill: up to kT tokens x kU units (kT * kU accumulators + kU weight
+// vectors <= 32 zmm); decode: up to kUDecode units (independent fma chains
+// enough to cover the fma latency).
+constexpr int kT = 6, kU = 4, kUDecode = 8;
+#else
+using VecF = __m256;
+constexpr int kUnitRows = 8;
+inline VecF load_w(const uint16_t* p) { return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p))); }
+inline VecF bcast(float v) { return _mm256_set1_ps(v); }
+inline VecF fma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
+inline VecF zero() { return _mm256_setzero_ps(); }
+inline void store(float* y, VecF v) { _mm256_storeu_ps(y, v); }
+inline void store_first(float* y, VecF v, int n) {
+  alignas(32) float tmp[8];
+  _mm256_store_ps(tmp, v);
+  std::memcpy(y, tmp, sizeof(float) * size_t(n));
+}
+// 16 ymm: kT * kU accumulators + kU weights + a broadcast.
+constexpr int kT = 6, kU = 2, kUDecode = 8;
+#endif
+constexpr int kUnitsPerGroup = PackedMatrix::kGroupRows / kUnitRows;
 
 constexpr int kDecodeAhead = 64;  // 2 KiB of each group's stream
 
-// T tokens x G groups: y[t][16g + r] = the fma chain over k (matmul_packed.h).
-// q: group g0's bytes, group g at q + g * group_stride; x: [T][K] f32 with
-// rows K apart; y: token 0, the tile's first row; the last group writes
-// last_rows rows.
-template <int T, int G>
-void tile_f16(const uint8_t* q, size_t group_stride, const float* x, int K, float* y, int y_stride,
-              int last_rows) {
-  const uint16_t* w[G];
-  for (int g = 0; g < G; ++g) w[g] = reinterpret_cast<const uint16_t*>(q + size_t(g) * group_stride);
-  __m512 acc[T][G];
+// The k = 0 weights of unit u (a group's vectors are 16 f16 per k).
+inline const uint16_t* unit_base(const PackedMatrix& w, int64_t u) {
+  return reinterpret_cast<const uint16_t*>(w.group(u / kUnitsPerGroup)) + (u % kUnitsPerGroup) * kUnitRows;
+}
+
+// T tokens x U units: y[t][kUnitRows u + r] = the fma chain over k
+// (matmul_packed.h). w: each unit's k = 0 weights (k-th vector 16 f16
+// further per k); x: [T][K] f32 with rows K apart; y: token 0, the tile's
+// first row; the last unit writes last_rows rows.
+template <int T, int U>
+void tile_f16(const uint16_t* const* wu, const float* x, int K, float* y, int y_stride, int last_rows) {
+  const uint16_t* w[U];
+  for (int u = 0; u < U; ++u) w[u] = wu[u];
+  VecF acc[T][U];
   for (int t = 0; t < T; ++t)
-    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
+    for (int u = 0; u < U; ++u) acc[t][u] = zero();
   for (int k = 0; k < K; ++k) {
     if constexpr (T == 1) {  // decode streams the weights once: fetch kDecodeAhead k ahead
       if (k % 2 == 0)
-        for (int g = 0; g < G; ++g)
-          _mm_prefetch(reinterpret_cast<const char*>(w[g] + size_t(k + kDecodeAhead) * 16), _MM_HINT_T0);
+        for (int u = 0; u < U; ++u)
+          if (u % kUnitsPerGroup == 0)  // (a group's other units share its lines)
+            _mm_prefetch(reinterpret_cast<const char*>(w[u] + size_t(k + kDecodeAhead) * 16), _MM_HINT_T0);
     }
-    __m512 wv[G];
-    for (int g = 0; g < G; ++g)
-      wv[g] = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(w[g] + size_t(k) * 16)));
+    VecF wv[U];
+    for (int u = 0; u < U; ++u) wv[u] = load_w(w[u] + size_t(k) * 16);
     for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_set1_ps(x[size_t(t) * K + k]);
-      for (int g = 0; g < G; ++g) acc[t][g] = _mm512_fmadd_ps(wv[g], xv, acc[t][g]);
+      const VecF xv = bcast(x[size_t(t) * K + k]);
+      for (int u = 0; u < U; ++u) acc[t][u] = fma(wv[u], xv, acc[t][u]);
     }
   }
-  const __mmask16 last = __mmask16((1u << last_rows) - 1u);
   for (int t = 0; t < T; ++t) {
     float* yt = y + size_t(t) * y_stride;
-    for (int g = 0; g + 1 < G; ++g) _mm512_storeu_ps(yt + 16 * g, acc[t][g]);
-    _mm512_mask_storeu_ps(yt + 16 * (G - 1), last, acc[t][G - 1]);
+    for (int u = 0; u + 1 < U; ++u) store(yt + kUnitRows * u, acc[t][u]);
+    store_first(yt + kUnitRows * (U - 1), acc[t][U - 1], last_rows);
   }
 }
 
-using TileFn = void (*)(const uint8_t*, size_t, const float*, int, float*, int, int);
+using TileFn = void (*)(const uint16_t* const*, const float*, int, float*, int, int);
 
-// Prefill: up to kT tokens x kG groups (kT * kG accumulators + kG weight
-// vectors <= 32 zmm); decode: up to kGDecode groups (independent fma chains
-// enough to cover the fma latency).
-constexpr int kT = 6;
-constexpr int kG = 4;
-constexpr int kGDecode = 8;
-
-#define LARDER_G4(T) {&tile_f16<T, 1>, &tile_f16<T, 2>, &tile_f16<T, 3>, &tile_f16<T, 4>}
-constexpr TileFn kPrefillTiles[kT][kG] = {LARDER_G4(1), LARDER_G4(2), LARDER_G4(3),
-                                          LARDER_G4(4), LARDER_G4(5), LARDER_G4(6)};
-#undef LARDER_G4
-constexpr TileFn kDecodeTiles[kGDecode] = {&tile_f16<1, 1>, &tile_f16<1, 2>, &tile_f16<1, 3>, &tile_f16<1, 4>,
-                                           &tile_f16<1, 5>, &tile_f16<1, 6>, &tile_f16<1, 7>, &tile_f16<1, 8>};
+template <int T, size_t... U>
+constexpr std::array<TileFn, sizeof...(U)> tile_row(std::index_sequence<U...>) {
+  return {&tile_f16<T, int(U) + 1>...};
+}
+template <size_t... T>
+constexpr std::array<std::array<TileFn, kU>, sizeof...(T)> tile_table(std::index_sequence<T...>) {
+  return {tile_row<int(T) + 1>(std::make_index_sequence<kU>())...};
+}
+constexpr auto kPrefillTiles = tile_table(std::make_index_sequence<kT>());
+constexpr auto kDecodeTiles = tile_row<1>(std::make_index_sequence<kUDecode>());
 
 // A token block's activations (f32 rows) stay in L2 while the groups stream past.
 constexpr size_t kActBlockBytes = 768 * 1024;
@@ -96,16 +135,21 @@ constexpr size_t kActBlockBytes = 768 * 1024;
 
 void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
                      int64_t row_begin, int64_t row_end) {
-#ifdef LARDER_PACKED_AVX512
+#if defined(LARDER_PACKED_AVX512) || defined(LARDER_PACKED_AVX2)
   const int K = w.k();
-  const int64_t g_begin = row_begin / PackedMatrix::kGroupRows;
-  const int64_t g_end = (row_end + PackedMatrix::kGroupRows - 1) / PackedMatrix::kGroupRows;
-  const int tail = int(row_end - (g_end - 1) * PackedMatrix::kGroupRows);  // rows of the last group
+  const int64_t u_begin = row_begin / kUnitRows;
+  const int64_t u_end = (row_end + kUnitRows - 1) / kUnitRows;
+  const int tail = int(row_end - (u_end - 1) * kUnitRows);  // rows of the last unit
+  auto run = [&](const TileFn fn, int64_t u0, int U, int t0) {
+    const uint16_t* wu[kUDecode > kU ? kUDecode : kU];
+    for (int u = 0; u < U; ++u) wu[u] = unit_base(w, u0 + u);
+    fn(wu, x + size_t(t0) * K, K, y + size_t(t0) * y_stride + u0 * kUnitRows, y_stride,
+       u0 + U == u_end ? tail : kUnitRows);
+  };
   if (n_tokens == 1) {
-    for (int64_t g0 = g_begin; g0 < g_end; g0 += kGDecode) {
-      const int G = int(std::min<int64_t>(kGDecode, g_end - g0));
-      kDecodeTiles[G - 1](w.group(g0), w.group_stride(), x, K, y + g0 * PackedMatrix::kGroupRows, y_stride,
-                          g0 + G == g_end ? tail : 16);
+    for (int64_t u0 = u_begin; u0 < u_end; u0 += kUDecode) {
+      const int U = int(std::min<int64_t>(kUDecode, u_end - u0));
+      run(kDecodeTiles[size_t(U - 1)], u0, U, 0);
     }
     return;
   }
@@ -113,19 +157,17 @@ void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float*
   block = std::max(kT, block / kT * kT);
   for (int tb = 0; tb < n_tokens; tb += block) {
     const int te = std::min(n_tokens, tb + block);
-    for (int64_t g0 = g_begin; g0 < g_end; g0 += kG) {
-      const int G = int(std::min<int64_t>(kG, g_end - g0));
-      const int last = g0 + G == g_end ? tail : 16;
+    for (int64_t u0 = u_begin; u0 < u_end; u0 += kU) {
+      const int U = int(std::min<int64_t>(kU, u_end - u0));
       for (int t0 = tb; t0 < te; t0 += kT) {
         const int T = std::min(kT, te - t0);
-        kPrefillTiles[T - 1][G - 1](w.group(g0), w.group_stride(), x + size_t(t0) * K, K,
-                                    y + size_t(t0) * y_stride + g0 * PackedMatrix::kGroupRows, y_stride, last);
+        run(kPrefillTiles[size_t(T - 1)][size_t(U - 1)], u0, U, t0);
       }
     }
   }
 #else
   (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
-  assert(false && "packed F16 needs an AVX-512 build");
+  assert(false && "packed F16 needs an AVX-512 or AVX2 build");
 #endif
 }
 

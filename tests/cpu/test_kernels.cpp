@@ -251,6 +251,38 @@ TEST_CASE("quantize_rows_q8_0 follows llama.cpp's reference quantizer", "[cpu][m
   for (int i = 0; i < 32; ++i) CHECK(int(b.qs[i]) == int(std::lround((i - 10) * 127.0 / 21.0)));
 }
 
+TEST_CASE("quantize_rows_q8_0 matches the scalar definition on every lane", "[cpu][matmul]") {
+  // d = max|x| / 127 (f32, stored as f16), q = lround(x * (1 / d)) (half
+  // away from zero); blocks of random values, of exact halves (max 127 so
+  // d = 1: x = n + 0.5 rounds away from zero), all zeros, one nonzero lane.
+  constexpr int K = 32 * 24;
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> x(K);
+  for (float& v : x) v = u(rng);
+  for (int i = 0; i < 32; ++i) x[32 + i] = (i == 5 ? 127.0f : float(i % 20 - 10) + 0.5f) * (i % 3 ? 1 : -1);
+  for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;
+  for (int i = 0; i < 32; ++i) x[96 + i] = i == 31 ? -1e-3f : 0.0f;
+  const int nb = K / 32;
+  std::vector<BlockQ8_0> q(size_t(2 * nb));
+  quantize_rows_q8_0(x.data(), 1, K, q.data());
+  quantize_rows_q8_0(x.data(), 2, K / 2, q.data() + nb);  // the same blocks as 2 rows
+  for (int b = 0; b < nb; ++b) {
+    INFO("block " << b);
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    CHECK(q[b].d == fp32_to_fp16(d));
+    int bad = 0;
+    for (int i = 0; i < 32; ++i) bad += q[b].qs[i] != std::lround(x[32 * b + i] * id);
+    CHECK(bad == 0);
+    CHECK(std::memcmp(&q[b], &q[size_t(nb + b)], sizeof(BlockQ8_0)) == 0);
+  }
+  CHECK(q[1].qs[1] == -9);  // x = -8.5: half away from zero (half to even would give -8)
+  CHECK(q[3].qs[31] == -127);
+}
+
 TEST_CASE("thread pool covers every item once", "[cpu][threads]") {
   for (int nt : {1, 2, 3}) {
     ThreadPool pool(nt);

@@ -24,6 +24,14 @@ namespace {
 
 constexpr int kHalfRows = 8;
 
+// Decode's software prefetch distance, measured on an AMD EPYC Zen 3 (2
+// cores, 2026-12-03, test_cpu "[.bench-decode]" with LARDER_BENCH_MB=1024,
+// matmul / plain read of the same bytes, 1 and 2 threads): Q8_0 blocks
+// ahead 4 -> 1: 0.81-0.85 -> 0.88-0.96 (0, no prefetch: the same within
+// noise); K-quant super-blocks ahead 2 -> 1: Q4_K 0.74-0.80 -> 0.82-0.89,
+// Q6_K 0.73-0.81 -> 0.77-0.90 (0: Q4_K 0.56-0.61, Q6_K 0.30-0.41).
+constexpr int kQ8PrefetchBlocks = 1, kKQuantPrefetchBlocks = 1;
+
 inline __m256i bcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -121,7 +129,7 @@ void q8_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedA
     if constexpr (T <= 2) {  // decode and short verification: stream the weights once
       for (int h = 0; h < H; ++h) {
         if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
-        const char* pf = reinterpret_cast<const char*>(q[h] + off + 4 * PackedMatrix::kBlockQuantBytes);
+        const char* pf = reinterpret_cast<const char*>(q[h] + off + kQ8PrefetchBlocks * PackedMatrix::kBlockQuantBytes);
         for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
     }
@@ -181,8 +189,8 @@ void q4k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q4KP
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) S[t][h] = _mm256_setzero_si256();
     for (int i = 0; i < 8; ++i) {
-      if constexpr (T <= 2) {  // decode: the super-block after next, 5 lines per step
-        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ4KBlockBytes + i * 320);
+      if constexpr (T <= 2) {  // decode: the next super-block, 5 lines per step
+        const char* pf = reinterpret_cast<const char*>(b + kKQuantPrefetchBlocks * PackedMatrix::kQ4KBlockBytes + i * 320);
         for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
       __m256i P[T][H];
@@ -283,8 +291,8 @@ void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KP
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) S[t][h] = _mm256_setzero_si256();
     for (int i2 = 0; i2 < 8; ++i2) {
-      if constexpr (T <= 2) {  // decode: the super-block after next, 7 lines per step
-        const char* pf = reinterpret_cast<const char*>(b + 2 * PackedMatrix::kQ6KBlockBytes + i2 * 448);
+      if constexpr (T <= 2) {  // decode: the next super-block, 7 lines per step
+        const char* pf = reinterpret_cast<const char*>(b + kKQuantPrefetchBlocks * PackedMatrix::kQ6KBlockBytes + i2 * 448);
         for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
       __m256i h0[H], h1[H], sa[H], sb[H];

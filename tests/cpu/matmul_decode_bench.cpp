@@ -156,6 +156,8 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   const int n = std::getenv("LARDER_BENCH_TOKENS") ? std::atoi(std::getenv("LARDER_BENCH_TOKENS")) : 1;
   const int rounds = std::getenv("LARDER_BENCH_ROUNDS") ? std::atoi(std::getenv("LARDER_BENCH_ROUNDS")) : 7;
   const int total_mb = std::getenv("LARDER_BENCH_MB") ? std::atoi(std::getenv("LARDER_BENCH_MB")) : 160;
+  // LARDER_BENCH_PACKED_ONLY=1: only the packed kernels (and their read), for the types that have them.
+  const bool packed_only = std::getenv("LARDER_BENCH_PACKED_ONLY") != nullptr;
   std::mt19937 rng(7);
   std::vector<TypeSet> sets;
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
@@ -176,8 +178,9 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
         // A small (cached) set is passed over `inner` times per timing.
         const int inner = total_mb < 8 ? 100 : 1;
         double tm = 0, tr = 0, tpm = 0, tpr = 0;
-        for (int k = 0; k < inner; ++k) tm += pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
-        for (int k = 0; k < inner; ++k) tr += read_pass(sets[i], pools[p], sink) / inner;
+        const bool row_major = !packed_only || sets[i].packed.empty();
+        for (int k = 0; row_major && k < inner; ++k) tm += pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
+        for (int k = 0; row_major && k < inner; ++k) tr += read_pass(sets[i], pools[p], sink) / inner;
         if (!sets[i].packed.empty()) {
           for (int k = 0; k < inner; ++k) tpm += packed_pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
           for (int k = 0; k < inner; ++k) tpr += read_packed_pass(sets[i], pools[p], sink) / inner;
@@ -192,7 +195,8 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
     for (int p = 0; p < 2; ++p) {
       const double tm = median(mm[i][p]), tr = median(rd[i][p]);
       const double gb = double(sets[i].bytes) / 1e9;
-      std::printf("%-5s threads %d: %7.2f ms/pass %6.1f GB/s  read %6.1f GB/s  matmul/read %.2f  (%.0f MB, %.1f GFLOP/s)\n",
+      if (tm > 0)
+        std::printf("%-5s threads %d: %7.2f ms/pass %6.1f GB/s  read %6.1f GB/s  matmul/read %.2f  (%.0f MB, %.1f GFLOP/s)\n",
                   ggml_type_name(sets[i].type), p + 1, tm * 1e3, gb / tm, gb / tr, tr / tm,
                   gb * 1e3, 2.0 * n * n_weights(sets[i]) / tm / 1e9);
       if (sets[i].packed.empty()) continue;

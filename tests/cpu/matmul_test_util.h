@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -48,7 +48,8 @@ double best_seconds(Fn&& fn, int reps = 5) {
   return best;
 }
 
-// Reads `bytes` at p once (512-bit loads where the build has AVX-512, as
+// Reads `bytes` at p once (512-bit loads where the build has AVX-512, 256-bit
+// on AVX2, as
 // bench_walls' read probe) and folds them into a value to keep the reads:
 // the plain read the benchmarks print beside a kernel streaming the same bytes.
 inline uint64_t read_fold(const void* p, size_t bytes) {
@@ -62,6 +63,19 @@ inline uint64_t read_fold(const void* p, size_t bytes) {
   }
   alignas(64) uint64_t lanes[8];  // (not _mm512_reduce_*: GCC 12 warns inside it)
   _mm512_store_si512(lanes, _mm512_xor_si512(a0, a1));
+  uint64_t folded = 0;
+  for (uint64_t v : lanes) folded ^= v;
+  for (; i < bytes; ++i) folded ^= b[i];
+  return folded;
+#elif defined(__AVX2__)
+  __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+  size_t i = 0;
+  for (; i + 128 <= bytes; i += 128)
+    for (int j = 0; j < 4; ++j)
+      a[j] = _mm256_xor_si256(a[j], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i + 32 * size_t(j))));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_xor_si256(_mm256_xor_si256(a[0], a[1]), _mm256_xor_si256(a[2], a[3])));
   uint64_t folded = 0;
   for (uint64_t v : lanes) folded ^= v;
   for (; i < bytes; ++i) folded ^= b[i];

@@ -130,7 +130,7 @@ class PackedMatrix {
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0, Q4_K, Q6_K or (AVX-512 builds) F16 matrix (w.ne[0] = K, a
+  // Repacks a Q8_0, Q4_K, Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).

@@ -7,14 +7,18 @@
 
 namespace larder {
 
-// exp(x) for every float x, the bits of exp_avx512 (simd.h): Cephes expf's
-// range reduction x = n ln2 + r (ln2 in two parts) and degree-5 polynomial,
-// inputs below -104 taken as -104 (2^n then underflows to 0 or a
-// denormal). 2^n is applied as two exact powers of two, 2^(n >> 1) then
-// 2^(n - (n >> 1)), each a normal float for n in [-150, 128]: the first
-// product is exact, the second rounds once, as scalef does. Inputs above 89
-// (whose exp is +inf in float anyway) are taken as 89, which still gives
-// +inf. |relative error| ~2 ulp.
+// exp(x): the bits of exp_avx512 (simd.h) for every x <= 4.7e7 and NaN:
+// Cephes expf's range reduction x = n ln2 + r (ln2 in two parts) and
+// degree-5 polynomial, inputs below -104 (and NaN) taken as -104 (2^n then
+// underflows to 0 or a denormal). 2^n is applied as two exact powers of two,
+// 2^(n >> 1) then 2^(n - (n >> 1)), each a normal float for n in [-150,
+// 128]: the first product is exact, the second rounds once, as scalef does.
+// Inputs above 89 (whose exp is +inf in float) are taken as 89: +inf, as
+// libm gives; exp_avx512, which has no upper clamp, loses the reduction
+// past ~4.7e7 (r leaves the polynomial's range: -inf for some x, NaN for
+// x >= 2.4e38 or +inf), so there the two differ (swiglu then gives -0 * u
+// here and +0 * u or NaN there, for gates below -4.7e7). |relative error|
+// ~2 ulp.
 inline __m256 exp_avx2(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),

@@ -1,4 +1,4 @@
-// The repacked F16 kernels (engine/cpu/matmul_packed_f16.cpp, AVX-512 builds)
+// The repacked F16 kernels (engine/cpu/matmul_packed_f16.cpp, AVX-512 and AVX2 builds)
 // against their arithmetic written out as a scalar loop (one std::fma chain
 // per output in k order, bit for bit), against a double dot product, and for
 // independence from tokens, rows, tiles and threads.
@@ -70,12 +70,14 @@ bool f16_packed() { return packed_type_supported(GgmlType::kF16); }
 }  // namespace
 
 TEST_CASE("packed F16 matmul equals its scalar definition bit for bit", "[cpu][matmul][f16packed]") {
-  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 build");
+  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 or AVX2 build");
   std::mt19937 rng(3);
   // Row counts: one group, a part group, many groups with a tail; K odd and
   // not a multiple of 16; token counts across the 6-token tile and the block.
   struct Shape { int K, rows; };
-  for (const Shape s : {Shape{64, 16}, Shape{37, 5}, Shape{172, 200}, Shape{2048, 130}}) {
+  // 29 rows: a group and a partly filled second half of the next (AVX2 tiles
+  // take 8 rows a vector).
+  for (const Shape s : {Shape{64, 16}, Shape{37, 5}, Shape{96, 29}, Shape{172, 200}, Shape{2048, 130}}) {
     INFO("K " << s.K << " rows " << s.rows);
     const F16Matrix m = random_matrix(s.K, s.rows, rng);
     const PackedMatrix p = PackedMatrix::pack(m.view());
@@ -90,16 +92,19 @@ TEST_CASE("packed F16 matmul equals its scalar definition bit for bit", "[cpu][m
       if (s.rows > 32) {
         std::vector<float> part(size_t(n) * s.rows, NAN);
         matmul_packed_rows(p, x.data(), n, part.data(), s.rows, 16, 48);
-        for (int t = 0; t < n; ++t)
+        for (int t = 0; t < n; ++t) {
           REQUIRE(std::memcmp(part.data() + size_t(t) * s.rows + 16, want.data() + size_t(t) * s.rows + 16,
                               32 * sizeof(float)) == 0);
+          for (int r = 0; r < s.rows; ++r)  // nothing outside the range is written
+            if (r < 16 || r >= 48) REQUIRE(std::isnan(part[size_t(t) * s.rows + r]));
+        }
       }
     }
   }
 }
 
 TEST_CASE("packed F16 matmul is close to the double dot product", "[cpu][matmul][f16packed]") {
-  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 build");
+  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 or AVX2 build");
   std::mt19937 rng(5);
   const int K = 1000, rows = 48, n = 7;
   const F16Matrix m = random_matrix(K, rows, rng);
@@ -121,7 +126,7 @@ TEST_CASE("packed F16 matmul is close to the double dot product", "[cpu][matmul]
 }
 
 TEST_CASE("packed F16 parallel matmul: same bits for any thread count", "[cpu][matmul][f16packed]") {
-  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 build");
+  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 or AVX2 build");
   std::mt19937 rng(11);
   const int K = 512, rows = 1000, n = 9;  // 1000 = 62 groups + 8 rows
   const F16Matrix m = random_matrix(K, rows, rng);
@@ -143,7 +148,7 @@ TEST_CASE("packed F16 parallel matmul: same bits for any thread count", "[cpu][m
 // Throughput against the row-major F16 tiles of matmul.cpp on the same
 // matrix (printed, not asserted).
 TEST_CASE("packed F16 matmul throughput", "[.bench-q8packed]") {
-  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 build");
+  if (!f16_packed()) LARDER_SKIP("packed F16 needs an AVX-512 or AVX2 build");
   const int K = 2048, rows = 8192;
   std::mt19937 rng(1);
   const F16Matrix m = random_matrix(K, rows, rng);

@@ -56,8 +56,7 @@ void swiglu(float* gate, const float* up, int n) {
   // The same arithmetic 8 at a time (exp_avx2 gives exp_avx512's bits).
   const __m256 one = _mm256_set1_ps(1.0f);
   for (int i = 0; i < n; i += 8) {
-    const int left = n - i;
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i m = first_lanes_avx2(n - i);
     const __m256 g = _mm256_maskload_ps(gate + i, m);
     const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
     const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));

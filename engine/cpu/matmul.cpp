@@ -2,6 +2,7 @@
 
 #include "engine/cpu/matmul_dense_avx2.h"
 #include "engine/cpu/matmul_kquant.h"
+#include "engine/cpu/row_tiles.h"
 #include "engine/cpu/thread_pool.h"
 
 #include <algorithm>
@@ -417,32 +418,6 @@ constexpr TileFn kQ8VnniDecodeTiles[kTileT][kTileR] = {
 #undef LARDER_TILE_TABLE
 #undef LARDER_TILE_ROW
 
-// Activations of one token block stay in L2 while the rows stream past:
-// tokens per block such that block * x_row_bytes <= kTokenBlockBytes (Q8_0
-// activation rows are 3.8x smaller than f32 ones, so their blocks hold more
-// tokens and the weights are streamed fewer times).
-constexpr size_t kTokenBlockBytes = 512 * 1024;
-
-// x: n_tokens activation rows of x_row_bytes each.
-void run_tiles(const TileFn (&tab)[kTileT][kTileR], const WeightView& w, const uint8_t* x,
-               size_t x_row_bytes, int n_tokens, float* y, int y_stride, int64_t row_begin,
-               int64_t row_end) {
-  const int K = int(w.ne[0]);
-  int block = int(kTokenBlockBytes / x_row_bytes);
-  block = std::max(kTileT, block / kTileT * kTileT);
-  for (int tb = 0; tb < n_tokens; tb += block) {
-    const int te = std::min(n_tokens, tb + block);
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileR) {
-      const int R = int(std::min<int64_t>(kTileR, row_end - r0));
-      for (int t0 = tb; t0 < te; t0 += kTileT) {
-        const int T = std::min(kTileT, te - t0);
-        tab[T - 1][R - 1](w.row(r0), w.row_bytes, x + size_t(t0) * x_row_bytes, K,
-                          y + size_t(t0) * y_stride + r0, y_stride);
-      }
-    }
-  }
-}
-
 }  // namespace
 #endif  // LARDER_MATMUL_AVX512
 
@@ -526,25 +501,25 @@ void matmul_rows(const WeightView& w, const MatmulInput& in, float* y, int y_str
   const auto* xb = reinterpret_cast<const uint8_t*>(x);
   const size_t x_row = size_t(K) * sizeof(float);
   switch (w.type) {
-    case GgmlType::kF32: run_tiles(kF32Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
-    case GgmlType::kF16: run_tiles(kF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
-    case GgmlType::kBF16: run_tiles(kBF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kF32: row_tiles::run(kF32Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kF16: row_tiles::run(kF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kBF16: row_tiles::run(kBF16Tiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end); return;
     case GgmlType::kQ8_0:
 #ifdef __AVX512VNNI__
       if (const BlockQ8_0* xq = in.q8_0()) {
         if (const PreparedPair* xp = in.q8_0_pairs()) {  // decode
-          run_tiles(kQ8VnniDecodeTiles, w, reinterpret_cast<const uint8_t*>(xp),
+          row_tiles::run(kQ8VnniDecodeTiles, w, reinterpret_cast<const uint8_t*>(xp),
                     size_t(n_pairs_of(K)) * sizeof(PreparedPair), 1, y, y_stride, row_begin,
                     row_end);
           return;
         }
-        run_tiles(kQ8VnniTiles, w, reinterpret_cast<const uint8_t*>(xq),
+        row_tiles::run(kQ8VnniTiles, w, reinterpret_cast<const uint8_t*>(xq),
                   size_t(K / kQ8_0BlockSize) * sizeof(BlockQ8_0), n_tokens, y, y_stride,
                   row_begin, row_end);
         return;
       }
 #endif
-      run_tiles(kQ8FmaTiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end);
+      row_tiles::run(kQ8FmaTiles, w, xb, x_row, n_tokens, y, y_stride, row_begin, row_end);
       return;
     default: return;  // callers check matmul_type_supported
   }

@@ -12,10 +12,10 @@
 
 #ifdef LARDER_MATMUL_DENSE_AVX2
 
-#include <immintrin.h>
-
-#include <algorithm>
 #include <cstring>
+
+#include "engine/cpu/row_tiles.h"
+#include "engine/cpu/simd_avx2.h"
 
 namespace larder {
 
@@ -30,10 +30,7 @@ inline float hsum8(__m256 v) {
 }
 
 // The first n (< 8) values at p, the rest zero.
-inline __m256 load_f32_tail(const float* p, int n) {
-  const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  return _mm256_maskload_ps(p, m);
-}
+inline __m256 load_f32_tail(const float* p, int n) { return _mm256_maskload_ps(p, first_lanes_avx2(n)); }
 inline __m128i load_u16_tail(const uint16_t* p, int n) {
   alignas(16) uint16_t tmp[kLanes] = {};
   std::memcpy(tmp, p, sizeof(uint16_t) * size_t(n));
@@ -112,36 +109,20 @@ struct Tiles {
       {&tile_dense<L, 4, 1>, &tile_dense<L, 4, 2>, &tile_dense<L, 4, 3>}};
 };
 
-// Activations of one token block stay in L2 while the rows stream past.
-constexpr size_t kTokenBlockBytes = 512 * 1024;
-
-template <class L>
-void run(const WeightView& w, const float* x, int n_tokens, float* y, int y_stride, int64_t row_begin,
-         int64_t row_end) {
-  const int K = int(w.ne[0]);
-  int block = int(kTokenBlockBytes / (size_t(K) * sizeof(float)));
-  block = std::max(kTileT, block / kTileT * kTileT);
-  for (int tb = 0; tb < n_tokens; tb += block) {
-    const int te = std::min(n_tokens, tb + block);
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileR) {
-      const int R = int(std::min<int64_t>(kTileR, row_end - r0));
-      for (int t0 = tb; t0 < te; t0 += kTileT) {
-        const int T = std::min(kTileT, te - t0);
-        Tiles<L>::kTab[T - 1][R - 1](w.row(r0), w.row_bytes, x + size_t(t0) * K, K, y + size_t(t0) * y_stride + r0,
-                                     y_stride);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 bool matmul_dense_rows_avx2(const WeightView& w, const float* x, int n_tokens, float* y, int y_stride,
                             int64_t row_begin, int64_t row_end) {
   switch (w.type) {
-    case GgmlType::kF32: run<LoadF32>(w, x, n_tokens, y, y_stride, row_begin, row_end); return true;
-    case GgmlType::kF16: run<LoadF16>(w, x, n_tokens, y, y_stride, row_begin, row_end); return true;
-    case GgmlType::kBF16: run<LoadBF16>(w, x, n_tokens, y, y_stride, row_begin, row_end); return true;
+    case GgmlType::kF32:
+      row_tiles::run(Tiles<LoadF32>::kTab, w, x, size_t(w.ne[0]), n_tokens, y, y_stride, row_begin, row_end);
+      return true;
+    case GgmlType::kF16:
+      row_tiles::run(Tiles<LoadF16>::kTab, w, x, size_t(w.ne[0]), n_tokens, y, y_stride, row_begin, row_end);
+      return true;
+    case GgmlType::kBF16:
+      row_tiles::run(Tiles<LoadBF16>::kTab, w, x, size_t(w.ne[0]), n_tokens, y, y_stride, row_begin, row_end);
+      return true;
     default: return false;
   }
 }

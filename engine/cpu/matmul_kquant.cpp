@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/cpu/row_tiles.h"
 #include "engine/gguf/quant_blocks.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -176,27 +177,6 @@ constexpr TileFn kQ6KTiles[kTileT][kTileR] = LARDER_KQ_TABLE(DecodeQ6K);
 #undef LARDER_KQ_TABLE
 #undef LARDER_KQ_ROW
 
-// Tokens per block such that the block's activations (block * K * 4 bytes)
-// stay in L2 while the weight rows stream past (as matmul.cpp).
-constexpr size_t kTokenBlockBytes = 512 * 1024;
-
-void run_kquant_tiles(const TileFn (&tab)[kTileT][kTileR], const WeightView& w, const float* x,
-                      int n_tokens, float* y, int y_stride, int64_t row_begin, int64_t row_end) {
-  const int K = int(w.ne[0]);
-  int block = int(kTokenBlockBytes / (size_t(K) * sizeof(float)));
-  block = std::max(kTileT, block / kTileT * kTileT);
-  for (int tb = 0; tb < n_tokens; tb += block) {
-    const int te = std::min(n_tokens, tb + block);
-    for (int64_t r0 = row_begin; r0 < row_end; r0 += kTileR) {
-      const int R = int(std::min<int64_t>(kTileR, row_end - r0));
-      for (int t0 = tb; t0 < te; t0 += kTileT) {
-        const int T = std::min(kTileT, te - t0);
-        tab[T - 1][R - 1](w.row(r0), w.row_bytes, x + size_t(t0) * K, K,
-                          y + size_t(t0) * y_stride + r0, y_stride);
-      }
-    }
-  }
-}
 #else
 // Portable path: one float accumulator per output, k in increasing order.
 inline float dot_f32(const float* w, const float* x, int K) {
@@ -229,9 +209,9 @@ void matmul_rows_quant(const WeightView& w, const float* x, const BlockQ8K* xq, 
     return;
 #ifdef LARDER_KQUANT_AVX512
   switch (w.type) {
-    case GgmlType::kQ4_K: run_kquant_tiles(kQ4KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end); return;
-    case GgmlType::kQ5_K: run_kquant_tiles(kQ5KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end); return;
-    case GgmlType::kQ6_K: run_kquant_tiles(kQ6KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kQ4_K: row_tiles::run(kQ4KTiles, w, x, size_t(w.ne[0]), n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kQ5_K: row_tiles::run(kQ5KTiles, w, x, size_t(w.ne[0]), n_tokens, y, y_stride, row_begin, row_end); return;
+    case GgmlType::kQ6_K: row_tiles::run(kQ6KTiles, w, x, size_t(w.ne[0]), n_tokens, y, y_stride, row_begin, row_end); return;
     default: break;
   }
 #endif

@@ -53,6 +53,11 @@ inline __m256i lround_avx2(__m256 q) {
   return _mm256_sub_epi32(_mm256_xor_si256(ti, neg), neg);  // -t where q < 0
 }
 
+// The mask of lanes [0, n) (all 8 for n >= 8) for maskload / maskstore.
+inline __m256i first_lanes_avx2(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 // Four vectors of int32 in [-128, 127] to 32 int8, in order (a, b, c, d).
 inline __m256i pack_i32x4_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));

@@ -154,15 +154,23 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
 // ---- head_dim a multiple of 16 (every real model): query heads of one kv
 // head together, keys 16 at a time --------------------------------------------
 //
-// Arithmetic per query head h and position p (fixed, whatever the batch, the
-// head range or the thread, so a token's output depends only on its q and the
-// pages):
+// Arithmetic per query head h (fixed, whatever the batch, the head range or
+// the thread, so a token's output depends only on its q and the pages), in
+// one pass over its positions in blocks b of 16 (a block: 16 consecutive
+// positions of a page, from its slot 0; the token's last block is masked at
+// its own position):
 //   score_p = hsum16(sum_c q_c * k_{p,c}) * scale   (c: 16-lane chunks of the
 //             head dims in order, one FMA each; hsum16: the fixed butterfly
 //             of hsum16x16 below, the same tree for every position)
-//   e_p     = exp_avx512(score_p - max_p score_p)
-//   sum     = reduce(16-lane sums of e over p in blocks of 16, in order)
-//   out_h   = (sum_p e_p v_p, one FMA per p in increasing p) * (1 / sum)
+//   m_b     = max(m_{b-1}, max_{p in b} score_p)     (the running max, m_0 = the first block's)
+//   when m_b > m_{b-1}: l and acc are multiplied by exp_avx512(m_{b-1} - m_b)
+//   e_p     = exp_avx512(score_p - m_b)
+//   l      += e_b (16 lanes)
+//   acc    += sum_{p in b} e_p v_p, one FMA per p in increasing p
+//   out_h   = acc * (1 / reduce_add(l))
+// (the online softmax of Milakov & Gimelshein 2018, "Online normalizer
+// calculation for softmax", as FlashAttention uses it: no row of scores is
+// stored, and each block's K and V rows are read together, once).
 // K/V are read in the page dtype (F16 widened exactly to f32).
 
 // v[0..15] -> lane i = the sum of the 16 lanes of v[i] (a butterfly of
@@ -188,48 +196,102 @@ constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
 constexpr int kMaxRows = kMaxGroupHeads * kAttentionTileTokens;
 static_assert(kMaxRows == kAttentionDecodeHeads);
 
+// 16 positions' V rows of one kv head: F16 in the page (h, h_stride halves
+// apart) or f32 (f, f_stride floats apart).
+struct VRows {
+  const uint16_t* h;
+  size_t h_stride;
+  const float* f;
+  size_t f_stride;
+};
+
+// Query heads whose V sums (NC registers each) one pass over a V row feeds:
+// as many as fit 16 of the 32 registers, at most kMaxGroupHeads.
+template <int NC>
+inline constexpr int kVHeads = std::max(1, std::min(kMaxGroupHeads, 16 / NC));
+
+// a[h * 16 * NC ..] += sum_j e[h * e_stride + j] * v_j for HN query heads
+// (consecutive rows of the V sums and of the weights e) over positions j < n
+// of one 16-row block, one FMA per position in increasing j: each head's sums get
+// the arithmetic they would get alone, and each V row is loaded (and
+// widened from F16) once for all HN heads.
+template <int NC, int HN, bool F16>
+inline void v_accumulate(const VRows& vr, const float* e, size_t e_stride, int n, float* a) {
+  __m512 acc[HN][NC];
+  for (int h = 0; h < HN; ++h)
+    for (int c = 0; c < NC; ++c) acc[h][c] = _mm512_loadu_ps(a + size_t(h) * 16 * NC + 16 * c);
+  for (int j = 0; j < n; ++j) {
+    __m512 v[NC];
+    for (int c = 0; c < NC; ++c)
+      v[c] = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr.h + size_t(j) * vr.h_stride + 16 * c)))
+                 : _mm512_loadu_ps(vr.f + size_t(j) * vr.f_stride + 16 * c);
+    for (int h = 0; h < HN; ++h) {
+      const __m512 ej = _mm512_set1_ps(e[size_t(h) * e_stride + j]);
+      for (int c = 0; c < NC; ++c) acc[h][c] = _mm512_fmadd_ps(ej, v[c], acc[h][c]);
+    }
+  }
+  for (int h = 0; h < HN; ++h)
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(a + size_t(h) * 16 * NC + 16 * c, acc[h][c]);
+}
+
 // n_kv consecutive kv heads (the first at offset off of a K/V row, the next
 // hd values on), each with nh query heads: NH = n_kv * nh heads, contiguous
 // in q and out (q and out at the first one's slice), for nt consecutive
 // tokens at positions pos0 .. pos0 + nt - 1: token t's heads at
-// q + t * q_stride, out likewise. Every 16-row K/V block is widened once per
-// kv head and used by all nt * nh query rows of it (row r = t * NH + head);
-// each row keeps the arithmetic above, so a token's output depends neither on
-// nt nor on the heads it is computed with. Several kv heads at once are for
-// decode: a page's K/V rows are then read as one run per row instead of one
-// hd-wide slice per row per pass. rows = nt * NH <= kMaxRows. scratch: rows
-// rows of `stride` floats (stride >= pos0 + nt rounded up to 16, plus 16),
-// then rows * hd floats.
+// q + t * q_stride, out likewise. Every 16-row K block is widened once per
+// kv head and used by all nt * nh query rows of it (row r = t * NH + head),
+// and every V row once for up to kVHeads of them; each row keeps the
+// arithmetic above, so a token's output depends neither on nt nor on the
+// heads it is computed with. Several kv heads at once are for decode: a
+// page's K/V rows are then read as one run per row instead of one hd-wide
+// slice per row per pass. rows = nt * NH <= kMaxRows. scratch: rows * hd
+// floats (the V sums).
 // NC = hd / 16 is a template argument so that the per-chunk accumulators
 // and the 16 partial dot products stay in registers (with a run-time count
 // GCC kept them in memory and copied them with memcpy: 3x slower).
 template <int NC>
 void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                   size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch,
-                   size_t stride) {
+                   size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch) {
   constexpr int nc = NC;
   const KvLayout& lay = pool.layout();
   const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1;
   const int NH = n_kv * nh, rows = nt * NH;
   assert(rows <= kMaxRows);
   const float scale = float(1.0 / std::sqrt(double(hd)));
-  float* accs = scratch + size_t(rows) * stride;  // [rows][hd] V sums
-  alignas(64) float conv[16 * 256];  // 16 rows of up to 256 head dims, widened from F16 / Q8_0
-  __m512 mx[kMaxRows];
-  for (int r = 0; r < rows; ++r) mx[r] = _mm512_set1_ps(-INFINITY);
+  float* accs = scratch;  // [rows][hd] V sums
+  alignas(64) float kconv[16 * 256];  // 16 K rows of up to 256 head dims, widened from F16 / Q8_0
+  alignas(64) float vconv[16 * 256];  // V rows likewise (F16 ones are widened as they are used)
+  alignas(64) float e[kMaxRows][16];  // one block's e_p for the query heads of one kv head and token
+  float mx[kMaxRows];                 // running max m per row
+  __m512 lsum[kMaxRows];              // l per row
+  for (int r = 0; r < rows; ++r) {
+    mx[r] = -INFINITY;
+    lsum[r] = _mm512_setzero_ps();
+  }
+  std::fill_n(accs, size_t(rows) * hd, 0.0f);
+  const bool f16 = lay.dtype == KvDtype::kF16;
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
-    const void* kb = pool.k_block(pages[pi], layer);
-    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, n_kv * hd);
+    const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
+    const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
+    if (pi + 1 < n_pages) {
+      attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, n_kv * hd);
+      attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, n_kv * hd);
+    }
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
-      const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
-                                    // may run past the page, into slots the next block rewrites
+      const int p0 = pi * ps + j0;
       const int nk = std::min(16, n_slots - j0);
       for (int kv = 0; kv < n_kv; ++kv) {
         size_t kstride = 0;
-        const float* k = rows_f32(static_cast<const uint8_t*>(kb) + size_t(j0) * lay.row_bytes(), lay,
-                                  off + size_t(kv) * hd, nk, hd, conv, &kstride);
-        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
+        const float* k = rows_f32(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, kconv, &kstride);
+        VRows vr{nullptr, 0, nullptr, 0};
+        if (f16) {
+          vr.h = reinterpret_cast<const uint16_t*>(vb + size_t(j0) * lay.row_bytes()) + off + size_t(kv) * hd;
+          vr.h_stride = lay.row_bytes() / 2;
+        } else {
+          vr.f = rows_f32(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, vconv, &vr.f_stride);
+        }
+        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
           const int nkt = std::min(nk, pos0 + t - p0 + 1);
           const __mmask16 m = __mmask16((1u << nkt) - 1u);
           for (int h = kv * nh; h < (kv + 1) * nh; ++h) {
@@ -246,63 +308,39 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
               part[j] = acc;
             }
             const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
-            _mm512_storeu_ps(scratch + size_t(r) * stride + p0, sc);
-            mx[r] = _mm512_mask_max_ps(mx[r], m, mx[r], sc);
-          }
-        }
-      }
-    }
-  }
-  float inv[kMaxRows];
-  for (int r = 0; r < rows; ++r) {
-    const int n_pos = pos0 + r / NH + 1;
-    float* s = scratch + size_t(r) * stride;
-    const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
-    __m512 sum = _mm512_setzero_ps();
-    for (int p = 0; p < n_pos; p += 16) {
-      const __mmask16 m = n_pos - p >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n_pos - p)) - 1u);
-      const __m512 e = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(s + p), mxv)));
-      _mm512_storeu_ps(s + p, e);
-      sum = _mm512_add_ps(sum, e);
-    }
-    inv[r] = 1.0f / _mm512_reduce_add_ps(sum);
-    std::fill_n(accs + size_t(r) * hd, hd, 0.0f);
-  }
-  for (int pi = 0; pi < n_pages; ++pi) {
-    const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
-    const void* vb = pool.v_block(pages[pi], layer);
-    if (pi + 1 < n_pages) attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, n_kv * hd);
-    for (int j0 = 0; j0 < n_slots; j0 += 16) {
-      const int p0 = pi * ps + j0;
-      const int nk = std::min(16, n_slots - j0);
-      for (int kv = 0; kv < n_kv; ++kv) {
-        size_t vstride = 0;
-        const float* v = rows_f32(static_cast<const uint8_t*>(vb) + size_t(j0) * lay.row_bytes(), lay,
-                                  off + size_t(kv) * hd, nk, hd, conv, &vstride);
-        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
-          const int nkt = std::min(nk, pos0 + t - p0 + 1);
-          for (int h = kv * nh; h < (kv + 1) * nh; ++h) {
-            const int r = t * NH + h;
-            const float* e = scratch + size_t(r) * stride + p0;
-            float* a = accs + size_t(r) * hd;
-            __m512 acc[nc];
-            for (int c = 0; c < nc; ++c) acc[c] = _mm512_loadu_ps(a + 16 * c);
-            for (int j = 0; j < nkt; ++j) {
-              const __m512 ej = _mm512_set1_ps(e[j]);
-              for (int c = 0; c < nc; ++c)
-                acc[c] = _mm512_fmadd_ps(ej, _mm512_loadu_ps(v + size_t(j) * vstride + 16 * c), acc[c]);
+            const float bmax = _mm512_mask_reduce_max_ps(m, sc);
+            if (bmax > mx[r]) {
+              if (mx[r] != -INFINITY) {
+                const __m512 f = exp_avx512(_mm512_set1_ps(mx[r] - bmax));
+                lsum[r] = _mm512_mul_ps(lsum[r], f);
+                float* a = accs + size_t(r) * hd;
+                for (int c = 0; c < nc; ++c) _mm512_storeu_ps(a + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), f));
+              }
+              mx[r] = bmax;
             }
-            for (int c = 0; c < nc; ++c) _mm512_storeu_ps(a + 16 * c, acc[c]);
+            const __m512 ev = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(sc, _mm512_set1_ps(mx[r]))));
+            lsum[r] = _mm512_add_ps(lsum[r], ev);
+            _mm512_store_ps(e[h - kv * nh], ev);
+          }
+          for (int h = kv * nh; h < (kv + 1) * nh; h += kVHeads<nc>) {
+            const float* eh = e[h - kv * nh];
+            float* a = accs + size_t(t * NH + h) * hd;
+            switch (std::min(kVHeads<nc>, (kv + 1) * nh - h)) {
+              case 1: f16 ? v_accumulate<nc, 1, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 1, false>(vr, eh, 16, nkt, a); break;
+              case 2: f16 ? v_accumulate<nc, 2, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 2, false>(vr, eh, 16, nkt, a); break;
+              case 3: f16 ? v_accumulate<nc, 3, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 3, false>(vr, eh, 16, nkt, a); break;
+              default: f16 ? v_accumulate<nc, 4, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 4, false>(vr, eh, 16, nkt, a); break;
+            }
           }
         }
       }
     }
   }
   for (int r = 0; r < rows; ++r) {
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(lsum[r]));
     float* o = out + size_t(r / NH) * q_stride + size_t(r % NH) * hd;
     const float* a = accs + size_t(r) * hd;
-    for (int c = 0; c < nc; ++c)
-      _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), _mm512_set1_ps(inv[r])));
+    for (int c = 0; c < nc; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), inv));
   }
 }
 #endif
@@ -439,7 +477,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    int head_end) {
   const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const size_t q_stride = size_t(shape.n_head) * hd;
-  const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
+  [[maybe_unused]] const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
   // fn(t0, nt, kv, nh, at) per tile of up to kAttentionTileTokens tokens x up
   // to kAttentionGroupHeads heads of one kv head (at: their offset in q, out).
   [[maybe_unused]] auto for_each_tile = [&](auto&& fn) {
@@ -459,7 +497,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
 #if defined(__AVX512F__)
   static_assert(kMaxGroupHeads == kAttentionGroupHeads);
   using Tile16Fn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, int, const float*,
-                            size_t, float*, int, float*, size_t);
+                            size_t, float*, int, float*);
   static constexpr Tile16Fn kTiles16[16] = {
       &attend_tile16<1>,  &attend_tile16<2>,  &attend_tile16<3>,  &attend_tile16<4>,
       &attend_tile16<5>,  &attend_tile16<6>,  &attend_tile16<7>,  &attend_tile16<8>,
@@ -473,12 +511,11 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
     if (n_tokens == 1 && whole_kv_heads && head_end - head_begin <= kAttentionDecodeHeads) {
       const size_t at = size_t(head_begin) * hd;
       tile(pool, layer, pages, pos0, 1, hd, size_t(head_begin / group) * hd, (head_end - head_begin) / group, q + at,
-           q_stride, out + at, group, scratch, stride);
+           q_stride, out + at, group, scratch);
       return;
     }
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
-      tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, 1, q + at, q_stride, out + at, nh, scratch,
-           stride);
+      tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, 1, q + at, q_stride, out + at, nh, scratch);
     });
     return;
   }

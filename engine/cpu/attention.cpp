@@ -234,6 +234,18 @@ inline void v_accumulate(const VRows& vr, const float* e, size_t e_stride, int n
     for (int c = 0; c < NC; ++c) _mm512_storeu_ps(a + size_t(h) * 16 * NC + 16 * c, acc[h][c]);
 }
 
+// v_accumulate for hn (1 .. kMaxGroupHeads) heads, hn a run-time count.
+template <int NC, bool F16>
+inline void v_accumulate_heads(int hn, const VRows& vr, const float* e, size_t e_stride, int n, float* a) {
+  static_assert(kMaxGroupHeads == 4);
+  switch (hn) {
+    case 1: v_accumulate<NC, 1, F16>(vr, e, e_stride, n, a); break;
+    case 2: v_accumulate<NC, 2, F16>(vr, e, e_stride, n, a); break;
+    case 3: v_accumulate<NC, 3, F16>(vr, e, e_stride, n, a); break;
+    default: v_accumulate<NC, 4, F16>(vr, e, e_stride, n, a); break;
+  }
+}
+
 // n_kv consecutive kv heads (the first at offset off of a K/V row, the next
 // hd values on), each with nh query heads: NH = n_kv * nh heads, contiguous
 // in q and out (q and out at the first one's slice), for nt consecutive
@@ -279,7 +291,8 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
       attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, n_kv * hd);
     }
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
-      const int p0 = pi * ps + j0;
+      const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
+                                    // may run past the page, into slots the next block rewrites
       const int nk = std::min(16, n_slots - j0);
       for (int kv = 0; kv < n_kv; ++kv) {
         size_t kstride = 0;
@@ -291,7 +304,7 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
         } else {
           vr.f = rows_f32(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, vconv, &vr.f_stride);
         }
-        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {
+        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
           const int nkt = std::min(nk, pos0 + t - p0 + 1);
           const __mmask16 m = __mmask16((1u << nkt) - 1u);
           for (int h = kv * nh; h < (kv + 1) * nh; ++h) {
@@ -325,12 +338,8 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
           for (int h = kv * nh; h < (kv + 1) * nh; h += kVHeads<nc>) {
             const float* eh = e[h - kv * nh];
             float* a = accs + size_t(t * NH + h) * hd;
-            switch (std::min(kVHeads<nc>, (kv + 1) * nh - h)) {
-              case 1: f16 ? v_accumulate<nc, 1, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 1, false>(vr, eh, 16, nkt, a); break;
-              case 2: f16 ? v_accumulate<nc, 2, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 2, false>(vr, eh, 16, nkt, a); break;
-              case 3: f16 ? v_accumulate<nc, 3, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 3, false>(vr, eh, 16, nkt, a); break;
-              default: f16 ? v_accumulate<nc, 4, true>(vr, eh, 16, nkt, a) : v_accumulate<nc, 4, false>(vr, eh, 16, nkt, a); break;
-            }
+            const int hn = std::min(kVHeads<nc>, (kv + 1) * nh - h);
+            f16 ? v_accumulate_heads<nc, true>(hn, vr, eh, 16, nkt, a) : v_accumulate_heads<nc, false>(hn, vr, eh, 16, nkt, a);
           }
         }
       }
@@ -477,7 +486,6 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    int head_end) {
   const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
   const size_t q_stride = size_t(shape.n_head) * hd;
-  [[maybe_unused]] const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
   // fn(t0, nt, kv, nh, at) per tile of up to kAttentionTileTokens tokens x up
   // to kAttentionGroupHeads heads of one kv head (at: their offset in q, out).
   [[maybe_unused]] auto for_each_tile = [&](auto&& fn) {
@@ -523,6 +531,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
   static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
   if (attention_detail::heads8_supported(hd)) {
+    const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
       attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
                                      out + at, nh, scratch, stride);

@@ -527,7 +527,8 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
     });
     return;
   }
-#elif defined(LARDER_ATTENTION_AVX2)
+#endif
+#if defined(LARDER_ATTENTION_AVX2)
   static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
   static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
   if (attention_detail::heads8_supported(hd)) {

@@ -1,7 +1,8 @@
-// Attention of query heads sharing one kv head for AVX2 builds without
-// AVX-512 (head_dim a multiple of 8): attention.cpp's AVX-512 pass at 8 lanes,
-// for a tile of consecutive tokens (as attend_tile16), each K/V block widened
-// once for all of the tile's rows.
+// Attention of query heads sharing one kv head, 8 lanes wide (head_dim a
+// multiple of 8): in AVX2 builds for every such head size, in AVX-512 builds
+// for those the 16-lane pass of attention.cpp does not take (not a multiple
+// of 16). A tile of consecutive tokens (as attend_tile16), each K/V block
+// widened once for all of the tile's rows.
 //
 // Arithmetic per query head h and position p (fixed, whatever the batch, the
 // head range or the thread, so a token's output depends only on its q and the
@@ -15,7 +16,7 @@
 // K/V are read in the page dtype (F16 widened exactly to f32, Q8_0 as d * q).
 #include "engine/cpu/attention_detail.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
+#ifdef LARDER_ATTENTION_AVX2
 
 #include <algorithm>
 #include <cmath>

@@ -27,7 +27,12 @@ namespace larder {
 //    vectorized (AVX-512: exp_avx512, engine/cpu/simd.h) (2026-12-02).
 // 5: AVX2 builds repack F16 matrices too (the same fma chains, hence the
 //    AVX-512 packed F16 bits) (2026-12-03).
-constexpr int kCpuArithmeticVersion = 5;
+// 6: AVX-512 attention of head_dim % 16 == 0 in one pass with an online
+//    softmax (sums rescaled when the running max rises), not a score pass
+//    then a V pass; AVX-512 builds attend heads of a multiple of 8 that is
+//    not of 16 (stories260K) with the AVX2 builds' 8-lane tiles
+//    (2026-12-05).
+constexpr int kCpuArithmeticVersion = 6;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)

@@ -1,0 +1,147 @@
+// A tripwire for the numerics id (engine/cpu/forward.h, cpu_numerics_id()).
+// The cache's root hash carries that id so that K/V pages written by a build
+// with other arithmetic are recomputed, not restored: a restored prompt must
+// give the bits of a cold prefill. That holds only if every change to a
+// kernel's arithmetic bumps kCpuArithmeticVersion, which nothing else checks
+// (a change made for speed can move the last bits of a sum unnoticed).
+//
+// Here small random models go through each kernel family (packed Q8_0, the
+// Q4_K / Q6_K mix, packed F16, F32 row tiles; attention of head_dim 64 and 8;
+// K/V in f32, f16 and q8_0): a prompt is prefilled, two tokens are decoded,
+// and the bits of every logit and every written K/V row are hashed. Each
+// hash is compared with the one recorded for this build's numerics id. The
+// recorded values are not a claim that these bits are right (the other
+// tests check the arithmetic against independent references); they say
+// which bits this id stands for. A mismatch means the arithmetic changed:
+// bump kCpuArithmeticVersion (which gives a new id) and record the values
+// this test prints for it. For an id with no recorded values (another ISA,
+// a new version) the test prints them and checks nothing.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/cpu/forward_harness.h"
+#include "tests/support/gguf_writer.h"
+#include "tests/support/temp_dir.h"
+
+namespace larder {
+namespace {
+
+// FNV-1a, 64 bits, over bytes, continuing from h.
+uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+struct Config {
+  const char* name;
+  GgmlType type;
+  testing::WeightMix mix;
+  int n_embd, n_head, n_head_kv;
+  KvDtype kv;
+};
+
+constexpr Config kConfigs[] = {
+    {"q8_0-hd64-kvf16", GgmlType::kQ8_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
+    {"q8_0-hd64-kvf32", GgmlType::kQ8_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF32},
+    {"q8_0-hd64-kvq8_0", GgmlType::kQ8_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kQ8_0},
+    {"q4_k_m-hd64-kvf16", GgmlType::kQ4_K, testing::WeightMix::kQ4_K_M, 256, 4, 2, KvDtype::kF16},
+    {"f16-hd64-kvf16", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
+    {"f32-hd8-kvf16", GgmlType::kF32, testing::WeightMix::kUniform, 64, 8, 4, KvDtype::kF16},
+};
+
+// The hash of one config: a 150-token prompt prefilled in one batch, then two
+// greedy decode steps; the logits of all three calls, then every written
+// K and V row of every layer in position order.
+uint64_t run_config(const testing::TempDir& dir, const Config& c) {
+  testing::RandomLlamaSpec s;
+  s.n_vocab = 640;
+  s.n_embd = c.n_embd;
+  s.n_head = c.n_head;
+  s.n_head_kv = c.n_head_kv;
+  s.n_ff = 512;
+  s.n_layer = 2;
+  s.weight_type = c.type;
+  s.mix = c.mix;
+  s.weight_stddev = 0.08f;
+  const std::string path = dir.sub(std::string(c.name) + ".gguf");
+  REQUIRE(testing::write_random_llama_gguf(path, s).is_ok());
+  testing::ForwardHarness h(path, c.kv, 2);
+  std::mt19937 rng(11);
+  std::vector<int32_t> prompt(150);
+  for (int32_t& t : prompt) t = int32_t(3 + rng() % 600);
+  const int n_pos = int(prompt.size()) + 2;
+  const int seq = h.new_seq(n_pos);
+  uint64_t hash = 0xcbf29ce484222325ull;
+  std::vector<float> logits = h.prefill(seq, prompt);
+  hash = fnv1a(hash, logits.data(), logits.size() * sizeof(float));
+  for (int pos = int(prompt.size()); pos < n_pos; ++pos) {
+    const int32_t next = testing::argmax(logits.data(), h.n_vocab());
+    logits = h.decode({{next, pos, seq, true}});
+    hash = fnv1a(hash, logits.data(), logits.size() * sizeof(float));
+  }
+  const KvLayout& lay = h.pool->layout();
+  for (int l = 0; l < lay.n_layer; ++l) {
+    for (int pos = 0; pos < n_pos; ++pos) {
+      const int page = h.pages[seq][size_t(pos / lay.page_size)];
+      const size_t at = size_t(pos % lay.page_size) * lay.row_bytes();
+      hash = fnv1a(hash, static_cast<const uint8_t*>(h.pool->k_block(page, l)) + at, lay.row_bytes());
+      hash = fnv1a(hash, static_cast<const uint8_t*>(h.pool->v_block(page, l)) + at, lay.row_bytes());
+    }
+  }
+  return hash;
+}
+
+struct Recorded {
+  const char* numerics_id;
+  const char* config;
+  uint64_t hash;
+};
+
+// Recorded by this test (see the top of the file).
+constexpr Recorded kRecorded[] = {
+    {"cpu-6-avx512vnni", "q8_0-hd64-kvf16", 0x37c1a599a6ac5864ull},
+    {"cpu-6-avx512vnni", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
+    {"cpu-6-avx512vnni", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
+    {"cpu-6-avx512vnni", "q4_k_m-hd64-kvf16", 0x381229790661f984ull},
+    {"cpu-6-avx512vnni", "f16-hd64-kvf16", 0x29ffbd8de1383f08ull},
+    {"cpu-6-avx512vnni", "f32-hd8-kvf16", 0xd577ea0ab8019862ull},
+};
+
+}  // namespace
+
+TEST_CASE("the numerics id names the bits of the CPU arithmetic", "[cpu][model][numerics]") {
+  const std::string id = cpu_numerics_id();
+  testing::TempDir dir("numerics-id");
+  std::string unrecorded;
+  for (const Config& c : kConfigs) {
+    INFO("numerics id " << id << ", config " << c.name);
+    const uint64_t hash = run_config(dir, c);
+    const Recorded* rec = nullptr;
+    for (const Recorded& r : kRecorded)
+      if (id == r.numerics_id && std::strcmp(c.name, r.config) == 0) rec = &r;
+    if (rec == nullptr) {
+      char line[160];
+      std::snprintf(line, sizeof line, "    {\"%s\", \"%s\", 0x%016llxull},\n", id.c_str(), c.name,
+                    static_cast<unsigned long long>(hash));
+      unrecorded += line;
+      continue;
+    }
+    INFO("the arithmetic changed under the same numerics id: bump kCpuArithmeticVersion in "
+         "engine/cpu/forward.cpp and record the new values");
+    CHECK(hash == rec->hash);
+  }
+  if (!unrecorded.empty())
+    WARN("no recorded bits for numerics id " << id << "; to record them, add to kRecorded:\n" << unrecorded);
+}
+
+}  // namespace larder

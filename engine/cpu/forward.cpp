@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <new>
 #include <string>
 #include <thread>
@@ -113,6 +114,7 @@ struct CpuForward::Impl {
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
+  MatmulInput act2;              // a fused job's second kind of activations (matmuls)
   // Q8_0, Q4_K, Q6_K and F16 matrices repacked (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
@@ -124,6 +126,16 @@ struct CpuForward::Impl {
 
   // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
   void matmul(const WeightView& w, const float* in, int n, float* y);
+  // y_i = W_i in for products that share their input (a layer's q, k and v;
+  // gate and up), each as matmul() computes it: one fused parallel job
+  // (matmul_packed.h) when every W_i is packed, with one row length, and
+  // they need at most two kinds of prepared activations (Q4_K_M files mix
+  // Q4_K and Q6_K); else one matmul() each.
+  struct Product {
+    const WeightView* w;
+    float* y;
+  };
+  void matmuls(std::initializer_list<Product> products, const float* in, int n);
   void attention(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
                  int layer);
   Status validate(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs) const;
@@ -142,6 +154,44 @@ void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float
     return;
   }
   matmul_parallel(threads, w, act, y, int(w.ne[1]));
+}
+
+void CpuForward::Impl::matmuls(std::initializer_list<Product> products, const float* in, int n) {
+  constexpr size_t kMaxFused = 4;
+  PackedProduct fused[kMaxFused];
+  MatmulInput* inputs[2] = {&act, &act2};
+  GgmlType prepared[2] = {};
+  int n_prepared = 0;
+  bool ok = products.size() <= kMaxFused;
+  size_t i = 0;
+  for (const Product& p : products) {
+    if (!ok) break;
+    const auto it = packed.find(p.w->data);
+    if (it == packed.end() || p.w->ne[0] != products.begin()->w->ne[0]) {
+      ok = false;
+      break;
+    }
+    const void* x = in;  // the packed F16 kernels read the f32 rows
+    if (p.w->type != GgmlType::kF16) {
+      int slot = 0;
+      while (slot < n_prepared && prepared[slot] != p.w->type) ++slot;
+      if (slot == n_prepared) {
+        if (n_prepared == 2) {
+          ok = false;
+          break;
+        }
+        inputs[slot]->prepare(p.w->type, in, n, int(p.w->ne[0]), q8_path, true);
+        prepared[n_prepared++] = p.w->type;
+      }
+      x = inputs[slot]->packed();
+    }
+    fused[i++] = {&it->second, x, p.y, int(p.w->ne[1])};
+  }
+  if (!ok) {
+    for (const Product& p : products) matmul(*p.w, in, n, p.y);
+    return;
+  }
+  matmul_packed_parallel(threads, std::span<const PackedProduct>(fused, i), n);
 }
 
 void CpuForward::Impl::attention(std::span<const BatchToken> batch,
@@ -362,9 +412,7 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
     const float* attn_norm = reinterpret_cast<const float*>(lw.attn_norm.data);
     for (int i = 0; i < n; ++i)
       rmsnorm(m.xb.data() + size_t(i) * d, m.x.data() + size_t(i) * d, attn_norm, d, hp.rms_eps);
-    m.matmul(lw.wq, m.xb.data(), n, m.q.data());
-    m.matmul(lw.wk, m.xb.data(), n, m.k.data());
-    m.matmul(lw.wv, m.xb.data(), n, m.v.data());
+    m.matmuls({{&lw.wq, m.q.data()}, {&lw.wk, m.k.data()}, {&lw.wv, m.v.data()}}, m.xb.data(), n);
     if (hp.has_qkv_bias) {
       add_bias_rows(m.q.data(), lw.bq, n, qd);
       add_bias_rows(m.k.data(), lw.bk, n, kvd);
@@ -399,8 +447,7 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
     const float* ffn_norm = reinterpret_cast<const float*>(lw.ffn_norm.data);
     for (int i = 0; i < n; ++i)
       rmsnorm(m.xb.data() + size_t(i) * d, m.x.data() + size_t(i) * d, ffn_norm, d, hp.rms_eps);
-    m.matmul(lw.ffn_gate, m.xb.data(), n, m.hb.data());
-    m.matmul(lw.ffn_up, m.xb.data(), n, m.hb2.data());
+    m.matmuls({{&lw.ffn_gate, m.hb.data()}, {&lw.ffn_up, m.hb2.data()}}, m.xb.data(), n);
     swiglu(m.hb.data(), m.hb2.data(), n * ff);
     m.matmul(lw.ffn_down, m.hb.data(), n, m.xb2.data());
     add_inplace(m.x.data(), m.xb2.data(), n * d);

@@ -279,12 +279,37 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
 
 void matmul_packed_parallel(ThreadPool& pool, const PackedMatrix& w, const void* x, int n_tokens,
                             float* y, int y_stride) {
-  const int64_t groups = w.n_groups();
-  const int64_t macs = int64_t(n_tokens) * w.rows() * w.k();
+  const PackedProduct product{&w, x, y, y_stride};
+  matmul_packed_parallel(pool, std::span<const PackedProduct>(&product, 1), n_tokens);
+}
+
+void matmul_packed_parallel(ThreadPool& pool, std::span<const PackedProduct> products, int n_tokens) {
+  constexpr int kR = PackedMatrix::kGroupRows;
+  constexpr size_t kMaxProducts = 8;
+  if (products.size() > kMaxProducts) {
+    matmul_packed_parallel(pool, products.subspan(kMaxProducts), n_tokens);
+    products = products.first(kMaxProducts);
+  }
+  // first[i]: the fused index of product i's group 0; first[n]: all groups.
+  int64_t first[kMaxProducts + 1] = {0};
+  int64_t macs = 0;
+  const size_t n = products.size();
+  for (size_t i = 0; i < n; ++i) {
+    const PackedMatrix& w = *products[i].w;
+    first[i + 1] = first[i] + w.n_groups();
+    macs += int64_t(n_tokens) * w.rows() * w.k();
+  }
   auto run = [&](int64_t gb, int64_t ge, int) {
-    matmul_packed_rows(w, x, n_tokens, y, y_stride, gb * PackedMatrix::kGroupRows,
-                          std::min(w.rows(), ge * PackedMatrix::kGroupRows));
+    for (size_t i = 0; i < n && gb < ge; ++i) {
+      if (gb >= first[i + 1]) continue;
+      const PackedProduct& p = products[i];
+      const int64_t end = std::min(ge, first[i + 1]);
+      matmul_packed_rows(*p.w, p.x, n_tokens, p.y, p.y_stride, (gb - first[i]) * kR,
+                         std::min(p.w->rows(), (end - first[i]) * kR));
+      gb = end;
+    }
   };
+  const int64_t groups = first[n];
   if (pool.n_threads() == 1 || macs < kMatmulParallelMinMacs) {
     run(0, groups, 0);
     return;

@@ -58,6 +58,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "engine/gguf/ggml_types.h"
 #include "engine/model/model.h"
@@ -173,6 +174,23 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
 // free up; same bits as one matmul_packed_rows call.
 void matmul_packed_parallel(ThreadPool& pool, const PackedMatrix& w, const void* x, int n_tokens,
                             float* y, int y_stride);
+
+// One product of a fused job: all rows of *w times x (prepared for w's
+// type, as above), into y ([n_tokens][y_stride]).
+struct PackedProduct {
+  const PackedMatrix* w;
+  const void* x;
+  float* y;
+  int y_stride;
+};
+
+// Several products of the same tokens in one parallel job (a layer's q, k
+// and v, or its gate and up): their groups are laid end to end and cut into
+// chunks as one matrix's would be, so in a decode step each thread streams
+// longer runs of weights and the threads meet at one barrier instead of one
+// per matrix. A chunk that spans two matrices makes one matmul_packed_rows
+// call on each. Same bits as matmul_packed_rows on every product.
+void matmul_packed_parallel(ThreadPool& pool, std::span<const PackedProduct> products, int n_tokens);
 
 namespace packed_detail {
 // Per-type halves of the above (matmul_packed_q4k.cpp, matmul_packed_q6k.cpp).

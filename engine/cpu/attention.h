@@ -63,8 +63,8 @@ size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens);
 // head) keeps its own fixed arithmetic, so the result has the same bits
 // whatever n_tokens, the head range or the thread. AVX2 builds do the same at
 // 8 lanes for head_dim a multiple of 8 (attention_avx2.cpp), and so do
-// AVX-512 builds for the multiples of 8 that are not of 16 (with the bits of
-// an AVX2 build); other heads take one token at a time.
+// AVX-512 builds for the multiples of 8 that are not of 16 (the same
+// intrinsics); other heads take one token at a time.
 void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int n_tokens,
                    const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
                    int head_end);

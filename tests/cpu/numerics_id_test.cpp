@@ -107,7 +107,7 @@ struct Recorded {
   uint64_t hash;
 };
 
-// Recorded by this test (see the top of the file).
+// Recorded by this test (see the top of the file), on the Zen 5 machine.
 constexpr Recorded kRecorded[] = {
     {"cpu-6-avx512vnni", "q8_0-hd64-kvf16", 0x37c1a599a6ac5864ull},
     {"cpu-6-avx512vnni", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
@@ -115,6 +115,13 @@ constexpr Recorded kRecorded[] = {
     {"cpu-6-avx512vnni", "q4_k_m-hd64-kvf16", 0x381229790661f984ull},
     {"cpu-6-avx512vnni", "f16-hd64-kvf16", 0x29ffbd8de1383f08ull},
     {"cpu-6-avx512vnni", "f32-hd8-kvf16", 0xd577ea0ab8019862ull},
+    // An AVX2 build (-march=x86-64-v3), recorded on an AVX-512 machine.
+    {"cpu-6-avx2", "q8_0-hd64-kvf16", 0xbc4ee93ebb7cc78aull},
+    {"cpu-6-avx2", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
+    {"cpu-6-avx2", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
+    {"cpu-6-avx2", "q4_k_m-hd64-kvf16", 0xea42320a8275c865ull},
+    {"cpu-6-avx2", "f16-hd64-kvf16", 0xbe7a6bb3efe826bfull},
+    {"cpu-6-avx2", "f32-hd8-kvf16", 0x814cb1e1395e397bull},
 };
 
 }  // namespace

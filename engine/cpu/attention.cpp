@@ -358,7 +358,9 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
 
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
   (void)n_tokens;  // a one-token call may take kAttentionDecodeHeads heads, as many rows as a full tile
-  return size_t(kAttentionDecodeHeads) * (scores_stride(max_pos, page_size) + kMaxHeadDim);
+  // attend_tile16's V sums (rows x head_dim), or attend_one's one row of
+  // scores; the 8-lane tiles need none. No pass stores a score row per head.
+  return std::max(size_t(kAttentionDecodeHeads) * kMaxHeadDim, scores_stride(max_pos, page_size));
 }
 
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
@@ -532,10 +534,9 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
   static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
   if (attention_detail::heads8_supported(hd)) {
-    const size_t stride = scores_stride(pos0 + n_tokens - 1, pool.layout().page_size);
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
       attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
-                                     out + at, nh, scratch, stride);
+                                     out + at, nh);
     });
     return;
   }

@@ -44,10 +44,11 @@ constexpr int kAttentionTileTokens = 16;
 // step) when they are whole kv heads.
 constexpr int kAttentionDecodeHeads = kAttentionGroupHeads * kAttentionTileTokens;
 
-// Floats of scratch attend_tokens needs at positions up to max_pos: room for
-// kAttentionDecodeHeads rows (a tile of kAttentionTileTokens tokens x
-// kAttentionGroupHeads heads, or one token's whole kv heads), whatever
-// n_tokens is.
+// Floats of scratch attend_tokens needs at positions up to max_pos: the V
+// sums of kAttentionDecodeHeads rows of up to 256 head dims (a tile of
+// kAttentionTileTokens tokens x kAttentionGroupHeads heads, or one token's
+// whole kv heads), or the one-token fallback's row of max_pos + 1 scores
+// (whole pages), whichever is more, whatever n_tokens is.
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens);
 
 // Attention of n_tokens consecutive tokens of one sequence, at positions

@@ -48,9 +48,9 @@ constexpr int kMaxTileRows = kMaxHeads * kMaxTileTokens;
 // Heads [0, nh) (nh <= kMaxHeads, all of one kv head at offset `off` of a K/V
 // row) of nt <= kMaxTileTokens consecutive tokens at positions pos0 .. pos0 +
 // nt - 1: token t's heads at q + t * q_stride, out likewise. Each (token,
-// head) row gets the arithmetic above whatever nt. scores: nt * nh rows of
-// `stride` floats, stride >= pos0 + nt rounded up to 8, plus 8.
+// head) row gets the arithmetic of attention_avx2.cpp whatever nt; no
+// scratch (out holds the V sums until the end).
 void attend_tile8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                  size_t off, const float* q, size_t q_stride, float* out, int nh, float* scores, size_t stride);
+                  size_t off, const float* q, size_t q_stride, float* out, int nh);
 
 }  // namespace larder::attention_detail

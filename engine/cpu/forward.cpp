@@ -31,8 +31,8 @@ namespace larder {
 // 6: AVX-512 attention of head_dim % 16 == 0 in one pass with an online
 //    softmax (sums rescaled when the running max rises), not a score pass
 //    then a V pass; AVX-512 builds attend heads of a multiple of 8 that is
-//    not of 16 (stories260K) with the AVX2 builds' 8-lane tiles
-//    (2026-12-05).
+//    not of 16 (stories260K) with the 8-lane tiles of AVX2 builds, which
+//    are one pass with an online softmax too (2026-12-05).
 constexpr int kCpuArithmeticVersion = 6;
 
 std::string cpu_numerics_id() {

@@ -196,14 +196,8 @@ constexpr int kMaxGroupHeads = 4;  // query heads sharing one pass over K/V
 constexpr int kMaxRows = kMaxGroupHeads * kAttentionTileTokens;
 static_assert(kMaxRows == kAttentionDecodeHeads);
 
-// 16 positions' V rows of one kv head: F16 in the page (h, h_stride halves
-// apart) or f32 (f, f_stride floats apart).
-struct VRows {
-  const uint16_t* h;
-  size_t h_stride;
-  const float* f;
-  size_t f_stride;
-};
+// 16 positions' V rows of one kv head (attention_detail.h).
+using VRows = attention_detail::KvRows;
 
 // Query heads whose V sums (NC registers each) one pass over a V row feeds:
 // as many as fit 16 of the 32 registers, at most kMaxGroupHeads.
@@ -297,13 +291,8 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
       for (int kv = 0; kv < n_kv; ++kv) {
         size_t kstride = 0;
         const float* k = rows_f32(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, kconv, &kstride);
-        VRows vr{nullptr, 0, nullptr, 0};
-        if (f16) {
-          vr.h = reinterpret_cast<const uint16_t*>(vb + size_t(j0) * lay.row_bytes()) + off + size_t(kv) * hd;
-          vr.h_stride = lay.row_bytes() / 2;
-        } else {
-          vr.f = rows_f32(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, vconv, &vr.f_stride);
-        }
+        const VRows vr = attention_detail::block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd,
+                                                      nk, hd, vconv, rows_f32);
         for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
           const int nkt = std::min(nk, pos0 + t - p0 + 1);
           const __mmask16 m = __mmask16((1u << nkt) - 1u);

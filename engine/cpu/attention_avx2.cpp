@@ -80,37 +80,15 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
   return dst;
 }
 
-
 constexpr int kBlock = 8;
 
-// 8 positions' K or V rows of one kv head, as the page holds them: F16 (h,
-// h_stride halves apart, widened as they are used) or f32 (f, f_stride
-// floats apart: F32 pages in place, Q8_0 ones widened by rows_f32).
-struct Rows8 {
-  const uint16_t* h;
-  size_t h_stride;
-  const float* f;
-  size_t f_stride;
-};
-
+// The 8 values of chunk c of row j of r, as f32.
 template <bool F16>
-inline __m256 load8(const Rows8& r, int j, int c) {
+inline __m256 load8(const KvRows& r, int j, int c) {
   if constexpr (F16)
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.h + size_t(j) * r.h_stride + 8 * c)));
   else
     return _mm256_loadu_ps(r.f + size_t(j) * r.f_stride + 8 * c);
-}
-
-// A block's rows at offset off: F16 ones in place, others through rows_f32.
-inline Rows8 block_rows(const uint8_t* block, const KvLayout& lay, size_t off, int n, int hd, float* conv) {
-  Rows8 r{nullptr, 0, nullptr, 0};
-  if (lay.dtype == KvDtype::kF16) {
-    r.h = reinterpret_cast<const uint16_t*>(block) + off;
-    r.h_stride = lay.row_bytes() / 2;
-  } else {
-    r.f = rows_f32(block, lay, off, n, hd, conv, &r.f_stride);
-  }
-  return r;
 }
 
 }  // namespace
@@ -154,8 +132,8 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
     for (int j0 = 0; j0 < n_slots; j0 += kBlock) {
       const int p0 = pi * ps + j0;  // its 8 lanes may run past the page, into slots the next block rewrites
       const int nk = std::min(kBlock, n_slots - j0);
-      const Rows8 k = block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, kconv);
-      const Rows8 v = block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, vconv);
+      const KvRows k = block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, kconv, rows_f32);
+      const KvRows v = block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, vconv, rows_f32);
       for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
         const int nkt = std::min(nk, pos0 + t - p0 + 1);
         const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nkt), lane));

@@ -33,6 +33,33 @@ inline void prefetch_rows(const void* block, const KvLayout& lay, size_t off, in
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(b + size_t(j) * row + o, _MM_HINT_T0);
 }
 
+// A block's K or V rows of one kv head as a vector pass reads them: F16 in
+// the page (h, h_stride halves apart, widened as they are used) or f32 (f,
+// f_stride floats apart: F32 pages in place, Q8_0 ones widened into a
+// buffer).
+struct KvRows {
+  const uint16_t* h = nullptr;
+  size_t h_stride = 0;
+  const float* f = nullptr;
+  size_t f_stride = 0;
+};
+
+// n rows of a block (its first row at `block`), values off .. off + hd of
+// each: F16 in place, other dtypes through the pass's widen (its rows_f32:
+// (block, lay, off, n, hd, conv, &stride) -> rows) into conv.
+template <class Widen>
+inline KvRows block_rows(const uint8_t* block, const KvLayout& lay, size_t off, int n, int hd, float* conv,
+                         Widen&& widen) {
+  KvRows r;
+  if (lay.dtype == KvDtype::kF16) {
+    r.h = reinterpret_cast<const uint16_t*>(block) + off;
+    r.h_stride = lay.row_bytes() / 2;
+  } else {
+    r.f = widen(block, lay, off, n, hd, conv, &r.f_stride);
+  }
+  return r;
+}
+
 // The AVX2 pass (attention_avx2.cpp).
 
 // Query heads sharing one pass over their kv head's K/V.

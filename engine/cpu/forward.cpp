@@ -126,6 +126,9 @@ struct CpuForward::Impl {
 
   // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
   void matmul(const WeightView& w, const float* in, int n, float* y);
+  // The activations w's packed kernel reads: `in` itself for F16 (those
+  // kernels take the f32 rows), else `into` prepared for w's type.
+  const void* packed_input(const WeightView& w, MatmulInput& into, const float* in, int n) const;
   // y_i = W_i in for products that share their input (a layer's q, k and v;
   // gate and up), each as matmul() computes it: one fused parallel job
   // (matmul_packed.h) when every W_i is packed, with one row length, and
@@ -141,18 +144,19 @@ struct CpuForward::Impl {
   Status validate(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs) const;
 };
 
+const void* CpuForward::Impl::packed_input(const WeightView& w, MatmulInput& into, const float* in, int n) const {
+  if (w.type == GgmlType::kF16) return in;
+  into.prepare(w.type, in, n, int(w.ne[0]), q8_path, /*packed=*/true);
+  return into.packed();
+}
+
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
   const auto it = packed.find(w.data);
-  const bool is_packed = it != packed.end();
-  if (is_packed && w.type == GgmlType::kF16) {  // the packed F16 kernels read the f32 rows
-    matmul_packed_parallel(threads, it->second, in, n, y, int(w.ne[1]));
+  if (it != packed.end()) {
+    matmul_packed_parallel(threads, it->second, packed_input(w, act, in, n), n, y, int(w.ne[1]));
     return;
   }
-  act.prepare(w.type, in, n, int(w.ne[0]), q8_path, is_packed);
-  if (is_packed) {
-    matmul_packed_parallel(threads, it->second, act.packed(), n, y, int(w.ne[1]));
-    return;
-  }
+  act.prepare(w.type, in, n, int(w.ne[0]), q8_path);
   matmul_parallel(threads, w, act, y, int(w.ne[1]));
 }
 
@@ -160,7 +164,8 @@ void CpuForward::Impl::matmuls(std::initializer_list<Product> products, const fl
   constexpr size_t kMaxFused = 4;
   PackedProduct fused[kMaxFused];
   MatmulInput* inputs[2] = {&act, &act2};
-  GgmlType prepared[2] = {};
+  GgmlType prepared[2] = {};          // the types inputs[] are prepared for
+  const void* prepared_x[2] = {};     // and what their kernels read
   int n_prepared = 0;
   bool ok = products.size() <= kMaxFused;
   size_t i = 0;
@@ -171,7 +176,7 @@ void CpuForward::Impl::matmuls(std::initializer_list<Product> products, const fl
       ok = false;
       break;
     }
-    const void* x = in;  // the packed F16 kernels read the f32 rows
+    const void* x = in;  // F16: the f32 rows (packed_input)
     if (p.w->type != GgmlType::kF16) {
       int slot = 0;
       while (slot < n_prepared && prepared[slot] != p.w->type) ++slot;
@@ -180,10 +185,10 @@ void CpuForward::Impl::matmuls(std::initializer_list<Product> products, const fl
           ok = false;
           break;
         }
-        inputs[slot]->prepare(p.w->type, in, n, int(p.w->ne[0]), q8_path, true);
+        prepared_x[slot] = packed_input(*p.w, *inputs[slot], in, n);
         prepared[n_prepared++] = p.w->type;
       }
-      x = inputs[slot]->packed();
+      x = prepared_x[slot];
     }
     fused[i++] = {&it->second, x, p.y, int(p.w->ne[1])};
   }

@@ -51,6 +51,28 @@ std::atomic<bool> g_amx_enabled{false};
 std::atomic<bool> g_kquant_amx_enabled{true};
 }  // namespace
 
+namespace {
+std::atomic<int> g_kquant_decode_groups{0};  // 0: by CPU vendor
+}  // namespace
+
+void set_kquant_decode_groups(int groups) { g_kquant_decode_groups = std::max(0, groups); }
+
+namespace packed_detail {
+int kquant_decode_groups() {
+  const int set = g_kquant_decode_groups.load(std::memory_order_relaxed);
+  if (set > 0) return set;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const int by_vendor = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") ? 1 : 4;
+  }();
+  return by_vendor;
+#else
+  return 4;
+#endif
+}
+}  // namespace packed_detail
+
 void set_packed_amx(bool enabled) { g_amx_enabled = enabled; }
 bool packed_amx_active() { return g_amx_enabled.load(std::memory_order_relaxed) && packed_detail::amx_usable(); }
 void set_kquant_amx(bool enabled) { g_kquant_amx_enabled = enabled; }

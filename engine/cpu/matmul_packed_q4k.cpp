@@ -157,7 +157,7 @@ void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y
   tile_q4k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
 }
 
-constexpr int kGDecode = 4;  // decode tiles: groups in flight (2 and 6 measured slower)
+constexpr int kGDecode = 4;  // decode tiles: groups in flight, at most (kquant_decode_groups)
 constexpr DecodeGroupsFn<Q4KPackedAct> kDecodeTiles[kGDecode] = {&tile_q4k_groups<1, 1>, &tile_q4k_groups<1, 2>,
                                                                    &tile_q4k_groups<1, 3>, &tile_q4k_groups<1, 4>};
 constexpr int kT = 6;  // 4 T + 5 zmm live
@@ -203,7 +203,7 @@ void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q4K_PACKED
   if (n_tokens == 1) {  // decode: kGDecode groups' streams in flight
-    run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end);
+    run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
     return;
   }
 #ifdef LARDER_KQUANT_AMX

@@ -53,16 +53,30 @@ using GroupTileFn = void (*)(const uint8_t*, const Act*, int, float*, int, int);
 template <class Act>
 using DecodeGroupsFn = void (*)(const uint8_t*, size_t, const Act*, int, float*, int, int);
 
+// How many groups a K-quant decode tile (Q4_K, Q6_K) streams at once, up to
+// their kGDecode of 4; chosen once per process by CPU vendor. Each row's
+// arithmetic is the same whatever the count (only the order in which rows
+// are visited changes), so the bits do not depend on it.
+//   Intel Xeon with AMX (2026-12-03, 2 threads): 4 groups streamed faster than
+//     2 or 6 (1 was not measured there): 4.
+//   AMD EPYC Zen 5 (2026-12-05, bench_decode on the 1B-shaped Q4_K_M file,
+//     1 and 4 alternated run by run in one process): 1 group, which reads a
+//     row chunk's weights as one sequential stream, decodes 4-5 % faster on 2
+//     threads and 10 % on 1; 2 groups matched 4: 1.
+// Q8_0's tile keeps its 4: on the same Zen 5 one group was 12-17 % slower.
+int kquant_decode_groups();
+
 // Rows [row_begin, row_end) of w times one token's activations, the groups
-// in runs of up to kG; tiles[G - 1] takes G groups.
+// in runs of up to max_groups (1..kG); tiles[G - 1] takes G groups.
 template <class Act, int kG>
 void run_decode_groups(const DecodeGroupsFn<Act> (&tiles)[kG], const PackedMatrix& w, const Act* x, float* y,
-                       int y_stride, int64_t row_begin, int64_t row_end) {
+                       int y_stride, int64_t row_begin, int64_t row_end, int max_groups = kG) {
   constexpr int kR = PackedMatrix::kGroupRows;
   const int64_t g_begin = row_begin / kR, g_end = (row_end + kR - 1) / kR;
   const int tail = int(row_end - (g_end - 1) * kR);
-  for (int64_t g = g_begin; g < g_end; g += kG) {
-    const int G = int(std::min<int64_t>(kG, g_end - g));
+  const int64_t run = std::clamp(max_groups, 1, kG);
+  for (int64_t g = g_begin; g < g_end; g += run) {
+    const int G = int(std::min(run, g_end - g));
     tiles[G - 1](w.group(g), w.group_stride(), x, w.n_blocks(), y + g * kR, y_stride, g + G == g_end ? tail : kR);
   }
 }

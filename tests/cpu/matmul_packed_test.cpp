@@ -228,6 +228,17 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
         const std::vector<float> y = kquant_packed_product(p, x, n, -1, prepare);
         REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
       }
+      // Decode with each number of groups in flight (the default picks one by
+      // CPU vendor), also split mid-way.
+      for (int groups : {1, 2, 3, 4}) {
+        INFO("decode groups=" << groups);
+        set_kquant_decode_groups(groups);
+        for (int64_t split : {int64_t(-1), int64_t(16)}) {
+          const std::vector<float> y = kquant_packed_product(p, x, 1, c.rows > 16 ? split : -1, prepare);
+          REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+        }
+      }
+      set_kquant_decode_groups(0);
       if (c.rows > 16) {
         const std::vector<float> y = kquant_packed_product(p, x, max_tokens, 16, prepare);
         REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);

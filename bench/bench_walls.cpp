@@ -26,7 +26,11 @@
 // do; a shared machine only ever makes a run slower). Prints one JSON line
 // per (probe, threads) and a markdown table.
 //
-// usage: bench_walls [--threads 1,2] [--mib 1024] [--reps 5] [--json-only]
+// --read-only measures only the read, on huge pages (4 KiB pages where THP
+// is refused): a quick probe that bench/cpu.mjs runs beside each decode run,
+// since a shared machine's bandwidth moves by tens of percent within minutes.
+//
+// usage: bench_walls [--threads 1,2] [--mib 1024] [--reps 5] [--json-only] [--read-only]
 #include <immintrin.h>
 
 #include <algorithm>
@@ -55,6 +59,7 @@ struct Args {
   int mib = 1024;
   int reps = 5;
   bool json_only = false;
+  bool read_only = false;
 };
 
 // Runs fn(t) on n threads started together; returns the wall seconds from the
@@ -238,6 +243,7 @@ int main(int argc, char** argv) {
   app.add_option("--mib", a.mib, "read buffer in MiB (size it past the L3)")->check(CLI::Range(1, 16384));
   app.add_option("--reps", a.reps, "runs per figure (the best is printed)")->check(larder::bench::kPositive);
   app.add_flag("--json-only", a.json_only, "print only the JSON lines");
+  app.add_flag("--read-only", a.read_only, "only the read probe, on huge pages where the kernel grants them");
   larder::bench::parse_or_exit(app, argc, argv);
 
   std::vector<nlohmann::json> rows;
@@ -245,15 +251,19 @@ int main(int argc, char** argv) {
 #ifdef LARDER_WALLS_READ
   const size_t bytes = size_t(a.mib) << 20;
   for (bool huge : {false, true}) {  // 4 KiB pages, then transparent huge pages as larder's packed weights
+    if (a.read_only && !huge) continue;
     void* mem = nullptr;
     if (posix_memalign(&mem, huge ? size_t(2) << 20 : 4096, bytes) != 0) {
       std::fprintf(stderr, "bench_walls: cannot allocate %d MiB\n", a.mib);
       return 1;
     }
     auto* buf = static_cast<uint8_t*>(mem);
-    if (huge && ::madvise(buf, bytes, MADV_HUGEPAGE) != 0) {
+    // No THP here: the 4 KiB rows are the wall (with --read-only, this
+    // buffer is measured on 4 KiB pages instead).
+    const bool thp = huge && ::madvise(buf, bytes, MADV_HUGEPAGE) == 0;
+    if (huge && !thp && !a.read_only) {
       std::free(buf);
-      continue;  // no THP here: the 4 KiB rows are the wall
+      continue;
     }
     for (size_t i = 0; i < bytes; ++i) buf[i] = uint8_t(i * 131u >> 7);  // touched: no page faults in the timing
     for (int n : a.threads) {
@@ -266,7 +276,7 @@ int main(int argc, char** argv) {
             sink = sink + (prefetch ? read_lines<true>(mine, share) : read_lines<false>(mine, share));
           }));
         }
-        const std::string method = std::string(prefetch ? "prefetch" : "plain") + (huge ? ", huge pages" : "");
+        const std::string method = std::string(prefetch ? "prefetch" : "plain") + (thp ? ", huge pages" : "");
         rows.push_back({{"bench", "wall_read"}, {"threads", n}, {"bytes", share * size_t(n)}, {"method", method},
                         {"load_bits", sizeof(Vec) * 8}, {"gb_per_s", double(share * size_t(n)) / best / 1e9}});
       }
@@ -278,7 +288,7 @@ int main(int argc, char** argv) {
 #endif
 #ifdef LARDER_WALLS_INT8
   const int64_t iters = 20'000'000;  // VNNI: 16 x 128 x 2e7 = 41 G ops per thread, ~30 ms at 1.4 TOP/s
-  for (int n : a.threads) {
+  for (int n : a.read_only ? std::vector<int>{} : a.threads) {
     double best = 1e30;
     for (int r = 0; r < a.reps; ++r) {
       best = std::min(best, run_threads(n, [&](int) { dot_chains(iters); }));

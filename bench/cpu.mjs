@@ -20,11 +20,21 @@
 //                  token embedding is read whole only when it is also the output);
 //   macs_per_token multiply-adds per prompt token in the layers' matrices (the
 //                  output matrix runs for the last token only, so it is left out).
+// With --walls BIN (bench_walls), the read wall is also probed beside every
+// decode run (`bench_walls --read-only` with that run's thread count, just
+// before and just after it, the engine idle): a shared machine's bandwidth
+// moves by tens of percent within minutes, so a wall measured once before
+// the whole bench can be far from the one a run had. Each decode line then
+// carries
+//   wall_gb_per_s_runs  per run, the mean of the probes before and after it;
+//   wall_share_runs     per run, weight_bytes x tok/s / that wall;
+//   wall_share          their median.
 // Prints one JSON line per (impl, bench, model, threads[, context]).
 //
-// usage: node cpu.mjs --larder BIN [--threads 1,2] [--runs 3] [--prompt-tokens 512]
+// usage: node cpu.mjs --larder BIN [--walls BIN] [--threads 1,2] [--runs 3] [--prompt-tokens 512]
 //                     [--decode-tokens 64] [--contexts 4096,16384] [--skip-llama-cpp]
 //                     MODEL.gguf...
+import {execFileSync} from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
@@ -34,7 +44,7 @@ import {Daemon} from "../tests/e2e/daemon.mjs";
 import {streamCompletion} from "./larder_stream.mjs";
 
 function parseArgs(argv) {
-    const a = {larder: "", threads: [1, 2], runs: 3, promptTokens: 512, decodeTokens: 64, contexts: [],
+    const a = {larder: "", walls: "", threads: [1, 2], runs: 3, promptTokens: 512, decodeTokens: 64, contexts: [],
         skipLlamaCpp: false, skipLarder: false, models: []};
     for (let i = 0; i < argv.length; i++) {
         const s = argv[i];
@@ -43,6 +53,7 @@ function parseArgs(argv) {
             return argv[++i];
         };
         if (s === "--larder") a.larder = next();
+        else if (s === "--walls") a.walls = next();
         else if (s === "--threads") a.threads = next().split(",").map(Number);
         else if (s === "--runs") a.runs = Number(next());
         else if (s === "--prompt-tokens") a.promptTokens = Number(next());
@@ -55,11 +66,12 @@ function parseArgs(argv) {
     }
     if (a.models.length === 0 || !(a.runs >= 1) || !(a.decodeTokens >= 2) || !(a.promptTokens >= 1)) usage();
     if (!a.skipLarder && !fs.existsSync(a.larder)) usage();
+    if (a.walls && !fs.existsSync(a.walls)) usage();
     return a;
 }
 
 function usage() {
-    console.error("usage: node cpu.mjs --larder BIN [--threads 1,2] [--runs N] [--prompt-tokens N] " +
+    console.error("usage: node cpu.mjs --larder BIN [--walls BIN] [--threads 1,2] [--runs N] [--prompt-tokens N] " +
         "[--decode-tokens N] [--contexts C1,C2] [--skip-llama-cpp] [--skip-larder] MODEL.gguf...");
     process.exit(2);
 }
@@ -103,6 +115,38 @@ async function modelShape(file) {
     return {arch, n_layer: nLayer, n_embd: nEmbd, weight_bytes: weightBytes, macs_per_token: perLayer * nLayer,
         attn_macs_per_token_per_ctx: 2 * nLayer * nHead * headDim,
         kv_bytes_per_token: 2 * nLayer * nKv * headDim * 2};  // K and V in f16, larder's default
+}
+
+// The read wall on `threads` threads now (GB/s, the faster of bench_walls'
+// plain and prefetching reads of a huge-page buffer), or null without --walls.
+function probeReadWall(args, threads) {
+    if (!args.walls) return null;
+    const out = execFileSync(args.walls, ["--threads", String(threads), "--read-only", "--reps", "2", "--json-only"],
+        {encoding: "utf8"});
+    return Math.max(...out.trim().split("\n").map((l) => JSON.parse(l).gb_per_s));
+}
+
+// Times `runs` decode runs (run() -> {tokens, ms}), with the read wall probed
+// before the first and after each when --walls is given. Returns the fields
+// of a decode line.
+async function decodeRuns(args, threads, shape, run) {
+    const dec = [], walls = [];
+    let minTokens = Infinity;
+    let before = probeReadWall(args, threads);
+    for (let r = 0; r < args.runs; r++) {
+        const {tokens, ms} = await run();
+        minTokens = Math.min(minTokens, tokens);
+        dec.push((tokens - 1) / (ms / 1000));
+        const after = probeReadWall(args, threads);
+        if (before != null) walls.push((before + after) / 2);
+        before = after;
+    }
+    const fields = {tokens: minTokens, tok_per_s: median(dec), runs: dec};
+    if (walls.length) {
+        const shares = dec.map((tps, i) => shape.weight_bytes * tps / 1e9 / walls[i]);
+        Object.assign(fields, {wall_gb_per_s_runs: walls, wall_share_runs: shares, wall_share: median(shares)});
+    }
+    return fields;
 }
 
 // ---- larder through HTTP ----------------------------------------------------
@@ -155,21 +199,15 @@ async function benchLarder(args, file, shape, ids) {
         try {
             const base = {url: d.baseURL, model: path.basename(file, ".gguf")};
             await larderPrefill(base, ids(args.promptTokens));  // warm-up: pages in the weights
-            const pre = [], dec = [];
+            const pre = [];
             for (let r = 0; r < args.runs; r++) {
                 pre.push(args.promptTokens / (await larderPrefill(base, ids(args.promptTokens)) / 1000));
             }
-            let minTokens = Infinity;
-            for (let r = 0; r < args.runs; r++) {
-                const {tokens, ms} = await larderDecode(base, ids(16), args.decodeTokens);
-                minTokens = Math.min(minTokens, tokens);
-                dec.push((tokens - 1) / (ms / 1000));
-            }
+            const dec = await decodeRuns(args, threads, shape, () => larderDecode(base, ids(16), args.decodeTokens));
             const name = path.basename(file);
             line({impl: "larder", bench: "prefill", model: name, threads, tokens: args.promptTokens,
                 tok_per_s: median(pre), runs: pre, ...shape});
-            line({impl: "larder", bench: "decode", model: name, threads, tokens: minTokens, tok_per_s: median(dec),
-                runs: dec, ...shape});
+            line({impl: "larder", bench: "decode", model: name, threads, ...dec, ...shape});
             for (const c of args.contexts) {
                 // The first request caches the prefix (c - promptTokens
                 // tokens); the timed one prefills the last promptTokens at
@@ -215,21 +253,19 @@ async function benchLlamaCpp(args, llama, file, shape, ids) {
             threads: {ideal: threads, min: threads}});
         const seq = context.getSequence();
         await first(seq, ids(args.promptTokens));  // warm-up
-        const pre = [], dec = [];
+        const pre = [];
         for (let r = 0; r < args.runs; r++) {
             await seq.clearHistory();
             pre.push(args.promptTokens / (await first(seq, ids(args.promptTokens)) / 1000));
         }
-        for (let r = 0; r < args.runs; r++) {
+        const dec = await decodeRuns(args, threads, shape, async () => {
             await seq.clearHistory();
-            const {tokens, ms} = await decode(seq, ids(16), args.decodeTokens);
-            dec.push((tokens - 1) / (ms / 1000));
-        }
+            return decode(seq, ids(16), args.decodeTokens);
+        });
         const name = path.basename(file);
         line({impl: "llama.cpp", bench: "prefill", model: name, threads, tokens: args.promptTokens,
             tok_per_s: median(pre), runs: pre, ...shape});
-        line({impl: "llama.cpp", bench: "decode", model: name, threads, tokens: args.decodeTokens,
-            tok_per_s: median(dec), runs: dec, ...shape});
+        line({impl: "llama.cpp", bench: "decode", model: name, threads, ...dec, ...shape});
         for (const c of args.contexts) {
             await seq.clearHistory();
             await first(seq, ids(c - args.promptTokens));

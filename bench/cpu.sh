@@ -2,8 +2,9 @@
 # CPU speed, larder against llama.cpp, as users see them: larderd through its
 # HTTP API and llama.cpp through node-llama-cpp 3.21.1 on the same GGUF files
 # in one run (bench/cpu.mjs), with the machine's walls measured first
-# (bench_walls: read bandwidth, int8 peak), then one markdown report naming
-# the CPU (bench/cpu_report.mjs).
+# (bench_walls: read bandwidth, int8 peak) and the read wall probed again
+# beside every decode run (bench_walls --read-only), then one markdown report
+# naming the CPU (bench/cpu_report.mjs).
 #
 # The Llama-3.2-1B-shaped files are random-weight GGUFs written by the
 # project's own make_synthetic (no download), once, into the model directory.
@@ -66,7 +67,8 @@ echo "== the machine's walls (read bandwidth, int8 peak)" >&2
 echo "== larder (HTTP) and llama.cpp on ${files[*]}" >&2
 ctx=()
 [[ -n ${LARDER_BENCH_CONTEXTS:-} ]] && ctx=(--contexts "$LARDER_BENCH_CONTEXTS")
-node "$here/cpu.mjs" --larder "$build/daemon/larderd" --threads "${LARDER_BENCH_THREADS:-1,2}" \
+node "$here/cpu.mjs" --larder "$build/daemon/larderd" --walls "$build/bench/bench_walls" \
+  --threads "${LARDER_BENCH_THREADS:-1,2}" \
   --runs "${LARDER_BENCH_RUNS:-3}" "${ctx[@]}" "${files[@]}" | tee "$out/cpu.jsonl" >&2
 
 echo >&2

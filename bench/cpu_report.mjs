@@ -4,6 +4,10 @@
 //   decode share of wall    weight_bytes x tok/s / read bandwidth measured with
 //                           the same thread count (decode reads every weight
 //                           byte once per token, so 1.0 is the wall);
+//   ... beside its runs     where cpu.mjs had --walls: the median over runs of
+//                           weight_bytes x tok/s / the read wall probed just
+//                           before and after that run (the fairer figure on a
+//                           machine whose bandwidth moves);
 //   prefill share of peak   2 x macs_per_token x tok/s / int8 peak of the same
 //                           thread count (the int8 multiply-add peak, vpdpbusd
 //                           or on AVX2 vpmaddubsw: the wall for
@@ -43,9 +47,11 @@ for (const bench of ["prefill", "decode"]) {
     const keys = [...new Set([...larder, ...others].map((r) => `${r.model}\t${r.threads}`))];
     if (!keys.length) continue;
     const share = bench === "decode" ? "share of read wall" : "share of int8 peak";
+    const beside = bench === "decode" && [...larder, ...others].some((r) => r.wall_share != null);
     console.log(`### ${bench} (${bench === "decode" ? "greedy, after a 16-token prompt" : `${(larder[0] ?? others[0]).tokens}-token prompt`})\n`);
-    console.log(`| model file | threads | larder tok/s | llama.cpp tok/s | larder / llama.cpp | larder ${share} | llama.cpp ${share} |`);
-    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    console.log(`| model file | threads | larder tok/s | llama.cpp tok/s | larder / llama.cpp | larder ${share} | llama.cpp ${share} |` +
+        (beside ? " larder share, wall beside its runs | llama.cpp share, wall beside its runs |" : ""));
+    console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (beside ? " ---: | ---: |" : ""));
     for (const k of keys) {
         const [model, t] = k.split("\t");
         const threads = Number(t);
@@ -58,10 +64,12 @@ for (const bench of ["prefill", "decode"]) {
         };
         const ratio = l && c ? l.tok_per_s / c.tok_per_s : null;
         console.log(`| ${model} | ${threads} | ${fmt(l?.tok_per_s, 1)} | ${fmt(c?.tok_per_s, 1)} | ` +
-            `${ratio == null ? "–" : fmt(ratio, 2) + "x"} | ${fmt(of(l), 2)} | ${fmt(of(c), 2)} |`);
+            `${ratio == null ? "–" : fmt(ratio, 2) + "x"} | ${fmt(of(l), 2)} | ${fmt(of(c), 2)} |` +
+            (beside ? ` ${fmt(l?.wall_share, 2)} | ${fmt(c?.wall_share, 2)} |` : ""));
     }
     console.log(`\n(median of the runs; ${share}: ${bench === "decode"
-        ? "weight bytes x tok/s / the read wall of that many threads"
+        ? "weight bytes x tok/s / the read wall of that many threads" +
+            (beside ? "; beside its runs: the median of each run's share of the wall probed just before and after it" : "")
         : "2 x multiply-adds per token in the layers x tok/s / the int8 peak of that many threads"})\n`);
 }
 

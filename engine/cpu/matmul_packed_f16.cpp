@@ -54,9 +54,12 @@ inline VecF zero() { return _mm512_setzero_ps(); }
 inline void store(float* y, VecF v) { _mm512_storeu_ps(y, v); }
 inline void store_first(float* y, VecF v, int n) { _mm512_mask_storeu_ps(y, __mmask16((1u << n) - 1u), v); }
 // Prefill: up to kT tokens x kU units (kT * kU accumulators + kU weight
-// vectors <= 32 zmm); decode: up to kUDecode units (independent fma chains
-// enough to cover the fma latency).
-constexpr int kT = 6, kU = 4, kUDecode = 8;
+// vectors <= 32 zmm); decode: up to kUDecode units, each an independent fma
+// chain and its own stream of weights. 4, as the AVX2 tile's 8 half-groups
+// are 4 streams: on an AMD EPYC Zen 5 (2026-12-05, bench_decode on the
+// 1B-shaped F16 file, alternated run by run in one process) 4 decoded 10-13 %
+// faster than 8 on 1 and 2 threads; 3 matched 4, 2 was 3 % faster than 8.
+constexpr int kT = 6, kU = 4, kUDecode = 4;
 #else
 using VecF = __m256;
 constexpr int kUnitRows = 8;

@@ -119,11 +119,22 @@ async function modelShape(file) {
 
 // The read wall on `threads` threads now (GB/s, the faster of bench_walls'
 // plain and prefetching reads of a huge-page buffer), or null without --walls.
+// A probe that fails (no memory for its 1 GiB buffer, say) is reported once
+// on stderr and gives null: the runs beside it get no share.
+let probeFailed = false;
 function probeReadWall(args, threads) {
-    if (!args.walls) return null;
-    const out = execFileSync(args.walls, ["--threads", String(threads), "--read-only", "--reps", "2", "--json-only"],
-        {encoding: "utf8"});
-    return Math.max(...out.trim().split("\n").map((l) => JSON.parse(l).gb_per_s));
+    if (!args.walls || probeFailed) return null;
+    try {
+        const out = execFileSync(args.walls, ["--threads", String(threads), "--read-only", "--reps", "2", "--json-only"],
+            {encoding: "utf8", stdio: ["ignore", "pipe", "pipe"]});
+        const gbps = Math.max(...out.trim().split("\n").map((l) => JSON.parse(l).gb_per_s));
+        if (!Number.isFinite(gbps) || gbps <= 0) throw new Error(`no read figure in: ${out.trim()}`);
+        return gbps;
+    } catch (e) {
+        probeFailed = true;
+        console.error(`cpu.mjs: the read-wall probe failed, decode runs get no wall beside them: ${e.message}`);
+        return null;
+    }
 }
 
 const kL3SizedBytes = 64 * 2 ** 20;
@@ -143,11 +154,11 @@ async function decodeRuns(args, threads, shape, run) {
         minTokens = Math.min(minTokens, tokens);
         dec.push((tokens - 1) / (ms / 1000));
         const after = probe();
-        if (before != null) walls.push((before + after) / 2);
+        walls.push(before != null && after != null ? (before + after) / 2 : null);
         before = after;
     }
     const fields = {tokens: minTokens, tok_per_s: median(dec), runs: dec};
-    if (walls.length) {
+    if (walls.length && walls.every((w) => w != null)) {
         const shares = dec.map((tps, i) => shape.weight_bytes * tps / 1e9 / walls[i]);
         Object.assign(fields, {wall_gb_per_s_runs: walls, wall_share_runs: shares, wall_share: median(shares)});
     }

@@ -93,6 +93,8 @@ function idStream(seed, lo, hi) {
     });
 }
 
+const kL3SizedBytes = 64 * 2 ** 20;
+
 // Work per token from the GGUF's metadata and tensor table.
 async function modelShape(file) {
     const info = await readGgufFileInfo(file, {readTensorInfo: true});
@@ -112,7 +114,10 @@ async function modelShape(file) {
     const nHead = m.attention.head_count, nKv = m.attention.head_count_kv ?? nHead;
     const headDim = nEmbd / nHead;
     const perLayer = nEmbd * nEmbd * 2 + 2 * nEmbd * nKv * headDim + 3 * nEmbd * nFf;
-    return {arch, n_layer: nLayer, n_embd: nEmbd, weight_bytes: weightBytes, macs_per_token: perLayer * nLayer,
+    return {arch, n_layer: nLayer, n_embd: nEmbd, weight_bytes: weightBytes,
+        // Weights that fit in the L3 (stories260K) are not streamed from
+        // memory by decode: no read-wall probes, no decode share.
+        streams_from_memory: weightBytes >= kL3SizedBytes, macs_per_token: perLayer * nLayer,
         attn_macs_per_token_per_ctx: 2 * nLayer * nHead * headDim,
         kv_bytes_per_token: 2 * nLayer * nKv * headDim * 2};  // K and V in f16, larder's default
 }
@@ -137,17 +142,13 @@ function probeReadWall(args, threads) {
     }
 }
 
-const kL3SizedBytes = 64 * 2 ** 20;
-
 // Times `runs` decode runs (run() -> {tokens, ms}), with the read wall probed
 // before the first and after each when --walls is given. Returns the fields
 // of a decode line.
-// A model whose weights fit in the L3 (stories260K) is not probed: its decode
-// does not stream from memory.
 async function decodeRuns(args, threads, shape, run) {
     const dec = [], walls = [];
     let minTokens = Infinity;
-    const probe = shape.weight_bytes >= kL3SizedBytes ? () => probeReadWall(args, threads) : () => null;
+    const probe = shape.streams_from_memory ? () => probeReadWall(args, threads) : () => null;
     let before = probe();
     for (let r = 0; r < args.runs; r++) {
         const {tokens, ms} = await run();

@@ -59,7 +59,7 @@ for (const bench of ["prefill", "decode"]) {
         const c = others.find((r) => r.model === model && r.threads === threads);
         const of = (r) => {
             if (!r) return null;
-            if (bench === "decode" && r.weight_bytes < 64 * 2 ** 20) return null;  // in the L3: no stream from memory
+            if (bench === "decode" && r.streams_from_memory === false) return null;  // in the L3 (cpu.mjs)
             return bench === "decode" ? r.weight_bytes * r.tok_per_s / 1e9 / readWall(threads)
                 : 2 * r.macs_per_token * r.tok_per_s / 1e12 / int8Wall(threads);
         };

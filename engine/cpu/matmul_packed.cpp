@@ -49,9 +49,6 @@ namespace {
 std::atomic<bool> g_amx_enabled{false};
 // On by default: K-quant scales fold into the weights (matmul_packed_amx.h).
 std::atomic<bool> g_kquant_amx_enabled{true};
-}  // namespace
-
-namespace {
 std::atomic<int> g_kquant_decode_groups{0};  // 0: by CPU vendor
 }  // namespace
 

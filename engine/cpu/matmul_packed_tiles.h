@@ -60,9 +60,9 @@ using DecodeGroupsFn = void (*)(const uint8_t*, size_t, const Act*, int, float*,
 //   Intel Xeon with AMX (2026-12-03, 2 threads): 4 groups streamed faster than
 //     2 or 6 (1 was not measured there): 4.
 //   AMD EPYC Zen 5 (2026-12-05, bench_decode on the 1B-shaped Q4_K_M file,
-//     1 and 4 alternated run by run in one process): 1 group, which reads a
-//     row chunk's weights as one sequential stream, decodes 4-5 % faster on 2
-//     threads and 10 % on 1; 2 groups matched 4: 1.
+//     1 and 4 alternated run by run in one process, both orders): 1 group,
+//     which reads a row chunk's weights as one sequential stream, decodes
+//     5-11 % faster on 2 threads and 10 % on 1; 2 groups matched 4: 1.
 // Q8_0's tile keeps its 4: on the same Zen 5 one group was 12-17 % slower.
 int kquant_decode_groups();
 

@@ -234,7 +234,8 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
         INFO("decode groups=" << groups);
         set_kquant_decode_groups(groups);
         for (int64_t split : {int64_t(-1), int64_t(16)}) {
-          const std::vector<float> y = kquant_packed_product(p, x, 1, c.rows > 16 ? split : -1, prepare);
+          if (split >= c.rows) continue;  // no second range
+          const std::vector<float> y = kquant_packed_product(p, x, 1, split, prepare);
           REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
         }
       }

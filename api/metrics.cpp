@@ -100,10 +100,15 @@ void add_cache(const CacheReport& r, std::vector<MetricFamily>& out) {
   single("larder_preemptions_total", "Sequences preempted because KV pages ran out.", C, double(r.preemptions));
   single("larder_prefill_tokens_total", "Prompt positions computed by prefill (not covered by the cache or a fork).",
          C, double(r.prefill_tokens));
-  single("larder_draft_tokens_total", "Draft tokens of speculative decoding (prompt lookup) verified.", C,
+  single("larder_draft_tokens_total", "Draft tokens of speculative decoding (prompt lookup and the draft model) verified.", C,
          double(r.draft_tokens));
   single("larder_draft_tokens_accepted_total", "Draft tokens the model agreed with (emitted without a pass of their own).",
          C, double(r.draft_tokens_accepted));
+  single("larder_draft_model_tokens_total",
+         "Of the draft tokens verified, those the draft model (engine.draft_model) proposed.", C,
+         double(r.draft_model_tokens));
+  single("larder_draft_model_tokens_accepted_total", "Of the draft model's draft tokens, those the model agreed with.",
+         C, double(r.draft_model_tokens_accepted));
   single("larder_choice_pages_shared_total", "Full prompt pages the choices of an n > 1 request share by reference.",
          C, double(r.choice_pages_shared));
   single("larder_choice_pages_copied_total", "Partial last prompt pages copied for the choices of an n > 1 request.",

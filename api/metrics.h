@@ -24,7 +24,8 @@
 //   larder_queue_length, larder_running_sequences, larder_preemptions_total,
 //   larder_pinned_prefixes, larder_prefill_tokens_total (prompt positions
 //   computed by prefill), larder_draft_tokens{,_accepted}_total (speculative
-//   decoding: drafts verified, agreed), larder_choice_pages_{shared,copied}_total (n > 1:
+//   decoding: drafts verified, agreed), larder_draft_model_tokens{,_accepted}_total (of
+//   those, the draft model's), larder_choice_pages_{shared,copied}_total (n > 1:
 //   prompt pages the choices share, partial last pages copied for them)
 // (engine/cache_admin.h says what each tier's numbers count).
 #pragma once

@@ -22,6 +22,9 @@ struct KeyFlag {
 
 constexpr KeyFlag kKeyFlags[] = {
     {"--model", "model.path", "PATH", "GGUF model file to serve ([model] path)"},
+    {"--draft-model", "engine.draft_model", "PATH",
+     "GGUF file sharing the model's vocabulary that drafts tokens for speculative decoding ([engine] "
+     "draft_model; needs draft_tokens > 0)"},
     {"--host", "server.host", "H", "address to listen on ([server] host; default 127.0.0.1)"},
     {"--port", "server.port", "N", "TCP port to listen on ([server] port; default 8080)"},
     {"--cache-dir", "cache.disk.dir", "DIR",

@@ -262,6 +262,9 @@ const KeySpec kSpecs[] = {
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 0, 32)); c.engine.draft_tokens = int(v.i); return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.engine.draft_tokens); }},
+  {"engine", "draft_model", Kind::kString, "a path to a GGUF file sharing the model's vocabulary (empty: none)",
+   [](const Value& v, DaemonConfig& c) { c.engine.draft_model = expand_home(v.s); return Status::ok(); },
+   [](const DaemonConfig& c) { return of_string(c.engine.draft_model); }},
   // [sampling]
   {"sampling", "temperature", Kind::kFloat, "a number between 0 and 2 (0: greedy; the range requests accept)",
    [](const Value& v, DaemonConfig& c) {

@@ -55,6 +55,8 @@ struct CacheReport {
   int64_t prefill_tokens = 0;          // since start: prompt positions computed by prefill (Engine::Stats)
   int64_t draft_tokens = 0;            // since start: speculative draft tokens verified (Engine::Stats)
   int64_t draft_tokens_accepted = 0;   // since start: of those, agreed with and emitted
+  int64_t draft_model_tokens = 0;      // since start: of draft_tokens, the draft model's (engine.draft_model)
+  int64_t draft_model_tokens_accepted = 0;  // since start: of those, agreed with and emitted
   int64_t choice_pages_shared = 0;     // since start: full pages n > 1 choices share with their prompt
   int64_t choice_pages_copied = 0;     // since start: partial last pages copied for them
   int64_t pinned_prefixes = 0;         // pins in force (pin())

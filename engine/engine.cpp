@@ -362,6 +362,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   Impl& m = *engine->impl_;
   m.opt = options;
   if (options.model_path.empty()) return Status::invalid_argument("no model path given");
+  if (!options.draft_model.empty() && options.draft_tokens <= 0) {
+    return Status::invalid_argument("engine.draft_model is set but engine.draft_tokens is 0: set draft_tokens "
+                                    "(1-32) to draft with it");
+  }
   LARDER_ASSIGN_OR_RETURN(m.model, Model::load(options.model_path));
   LARDER_ASSIGN_OR_RETURN(m.tokenizer, Tokenizer::from_gguf(m.model->gguf()));
   LARDER_ASSIGN_OR_RETURN(m.chat, ChatFormat::load(m.model->gguf()));
@@ -429,6 +433,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   bopt.n_threads = options.n_threads;
   bopt.max_batch_tokens = std::max(kStepTokenBudget, options.max_running);
   LARDER_ASSIGN_OR_RETURN(m.backend, create_backend(*m.model, bopt));
+  if (!options.draft_model.empty()) {
+    // Pages for every running sequence's full context and its drafts, no
+    // more than the served model's pool holds (positions, not bytes).
+    const int64_t per_seq = (int64_t(m.n_ctx) + options.draft_tokens + ps - 1) / ps;
+    const int64_t draft_pages = std::min<int64_t>(int64_t(options.max_running) * per_seq, bopt.n_pages);
+    LARDER_ASSIGN_OR_RETURN(m.draft, DraftModel::load(options.draft_model, *m.tokenizer, dtype, ps,
+                                                      int(draft_pages), options.n_threads));
+  }
 
   m.meta.fingerprint = m.model->fingerprint();
   m.meta.kv_dtype = uint32_t(dtype);
@@ -472,6 +484,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   spdlog::info("KV cache: device tier {} pages of {} tokens ({} bytes each, {}); below: {}", m.kv->n_pages(), ps,
                page_bytes, kv_dtype_name(dtype), below.empty() ? "nothing (memory only)" : below);
   spdlog::info("backend: {}", m.backend->describe());
+  if (m.draft) spdlog::info("draft model (up to {} draft tokens a step): {}", options.draft_tokens, m.draft->describe());
   m.thread = std::thread([impl = &m] { impl->run(); });
   return engine;
 }
@@ -566,6 +579,8 @@ Engine::Stats Engine::stats() const {
   out.prefill_tokens = s.prefill_tokens;
   out.draft_tokens = s.draft_tokens;
   out.draft_tokens_accepted = s.draft_tokens_accepted;
+  out.draft_model_tokens = s.draft_model_tokens;
+  out.draft_model_tokens_accepted = s.draft_model_tokens_accepted;
   out.choice_pages_shared = k.pages_shared_fork;
   out.choice_pages_copied = k.pages_copied_fork;
   if (const TierChain* chain = impl_->tiers.get()) {

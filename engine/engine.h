@@ -32,6 +32,11 @@ struct EngineOptions {
   // default: it measured no faster through the HTTP API on the machines
   // tried, see docs/cpu-kernels.md) turns it off.
   int draft_tokens = 0;
+  // A GGUF file sharing the model's vocabulary whose greedy continuation
+  // drafts tokens where prompt lookup finds none (engine/draft_model.h),
+  // verified the same way (draft_tokens must be > 0). It runs on the CPU
+  // with K/V pages of its own for the running sequences. Empty: none.
+  std::string draft_model;
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.
@@ -111,6 +116,8 @@ class Engine : public Generator {
     // Speculative decoding (EngineOptions::draft_tokens): draft tokens
     // verified, and those of them the target model agreed with (emitted).
     int64_t draft_tokens = 0, draft_tokens_accepted = 0;
+    // Of those, the ones the draft model proposed (EngineOptions::draft_model).
+    int64_t draft_model_tokens = 0, draft_model_tokens_accepted = 0;
     // n > 1 choices forked from their prompt's sequence: full pages they
     // share by reference, partial last pages copied (one per choice when
     // the prompt does not end on a page boundary).

@@ -217,6 +217,8 @@ Result<CacheReport> Engine::cache_report() const {
   rep->prefill_tokens = m.stats.prefill_tokens;
   rep->draft_tokens = m.stats.draft_tokens;
   rep->draft_tokens_accepted = m.stats.draft_tokens_accepted;
+  rep->draft_model_tokens = m.stats.draft_model_tokens;
+  rep->draft_model_tokens_accepted = m.stats.draft_model_tokens_accepted;
   rep->choice_pages_shared = m.kv->stats().pages_shared_fork;
   rep->choice_pages_copied = m.kv->stats().pages_copied_fork;
   rep->pinned_prefixes = m.n_pinned_prefixes;

@@ -1,4 +1,5 @@
-// Engine: the decode step, with speculative decoding by prompt lookup.
+// Engine: the decode step, with speculative decoding by prompt lookup and,
+// where that finds no draft, by a draft model (engine/draft_model.h).
 //
 // Prompt lookup ("prompt lookup decoding", A. Saxena 2023; vLLM's n-gram
 // proposer, llama.cpp's lookup decoding): when the last n tokens of a
@@ -23,6 +24,9 @@
 // speculative sampling (Leviathan et al. 2023, Chen et al. 2023) with a
 // point-mass draft distribution q = delta(d): acceptance min(1, p(d) / q(d))
 // = p(d), and on rejection a sample from the residual norm(max(0, p - q)).
+//
+// A draft model's drafts (its greedy continuation, [engine] draft_model) are
+// verified the same way: they too are a point-mass proposal.
 //
 // The K/V written for rejected positions stay in the pages past n_computed,
 // never sealed into the cache, and are overwritten when those positions are
@@ -86,9 +90,16 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
   if (in_batch.empty()) return;
   spare_pages -= std::max(0, free_before - kv->n_free());
 
+  if (draft) {  // the draft model's pages of sequences that left
+    std::vector<uint64_t> live;
+    for (const auto& s : seqs)
+      if (s) live.push_back(s->id);
+    draft->retain_only(live);
+  }
   // Drafts, within the pages each sequence holds and the spare ones.
   const int ps = kv->page_size();
   std::vector<std::vector<int32_t>> drafts(in_batch.size());
+  std::vector<char> from_model(in_batch.size(), 0);  // drafts[i] is the draft model's
   int draft_rows = 0;
   for (size_t i = 0; i < in_batch.size() && opt.draft_tokens > 0; ++i) {
     Sequence& s = *in_batch[i];
@@ -100,6 +111,10 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
     if (s.request.max_tokens > 0) room = std::min(room, s.request.max_tokens - s.n_generated - 1);
     if (room <= 0) continue;
     std::vector<int32_t> d = prompt_lookup_draft(s.tokens, room);
+    if (d.empty() && draft) {
+      d = draft->propose(s.id, s.tokens, room);
+      from_model[i] = 1;
+    }
     if (d.empty()) continue;
     const int held = int(s.pages.block_table.size()) * ps - (pos + 1);
     const int extra_pages = (int(d.size()) - held + ps - 1) / ps;
@@ -137,6 +152,7 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
     Sequence& s = *in_batch[i];
     const std::vector<int32_t>& d = drafts[i];
     stats.draft_tokens += int64_t(d.size());
+    if (from_model[i]) stats.draft_model_tokens += int64_t(d.size());
     int agreed_count = 0;
     for (size_t r = 0; r <= d.size(); ++r) {
       // Row r: the K/V of position pos + r (the last token, then accepted
@@ -149,6 +165,7 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
       const bool agreed = r < d.size() && token == d[r];
       if (agreed) {
         stats.draft_tokens_accepted += 1;
+        if (from_model[i]) stats.draft_model_tokens_accepted += 1;
         ++agreed_count;
       }
       if (s.state == SeqState::kFinished || !agreed) break;

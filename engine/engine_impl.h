@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/draft_model.h"
 #include "engine/engine.h"
 #include "engine/kv/kv_cache_manager.h"
 #include "engine/kv/pin_record.h"
@@ -80,6 +81,7 @@ struct Engine::Impl {
   std::unique_ptr<Backend> backend;   // forward pass + page bytes (host or device)
   std::shared_ptr<TierChain> tiers;   // below the device; may be null (memory only)
   std::unique_ptr<KvCacheManager> kv;
+  std::unique_ptr<DraftModel> draft;  // engine.draft_model; null: prompt lookup only
   std::unique_ptr<AccessTrace> trace;  // cache.trace_file; null: off
 
   // Cross-thread state (guarded by mu).
@@ -113,6 +115,7 @@ struct Engine::Impl {
     std::atomic<int64_t> records_rejected_answers{0};
     std::atomic<int64_t> prefill_tokens{0};  // positions computed by prefill passes
     std::atomic<int64_t> draft_tokens{0}, draft_tokens_accepted{0};  // speculative decoding
+    std::atomic<int64_t> draft_model_tokens{0}, draft_model_tokens_accepted{0};  // of those, the draft model's
   } stats;
 
   // engine.cpp: the loop.

@@ -33,6 +33,7 @@ inline void check_same_config(const DaemonConfig& a, const DaemonConfig& b) {
   CHECK(a.engine.n_ctx == b.engine.n_ctx);
   CHECK(a.engine.max_running == b.engine.max_running);
   CHECK(a.engine.draft_tokens == b.engine.draft_tokens);
+  CHECK(a.engine.draft_model == b.engine.draft_model);
   CHECK(a.engine.device == b.engine.device);
   CHECK(a.engine.cache.write_through == b.engine.cache.write_through);
   CHECK(a.engine.cache.n_storage_threads == b.engine.cache.n_storage_threads);

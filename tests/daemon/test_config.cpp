@@ -74,6 +74,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.n_threads == 0);
   CHECK(c.engine.max_running == 8);
   CHECK(c.engine.draft_tokens == 0);
+  CHECK(c.engine.draft_model.empty());
   CHECK(c.engine.device == "auto");
   CHECK(c.server.default_sampling.temperature == 0.8f);
   CHECK(c.server.default_sampling.top_k == 40);
@@ -154,6 +155,7 @@ threads = 6
 device = "cpu"
 max_running = 3
 draft_tokens = 8
+draft_model = "/models/draft.gguf"
 
 [sampling]
 temperature = 0      # an integer is accepted for a float key
@@ -209,6 +211,7 @@ level = "debug"
   CHECK(c.engine.n_threads == 6);
   CHECK(c.engine.max_running == 3);
   CHECK(c.engine.draft_tokens == 8);
+  CHECK(c.engine.draft_model == "/models/draft.gguf");
   CHECK(c.engine.device == "cpu");
   const SamplingParams& s = c.server.default_sampling;
   CHECK(s.temperature == 0.0f);

@@ -1,0 +1,99 @@
+// DraftModel: a small model sharing the served model's vocabulary that
+// proposes draft tokens for speculative decoding ([engine] draft_model;
+// llama.cpp's --model-draft, vLLM's draft-model proposer).
+//
+// Drafts are the draft model's greedy continuation of a sequence. They are
+// verified by engine_decode.cpp exactly like prompt-lookup drafts: the served
+// model samples each row with the sequence's own sampler and a draft token is
+// kept only when it equals the token sampled. A greedy draft is a point-mass
+// proposal q = delta(d), for which that rule is speculative sampling
+// (Leviathan et al. 2023, Chen et al. 2023: accept with min(1, p(d)/q(d)) =
+// p(d), else sample the residual), so the output is the same token for token
+// as without a draft, greedy or seeded sampling alike.
+//
+// The draft model runs on the CPU with its own page pool: each sequence it
+// drafts for holds pages with the K/V of the tokens it was fed (never cached
+// or spilled). A call feeds what changed since the last one (the common
+// prefix of what it was fed and the sequence's tokens is kept), so after the
+// first call of a sequence a step costs about one draft-model pass per draft
+// token. A sequence whose catch-up is longer than kMaxCatchUp tokens (a new
+// long prompt) catches up over several steps, without drafts meanwhile, so
+// that other sequences' decode steps never wait for a long draft prefill.
+//
+// Engine thread only; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "storage/log_limiter.h"
+#include "storage/status.h"
+
+namespace larder {
+
+class DraftModel {
+ public:
+  // Positions one call feeds at most to catch a sequence up (a prefill chunk).
+  static constexpr int kMaxCatchUp = 512;
+  // Drafting stops before a token whose probability under the draft model is
+  // below this (the first token of a draft is always proposed): a token the
+  // draft itself doubts is seldom the served model's choice, and each draft
+  // token costs a draft pass and a verification row.
+  static constexpr float kMinProb = 0.5f;
+
+  // Loads `path` and checks its vocabulary against the served model's
+  // (`target`): the same number of tokens and the same text for every id.
+  // K/V pages: `dtype` (f16 when the draft's K/V width does not suit q8_0),
+  // `page_size` tokens each, `n_pages` of them, allocated now; `n_threads` as
+  // EngineOptions. Errors name the file: kNotFound / kCorruption (load),
+  // kInvalidArgument (vocabulary differs: the first differing id and both
+  // texts), kResourceExhausted (pages do not fit in memory).
+  static Result<std::unique_ptr<DraftModel>> load(const std::string& path, const Tokenizer& target,
+                                                  KvDtype dtype, int page_size, int n_pages,
+                                                  int n_threads);
+
+  // Up to max_draft tokens that the draft model predicts after `tokens` (the
+  // sequence so far, prompt and output), greedily; fewer when its confidence
+  // falls below kMinProb or its pages run out; none while the sequence is
+  // still catching up or on a draft-model error (logged, never the
+  // request's). `seq_id` names the sequence whose K/V the call reuses.
+  std::vector<int32_t> propose(uint64_t seq_id, std::span<const int32_t> tokens, int max_draft);
+
+  // Frees the pages of every sequence not in `live` (finished, preempted).
+  void retain_only(std::span<const uint64_t> live);
+
+  // One line for the log: file, size, layers, pages.
+  std::string describe() const;
+  int n_sequences() const { return int(seqs_.size()); }
+  int n_free_pages() const;
+
+ private:
+  struct SeqState {
+    std::vector<int32_t> pages;  // block table
+    std::vector<int32_t> fed;    // tokens whose K/V are in the pages, by position
+  };
+  DraftModel() = default;
+  // Grows s's block table to cover `n_positions`; false when the pool is short.
+  bool ensure_pages(SeqState& s, int n_positions);
+  void release(SeqState& s);
+  // Feeds tokens at positions [from, from + n) of s (their ids in s.fed's
+  // place); logits of the last one into logits_. False on a forward error.
+  bool feed(SeqState& s, std::span<const int32_t> tokens, int from);
+
+  std::string path_;
+  std::unique_ptr<Model> model_;      // before backend_: the forward pass reads its weights
+  std::unique_ptr<Backend> backend_;  // CPU
+  int n_vocab_ = 0;
+  std::unordered_map<uint64_t, SeqState> seqs_;
+  std::vector<float> logits_;         // [n_vocab]
+  LogLimiter log_limited_{10000};
+};
+
+}  // namespace larder

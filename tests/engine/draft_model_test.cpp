@@ -1,0 +1,261 @@
+// Speculative decoding with a draft model (engine/draft_model.h,
+// [engine] draft_model): its drafts against llama.cpp's greedy continuations
+// (reference.json), the engine's output with a draft model equal to its
+// output without, token for token (greedy and seeded sampling), and the
+// start-up errors of a draft model that does not fit.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/draft_model.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/support/gguf_writer.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+struct Run {
+  Generated g;
+  Engine::Stats stats;
+};
+
+EngineOptions with_draft(const std::string& model, const std::string& draft, int draft_tokens) {
+  EngineOptions o = options_for(model, "");
+  o.draft_model = draft;
+  o.draft_tokens = draft_tokens;
+  return o;
+}
+
+Run run(const EngineOptions& o, const GenerationRequest& req) {
+  auto engine = make_engine(o);
+  Run r{generate(*engine, req), {}};
+  r.stats = engine->stats();
+  return r;
+}
+
+std::unique_ptr<Tokenizer> tokenizer_of(const std::string& path) {
+  auto model = Model::load(path);
+  REQUIRE(model.is_ok());
+  auto tok = Tokenizer::from_gguf(model.value()->gguf());
+  REQUIRE(tok.is_ok());
+  return std::move(tok).value();
+}
+
+bool is_prefix_of(const Ids& a, const Ids& b, size_t from) {
+  return from + a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin() + std::ptrdiff_t(from));
+}
+
+}  // namespace
+
+TEST_CASE("a draft model's drafts are its greedy continuation, kept across calls", "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto tok = tokenizer_of(model);
+  auto d = DraftModel::load(model, *tok, KvDtype::kF32, 16, 64, 1);
+  INFO(d.status().to_string());
+  REQUIRE(d.is_ok());
+  DraftModel& draft = *d.value();
+  const int all_pages = draft.n_free_pages();
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    const Ids prompt = c["prompt_tokens"].get<Ids>();
+    const Ids greedy = c["greedy_tokens"].get<Ids>();  // llama.cpp agrees (reference.json)
+    INFO("case " << c["name"].get<std::string>());
+    // The draft model here is the reference model itself: whatever it
+    // proposes is the start of the reference continuation.
+    Ids seq = prompt;
+    size_t at = 0;
+    int proposed = 0;
+    for (int step = 0; step < 6 && at < greedy.size(); ++step) {
+      const Ids p = draft.propose(7, seq, 8);
+      CHECK(p.size() <= 8);
+      CHECK(is_prefix_of(p, greedy, at));
+      proposed += int(p.size());
+      // The served model accepted 2 of them and emitted its own next token:
+      // the next call reuses the K/V of what matches and feeds the rest.
+      const size_t take = std::min<size_t>(3, greedy.size() - at);
+      seq.insert(seq.end(), greedy.begin() + std::ptrdiff_t(at), greedy.begin() + std::ptrdiff_t(at + take));
+      at += take;
+    }
+    CHECK(proposed >= 6);  // the first token of a draft is always proposed
+    // A different sequence id starts from nothing and drafts the same.
+    const Ids again = draft.propose(8, prompt, 4);
+    CHECK(!again.empty());
+    CHECK(is_prefix_of(again, greedy, 0));
+  }
+  CHECK(draft.n_sequences() == 2);
+  CHECK(draft.n_free_pages() < all_pages);
+  const uint64_t keep[] = {8};
+  draft.retain_only(keep);
+  CHECK(draft.n_sequences() == 1);
+  draft.retain_only({});
+  CHECK(draft.n_sequences() == 0);
+  CHECK(draft.n_free_pages() == all_pages);
+}
+
+TEST_CASE("a draft model catches a long sequence up over several calls", "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto tok = tokenizer_of(model);
+  auto d = DraftModel::load(model, *tok, KvDtype::kF16, 16, 256, 1);
+  REQUIRE(d.is_ok());
+  DraftModel& draft = *d.value();
+  // 1,100 tokens: the long reference prompt repeated (past the model's 512
+  // trained positions, which the draft model does not refuse).
+  const Ids p = reference_prompt("long");
+  Ids seq;
+  while (seq.size() < 1100) seq.insert(seq.end(), p.begin(), p.end());
+  seq.resize(1100);
+  CHECK(draft.propose(1, seq, 4).empty());   // fed 0..511
+  CHECK(draft.propose(1, seq, 4).empty());   // fed 512..1023
+  CHECK(!draft.propose(1, seq, 4).empty());  // the last 76, then drafts
+  // Pages run out: a sequence that cannot hold its tokens gets no draft and
+  // nothing breaks. 256 pages of 16 positions: ids 1-3 hold 69 pages each,
+  // id 4 takes the last 49 and stalls, and id 5 gets none.
+  for (uint64_t id = 2; id <= 4; ++id) {
+    for (int call = 0; call < 3; ++call) draft.propose(id, seq, 4);
+  }
+  CHECK(draft.propose(5, Ids(seq.begin(), seq.begin() + 400), 4).empty());
+  draft.retain_only({});
+  CHECK(!draft.propose(5, Ids(seq.begin(), seq.begin() + 400), 4).empty());
+}
+
+TEST_CASE("the model as its own draft: every greedy draft token is accepted, output unchanged",
+          "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    for (int max_tokens : {1, 2, 9, 48}) {
+      INFO("case " << c["name"].get<std::string>() << ", max_tokens " << max_tokens);
+      GenerationRequest req = greedy_request(c["prompt_tokens"].get<Ids>(), max_tokens);
+      req.logprobs = 2;
+      const Run off = run(options_for(model, ""), req);
+      const Run on = run(with_draft(model, model, 8), req);
+      REQUIRE(off.g.final.finish == FinishReason::kLength);
+      CHECK(on.g.tokens == off.g.tokens);
+      CHECK(on.g.text == off.g.text);
+      // reference.json: llama.cpp's greedy tokens.
+      const Ids greedy = c["greedy_tokens"].get<Ids>();
+      CHECK(on.g.tokens == Ids(greedy.begin(), greedy.begin() + max_tokens));
+      CHECK(on.stats.draft_model_tokens_accepted == on.stats.draft_model_tokens);
+      CHECK(on.stats.draft_model_tokens <= on.stats.draft_tokens);
+      if (max_tokens == 48) {
+        INFO("draft model: drafted " << on.stats.draft_model_tokens);
+        CHECK(on.stats.draft_model_tokens >= 10);
+      }
+    }
+  }
+}
+
+TEST_CASE("a Q8_0 draft model changes no greedy or seeded sampled token", "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  LARDER_REQUIRE_MODEL(q8, "stories260K-q8_0.gguf");
+  auto on = make_engine(with_draft(model, q8, 8)), off = make_engine(options_for(model, ""));
+  const nlohmann::json ref = load_reference();
+  for (const auto& c : ref["cases"]) {
+    INFO("case " << c["name"].get<std::string>());
+    const GenerationRequest req = greedy_request(c["prompt_tokens"].get<Ids>(), 48);
+    const Generated a = generate(*on, req), b = generate(*off, req);
+    CHECK(a.tokens == b.tokens);
+    CHECK(a.text == b.text);
+  }
+  const Engine::Stats greedy = on->stats();
+  INFO("greedy: drafted " << greedy.draft_model_tokens << ", accepted " << greedy.draft_model_tokens_accepted);
+  CHECK(greedy.draft_model_tokens_accepted > 0);
+  CHECK(greedy.draft_model_tokens_accepted <= greedy.draft_model_tokens);
+  int64_t differing = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    GenerationRequest req = greedy_request(reference_prompt("once_upon"), 40);
+    req.sampling.temperature = seed % 3 == 0 ? 1.5f : 0.7f;
+    req.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
+    req.sampling.repeat_penalty = seed % 4 == 0 ? 1.1f : 1.0f;
+    req.sampling.seed = seed;
+    const Generated a = generate(*on, req), b = generate(*off, req);
+    INFO("seed " << seed);
+    CHECK(a.tokens == b.tokens);
+    differing += a.tokens != generate(*off, [&] { auto r = req; r.sampling.seed = seed + 1000; return r; }()).tokens;
+  }
+  CHECK(differing >= 12);  // the seed matters, so the equality above says something
+  CHECK(on->stats().draft_model_tokens > greedy.draft_model_tokens);
+}
+
+TEST_CASE("a draft model of another shape and weights: drafts rejected, output unchanged",
+          "[engine][speculative][draft]") {
+  TempDir dir;
+  RandomLlamaSpec target_spec;
+  target_spec.seed = 1;
+  RandomLlamaSpec draft_spec;  // same synthetic vocabulary, another model
+  draft_spec.seed = 2;
+  draft_spec.n_embd = 32;
+  draft_spec.n_layer = 1;
+  draft_spec.n_head = 2;
+  draft_spec.n_head_kv = 1;
+  draft_spec.weight_type = GgmlType::kQ8_0;
+  // Untied output matrices: with tied ones both random models mostly
+  // predict the token they were fed, and agree.
+  target_spec.tied_output = draft_spec.tied_output = false;
+  const std::string target = dir.str() + "/target.gguf", draft = dir.str() + "/draft.gguf";
+  REQUIRE(write_random_llama_gguf(target, target_spec).is_ok());
+  REQUIRE(write_random_llama_gguf(draft, draft_spec).is_ok());
+  Ids prompt = {1};
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
+  for (int max_running : {1, 3}) {
+    EngineOptions on_opt = with_draft(target, draft, 4), off_opt = options_for(target, "");
+    on_opt.max_running = off_opt.max_running = max_running;
+    auto on = make_engine(on_opt), off = make_engine(off_opt);
+    // Several at once: each sequence drafts from its own K/V.
+    std::vector<std::shared_ptr<CollectSink>> sinks_on, sinks_off;
+    for (int i = 0; i < 4; ++i) {
+      GenerationRequest req = greedy_request(Ids(prompt.begin(), prompt.begin() + 10 + 7 * i), 30);
+      sinks_on.push_back(std::make_shared<CollectSink>());
+      sinks_off.push_back(std::make_shared<CollectSink>());
+      on->submit(req, sinks_on.back());
+      off->submit(req, sinks_off.back());
+    }
+    for (int i = 0; i < 4; ++i) {
+      INFO("max_running " << max_running << ", request " << i);
+      REQUIRE(sinks_on[size_t(i)]->wait());
+      REQUIRE(sinks_off[size_t(i)]->wait());
+      CHECK(sinks_on[size_t(i)]->final_.output_tokens == sinks_off[size_t(i)]->final_.output_tokens);
+      CHECK(sinks_on[size_t(i)]->final_.output_tokens.size() == 30);
+    }
+    INFO("drafted " << on->stats().draft_model_tokens << ", accepted " << on->stats().draft_model_tokens_accepted);
+    CHECK(on->stats().draft_model_tokens > 0);
+    CHECK(on->stats().draft_model_tokens_accepted < on->stats().draft_model_tokens);
+  }
+}
+
+TEST_CASE("a draft model that does not fit is refused at start-up with the reason", "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto refused = [&](const std::string& draft, int draft_tokens) {
+    auto e = Engine::create(with_draft(model, draft, draft_tokens));
+    REQUIRE(!e.is_ok());
+    return e.status().to_string();
+  };
+  // Another vocabulary of the same size: the synthetic SPM one.
+  RandomLlamaSpec spec;
+  const std::string other = dir.str() + "/other.gguf";
+  REQUIRE(write_random_llama_gguf(other, spec).is_ok());
+  std::string msg = refused(other, 4);
+  CHECK_THAT(msg, Catch::Contains("must share the served model's vocabulary"));
+  CHECK_THAT(msg, Catch::Contains("other.gguf: token "));
+  // Another vocabulary size.
+  spec.n_vocab = 600;
+  REQUIRE(write_random_llama_gguf(other, spec).is_ok());
+  msg = refused(other, 4);
+  CHECK_THAT(msg, Catch::Contains("600 tokens"));
+  CHECK_THAT(msg, Catch::Contains("served model's 512"));
+  // Missing, not a GGUF file, and no draft tokens to draft.
+  CHECK_THAT(refused(dir.str() + "/missing.gguf", 4), Catch::Contains("missing.gguf"));
+  {
+    std::ofstream f(dir.str() + "/junk.gguf");
+    f << "not a gguf file at all, just text";
+  }
+  CHECK_THAT(refused(dir.str() + "/junk.gguf", 4), Catch::Contains("junk.gguf"));
+  CHECK_THAT(refused(model, 0), Catch::Contains("draft_tokens is 0"));
+}

@@ -94,55 +94,94 @@ void DraftModel::retain_only(std::span<const uint64_t> live) {
   }
 }
 
-bool DraftModel::feed(SeqState& s, std::span<const int32_t> tokens, int from) {
-  std::vector<BatchToken> batch;
-  batch.reserve(tokens.size());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    batch.push_back(BatchToken{tokens[i], from + int(i), 0, i + 1 == tokens.size()});
-  }
-  const SeqBlockTable table{std::span<const int32_t>(s.pages)};
-  Status st = backend_->forward(batch, std::span<const SeqBlockTable>(&table, 1), tokens.size() > 1, logits_.data());
+bool DraftModel::forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> tables) {
+  size_t rows = 0;
+  for (const BatchToken& t : batch) rows += t.want_logits ? 1 : 0;
+  logits_.resize(std::max<size_t>(rows, 1) * size_t(n_vocab_));
+  // The GEMM path when some sequence feeds more than one token.
+  const bool prefill = batch.size() > tables.size();
+  Status st = backend_->forward(batch, tables, prefill, logits_.data());
   if (!st.is_ok()) {
     log_limited_.log(spdlog::level::warn, "draft-forward", "draft model: " + st.to_string() + "; no draft this step");
-    s.fed.resize(size_t(std::min<int>(int(s.fed.size()), from)));
     return false;
   }
-  s.fed.resize(size_t(from));
-  s.fed.insert(s.fed.end(), tokens.begin(), tokens.end());
   return true;
 }
 
-std::vector<int32_t> DraftModel::propose(uint64_t seq_id, std::span<const int32_t> tokens, int max_draft) {
-  const int len = int(tokens.size());
-  if (max_draft <= 0 || len == 0) return {};
-  SeqState& s = seqs_[seq_id];
-  // Keep the K/V of the common prefix, less the last token, which is fed
-  // again for the logits after it.
-  const size_t common = size_t(std::mismatch(s.fed.begin(), s.fed.end(), tokens.begin(), tokens.end()).first - s.fed.begin());
-  const int keep = std::min(int(common), len - 1);
-  s.fed.resize(size_t(keep));
-  if (len - keep > kMaxCatchUp) {  // catch up first, draft in a later step
-    if (ensure_pages(s, keep + kMaxCatchUp)) feed(s, tokens.subspan(size_t(keep), kMaxCatchUp), keep);
-    return {};
+std::vector<std::vector<int32_t>> DraftModel::propose(std::span<const Request> requests) {
+  std::vector<std::vector<int32_t>> out(requests.size());
+  struct Drafting {
+    size_t request;
+    SeqState* s;
+    int len;        // the sequence's tokens; draft token j (1-based) goes to position len + j - 1
+    int max_draft;
+  };
+  struct Fed {
+    SeqState* s;
+    std::span<const int32_t> tokens;  // fed at positions s->fed.size()..
+  };
+  std::vector<BatchToken> batch;
+  std::vector<SeqBlockTable> tables;
+  std::vector<Drafting> drafting;
+  std::vector<Fed> fed;
+  std::unordered_set<uint64_t> seen;
+  int budget = kMaxCatchUp;
+  for (size_t i = 0; i < requests.size() && budget > 0; ++i) {
+    const Request& r = requests[i];
+    const int len = int(r.tokens.size());
+    if (r.max_draft <= 0 || len == 0 || !seen.insert(r.seq_id).second) continue;
+    SeqState& s = seqs_[r.seq_id];
+    // Keep the K/V of the common prefix, less the last token, which is fed
+    // again for the logits after it.
+    const size_t common =
+        size_t(std::mismatch(s.fed.begin(), s.fed.end(), r.tokens.begin(), r.tokens.end()).first - s.fed.begin());
+    const int keep = std::min(int(common), len - 1);
+    s.fed.resize(size_t(keep));
+    const bool drafts = len - keep <= budget;  // else: catch up, draft in a later call
+    const int n_feed = drafts ? len - keep : budget;
+    if (!ensure_pages(s, keep + n_feed)) continue;
+    int max_draft = r.max_draft;
+    // Positions written: one per draft token but the last.
+    while (drafts && max_draft > 1 && !ensure_pages(s, len + max_draft - 1)) --max_draft;
+    budget -= n_feed;
+    const int32_t seq = int32_t(tables.size());
+    tables.push_back(SeqBlockTable{std::span<const int32_t>(s.pages)});
+    for (int j = 0; j < n_feed; ++j) {
+      batch.push_back(BatchToken{r.tokens[size_t(keep + j)], keep + j, seq, drafts && j + 1 == n_feed});
+    }
+    fed.push_back(Fed{&s, r.tokens.subspan(size_t(keep), size_t(n_feed))});
+    if (drafts) drafting.push_back(Drafting{i, &s, len, max_draft});
   }
-  // Positions written: up to len - 1 now, then one per draft token but the last.
-  if (!ensure_pages(s, len)) return {};
-  while (max_draft > 1 && !ensure_pages(s, len + max_draft - 1)) --max_draft;
-  if (!feed(s, tokens.subspan(size_t(keep)), keep)) return {};
-  std::vector<int32_t> draft;
-  for (;;) {
-    // Greedy: the first of the largest logits (as the sampler's greedy pick).
-    const auto best = std::max_element(logits_.begin(), logits_.end());
-    const float top = *best;
-    double sum = 0;
-    for (float l : logits_) sum += std::exp(double(l) - double(top));
-    const double p = 1.0 / sum;  // softmax probability of the top token
-    if (!draft.empty() && p < kMinProb) break;
-    draft.push_back(int32_t(best - logits_.begin()));
-    if (int(draft.size()) == max_draft) break;
-    if (!feed(s, std::span<const int32_t>(&draft.back(), 1), len + int(draft.size()) - 1)) break;
+  if (batch.empty() || !forward(batch, tables)) return out;
+  for (const Fed& f : fed) f.s->fed.insert(f.s->fed.end(), f.tokens.begin(), f.tokens.end());
+  // Row k of logits_ is drafting[k]'s; each pass feeds the draft tokens of
+  // the sequences still drafting, one each.
+  while (!drafting.empty()) {
+    std::vector<Drafting> next;
+    batch.clear();
+    tables.clear();
+    for (size_t k = 0; k < drafting.size(); ++k) {
+      const Drafting& a = drafting[k];
+      const float* row = logits_.data() + k * size_t(n_vocab_);
+      // Greedy: the first of the largest logits (as the sampler's greedy pick).
+      const float* best = std::max_element(row, row + n_vocab_);
+      double sum = 0;
+      for (int v = 0; v < n_vocab_; ++v) sum += std::exp(double(row[v]) - double(*best));
+      const double p = 1.0 / sum;  // softmax probability of the top token
+      std::vector<int32_t>& d = out[a.request];
+      if (!d.empty() && !(p >= kMinProb)) continue;
+      d.push_back(int32_t(best - row));
+      if (int(d.size()) == a.max_draft) continue;
+      const int32_t seq = int32_t(tables.size());
+      tables.push_back(SeqBlockTable{std::span<const int32_t>(a.s->pages)});
+      batch.push_back(BatchToken{d.back(), a.len + int(d.size()) - 1, seq, true});
+      next.push_back(a);
+    }
+    if (next.empty() || !forward(batch, tables)) break;  // the drafts so far stand
+    for (const Drafting& a : next) a.s->fed.push_back(out[a.request].back());
+    drafting = std::move(next);
   }
-  return draft;
+  return out;
 }
 
 }  // namespace larder

@@ -59,12 +59,29 @@ class DraftModel {
                                                   KvDtype dtype, int page_size, int n_pages,
                                                   int n_threads);
 
-  // Up to max_draft tokens that the draft model predicts after `tokens` (the
-  // sequence so far, prompt and output), greedily; fewer when its confidence
-  // falls below kMinProb or its pages run out; none while the sequence is
-  // still catching up or on a draft-model error (logged, never the
-  // request's). `seq_id` names the sequence whose K/V the call reuses.
-  std::vector<int32_t> propose(uint64_t seq_id, std::span<const int32_t> tokens, int max_draft);
+  // One sequence's share of a propose() call: `tokens` is the sequence so
+  // far (prompt and output), `seq_id` names the sequence whose K/V the call
+  // reuses, max_draft the most draft tokens wanted.
+  struct Request {
+    uint64_t seq_id = 0;
+    std::span<const int32_t> tokens;
+    int max_draft = 0;
+  };
+  // For each request, up to max_draft tokens that the draft model predicts
+  // after its tokens, greedily; fewer when its confidence falls below
+  // kMinProb or its pages run out; none while the sequence is still
+  // catching up or on a draft-model error (logged, never the request's).
+  // All the sequences share each forward pass (the catch-up, then one pass
+  // per draft position), so the draft's weights are read once per position
+  // whatever the number of sequences. At most kMaxCatchUp positions are fed
+  // before the first draft position in all; sequences past that budget
+  // catch up in later calls.
+  std::vector<std::vector<int32_t>> propose(std::span<const Request> requests);
+  // propose() for one sequence.
+  std::vector<int32_t> propose(uint64_t seq_id, std::span<const int32_t> tokens, int max_draft) {
+    const Request r{seq_id, tokens, max_draft};
+    return std::move(propose(std::span<const Request>(&r, 1)).front());
+  }
 
   // Frees the pages of every sequence not in `live` (finished, preempted).
   void retain_only(std::span<const uint64_t> live);
@@ -83,16 +100,16 @@ class DraftModel {
   // Grows s's block table to cover `n_positions`; false when the pool is short.
   bool ensure_pages(SeqState& s, int n_positions);
   void release(SeqState& s);
-  // Feeds tokens at positions [from, from + n) of s (their ids in s.fed's
-  // place); logits of the last one into logits_. False on a forward error.
-  bool feed(SeqState& s, std::span<const int32_t> tokens, int from);
+  // One forward pass of the draft model; rows of logits_ for the tokens
+  // with want_logits. False (logged) on an error.
+  bool forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> tables);
 
   std::string path_;
   std::unique_ptr<Model> model_;      // before backend_: the forward pass reads its weights
   std::unique_ptr<Backend> backend_;  // CPU
   int n_vocab_ = 0;
   std::unordered_map<uint64_t, SeqState> seqs_;
-  std::vector<float> logits_;         // [n_vocab]
+  std::vector<float> logits_;         // [rows][n_vocab]
   LogLimiter log_limited_{10000};
 };
 

@@ -96,26 +96,45 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
       if (s) live.push_back(s->id);
     draft->retain_only(live);
   }
-  // Drafts, within the pages each sequence holds and the spare ones.
+  // Drafts, within the pages each sequence holds and the spare ones: prompt
+  // lookup's first, then the draft model's for the sequences it left without
+  // (one propose() call for all of them, so they share its passes).
   const int ps = kv->page_size();
   std::vector<std::vector<int32_t>> drafts(in_batch.size());
   std::vector<char> from_model(in_batch.size(), 0);  // drafts[i] is the draft model's
-  int draft_rows = 0;
+  std::vector<DraftModel::Request> model_requests;
+  std::vector<size_t> model_request_of;  // in_batch index of each model request
+  int reserved_rows = 0;
   for (size_t i = 0; i < in_batch.size() && opt.draft_tokens > 0; ++i) {
     Sequence& s = *in_batch[i];
-    const int pos = int(s.tokens.size()) - 1;
     // d drafts emit up to d + 1 tokens and write positions up to pos + d.
     if (s.draft_len == 0) s.draft_len = std::min(opt.draft_tokens, kFirstDraftLen);
-    int room = std::min(s.draft_len, kMaxDraftRows - draft_rows);
+    int room = std::min(s.draft_len, kMaxDraftRows - reserved_rows);
     room = std::min(room, n_ctx - int(s.tokens.size()) - 1);
     if (s.request.max_tokens > 0) room = std::min(room, s.request.max_tokens - s.n_generated - 1);
     if (room <= 0) continue;
-    std::vector<int32_t> d = prompt_lookup_draft(s.tokens, room);
-    if (d.empty() && draft) {
-      d = draft->propose(s.id, s.tokens, room);
-      from_model[i] = 1;
+    drafts[i] = prompt_lookup_draft(s.tokens, room);
+    if (!drafts[i].empty()) {
+      reserved_rows += int(drafts[i].size());
+    } else if (draft) {
+      model_requests.push_back(DraftModel::Request{s.id, std::span<const int32_t>(s.tokens), room});
+      model_request_of.push_back(i);
+      reserved_rows += room;
     }
+  }
+  if (!model_requests.empty()) {
+    std::vector<std::vector<int32_t>> proposed = draft->propose(model_requests);
+    for (size_t k = 0; k < proposed.size(); ++k) {
+      drafts[model_request_of[k]] = std::move(proposed[k]);
+      from_model[model_request_of[k]] = 1;
+    }
+  }
+  int draft_rows = 0;
+  for (size_t i = 0; i < in_batch.size(); ++i) {
+    std::vector<int32_t>& d = drafts[i];
     if (d.empty()) continue;
+    Sequence& s = *in_batch[i];
+    const int pos = int(s.tokens.size()) - 1;
     const int held = int(s.pages.block_table.size()) * ps - (pos + 1);
     const int extra_pages = (int(d.size()) - held + ps - 1) / ps;
     if (extra_pages > 0) {
@@ -126,7 +145,6 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
       }
     }
     draft_rows += int(d.size());
-    drafts[i] = std::move(d);
   }
 
   std::vector<BatchToken> batch;

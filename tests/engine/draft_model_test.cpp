@@ -124,6 +124,58 @@ TEST_CASE("a draft model catches a long sequence up over several calls", "[engin
   CHECK(!draft.propose(5, Ids(seq.begin(), seq.begin() + 400), 4).empty());
 }
 
+TEST_CASE("a draft model drafts for several sequences in shared passes as for each alone",
+          "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  LARDER_REQUIRE_MODEL(q8, "stories260K-q8_0.gguf");
+  auto tok = tokenizer_of(model);
+  auto together = DraftModel::load(q8, *tok, KvDtype::kF16, 16, 256, 1);
+  auto alone = DraftModel::load(q8, *tok, KvDtype::kF16, 16, 256, 1);
+  REQUIRE(together.is_ok());
+  REQUIRE(alone.is_ok());
+  const nlohmann::json ref = load_reference();
+  std::vector<Ids> seqs;
+  for (const auto& c : ref["cases"]) seqs.push_back(c["prompt_tokens"].get<Ids>());
+  REQUIRE(seqs.size() >= 3);
+  const Ids long_prompt = reference_prompt("long");  // 299 tokens
+  seqs.push_back(Ids(long_prompt.begin(), long_prompt.begin() + 260));
+  const int lens[] = {1, 3, 8, 2};
+  for (int round = 0; round < 4; ++round) {
+    INFO("round " << round);
+    std::vector<DraftModel::Request> reqs;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      reqs.push_back(DraftModel::Request{100 + i, seqs[i], lens[(i + size_t(round)) % 4]});
+    }
+    const std::vector<Ids> got = together.value()->propose(reqs);
+    REQUIRE(got.size() == seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      INFO("sequence " << i);
+      if (round == 0 && i + 1 == seqs.size()) {
+        // The reference prompts take 414 of the 512 positions a call feeds
+        // before drafting; the last one, 260 more, catches up meanwhile.
+        CHECK(got[i].empty());
+        continue;
+      }
+      const Ids want = alone.value()->propose(100 + i, seqs[i], reqs[i].max_draft);
+      CHECK(got[i] == want);
+      CHECK(!got[i].empty());
+      // The sequence goes on with one token of its own: the first drafted
+      // when there is one.
+      seqs[i].push_back(got[i].empty() ? 5 : got[i].front());
+    }
+  }
+  // The catch-up budget is shared: two new sequences of 300 positions each
+  // can't both be fed in one call; the second drafts one call later.
+  Ids a(long_prompt.begin(), long_prompt.begin() + 290), b(long_prompt.begin() + 1, long_prompt.begin() + 299);
+  std::vector<DraftModel::Request> two = {{1, a, 4}, {2, b, 4}};
+  std::vector<Ids> got = together.value()->propose(two);
+  CHECK(!got[0].empty());
+  CHECK(got[1].empty());
+  got = together.value()->propose(two);
+  CHECK(!got[0].empty());
+  CHECK(!got[1].empty());
+}
+
 TEST_CASE("the model as its own draft: every greedy draft token is accepted, output unchanged",
           "[engine][speculative][draft]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");

@@ -55,6 +55,9 @@ constexpr int kLookupWindow = 1 << 16;
 // costs little per row, but not nothing (bench_verify: on the 1B-shaped Q8_0
 // file 1, 2, 4, 8 drafts cost 1.1, 1.25, 1.5, 1.9 decode steps).
 constexpr int kFirstDraftLen = 2;
+// The draft model's back-off after drafts rejected from their first token:
+// at most 2^5 - 1 = 31 steps without it (see run_decode).
+constexpr int kMaxDraftModelBackoff = 5;
 
 }  // namespace
 
@@ -116,6 +119,8 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
     drafts[i] = prompt_lookup_draft(s.tokens, room);
     if (!drafts[i].empty()) {
       reserved_rows += int(drafts[i].size());
+    } else if (draft && s.draft_model_wait > 0) {
+      --s.draft_model_wait;
     } else if (draft) {
       model_requests.push_back(DraftModel::Request{s.id, std::span<const int32_t>(s.tokens), room});
       model_request_of.push_back(i);
@@ -187,6 +192,18 @@ void Engine::Impl::run_decode(const std::vector<Sequence*>& active, int spare_pa
         ++agreed_count;
       }
       if (s.state == SeqState::kFinished || !agreed) break;
+    }
+    if (from_model[i] && !d.empty()) {
+      // A draft model that keeps missing is asked less often: after k
+      // drafts in a row rejected from their first token, it waits
+      // 2^k - 1 steps (at most 31), so a draft model that does not suit
+      // the served one costs about 1/32 of its passes rather than all.
+      if (agreed_count == 0) {
+        s.draft_model_misses = std::min(s.draft_model_misses + 1, kMaxDraftModelBackoff);
+        s.draft_model_wait = (1 << s.draft_model_misses) - 1;
+      } else {
+        s.draft_model_misses = 0;
+      }
     }
     if (!d.empty()) {
       s.draft_len = agreed_count == int(d.size()) ? std::min(opt.draft_tokens, 2 * int(d.size()))

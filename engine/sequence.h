@@ -61,6 +61,10 @@ struct Sequence {
   // Speculative decoding (engine_decode.cpp): drafts proposed next step at
   // most; 0 before the first draft.
   int draft_len = 0;
+  // Draft-model drafts whose first token was rejected, in a row, and the
+  // decode steps still to go without asking the draft model (back-off).
+  int draft_model_misses = 0;
+  int draft_model_wait = 0;
   SeqPages pages;                    // block table and sealed keys (engine/kv/kv_cache_manager.h)
   std::vector<PageKey> cacheable_keys;  // keys of the full pages a cache hit may cover (computed once per admission)
   // Lookup in the lower tiers (prefetch), issued while queued near the

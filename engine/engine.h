@@ -35,7 +35,9 @@ struct EngineOptions {
   // A GGUF file sharing the model's vocabulary whose greedy continuation
   // drafts tokens where prompt lookup finds none (engine/draft_model.h),
   // verified the same way (draft_tokens must be > 0). It runs on the CPU
-  // with K/V pages of its own for the running sequences. Empty: none.
+  // with K/V pages of its own for the running sequences; a sequence whose
+  // drafts from it keep missing asks it less often (engine_decode.cpp).
+  // Empty: none.
   std::string draft_model;
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");

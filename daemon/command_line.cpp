@@ -24,7 +24,10 @@ constexpr KeyFlag kKeyFlags[] = {
     {"--model", "model.path", "PATH", "GGUF model file to serve ([model] path)"},
     {"--draft-model", "engine.draft_model", "PATH",
      "GGUF file sharing the model's vocabulary that drafts tokens for speculative decoding ([engine] "
-     "draft_model; needs draft_tokens > 0)"},
+     "draft_model; needs --draft-tokens)"},
+    {"--draft-tokens", "engine.draft_tokens", "N",
+     "draft tokens verified per sequence and step, from prompt lookup and the draft model; 0: off ([engine] "
+     "draft_tokens)"},
     {"--host", "server.host", "H", "address to listen on ([server] host; default 127.0.0.1)"},
     {"--port", "server.port", "N", "TCP port to listen on ([server] port; default 8080)"},
     {"--cache-dir", "cache.disk.dir", "DIR",
@@ -104,6 +107,13 @@ Result<CommandLine> parse_command_line(int argc, const char* const* argv,
   for (size_t i = 0; i < std::size(kKeyFlags); ++i) {
     if (options[i]->count() == 0) continue;
     LARDER_RETURN_IF_ERROR(set_config_value(kKeyFlags[i].key, values[i], out.config, kKeyFlags[i].flag));
+  }
+  // Keys that only make sense together, checked once file and flags are in
+  // (so that a reload refuses what a restart would).
+  if (!out.config.engine.draft_model.empty() && out.config.engine.draft_tokens == 0) {
+    return Status::invalid_argument(
+        "config error: engine.draft_model is set but engine.draft_tokens is 0: set [engine] draft_tokens "
+        "or --draft-tokens (1-32) to draft with it");
   }
   if (print_config) {
     out.exit_now = true;

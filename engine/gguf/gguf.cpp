@@ -341,7 +341,9 @@ Status GgufParser::parse() {
 // ---- GgufFile ----------------------------------------------------------------
 
 Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+  // below, as everything that is not a regular file).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int e = errno;
     if (e == ENOENT) return Status::not_found(path + ": no such file");

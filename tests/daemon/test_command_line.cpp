@@ -136,6 +136,28 @@ TEST_CASE("bad flag values are errors naming the flag and the range", "[daemon][
   CHECK_THAT(error_of({"stray"}), Catch::Contains("stray"));
 }
 
+TEST_CASE("--draft-model needs draft tokens, from --draft-tokens or the file", "[daemon][cli]") {
+  ScopedEnv env("LARDER_CONFIG", nullptr);
+  CHECK_THAT(error_of({"--model", "m.gguf", "--draft-model", "d.gguf"}),
+             Catch::Contains("engine.draft_model is set but engine.draft_tokens is 0") &&
+                 Catch::Contains("--draft-tokens"));
+  auto r = parse({"--model", "m.gguf", "--draft-model", "d.gguf", "--draft-tokens", "6"});
+  REQUIRE(r.is_ok());
+  CHECK(r->config.engine.draft_model == "d.gguf");
+  CHECK(r->config.engine.draft_tokens == 6);
+  CHECK_THAT(error_of({"--draft-tokens", "33"}), Catch::Contains("between 0 and 32"));
+  TempFile file("draft.toml", "[engine]\ndraft_tokens = 3\n");
+  r = parse({"--config", file.path().c_str(), "--draft-model", "d.gguf"});
+  REQUIRE(r.is_ok());
+  CHECK(r->config.engine.draft_tokens == 3);
+  // A flag of "" takes back the file's draft model.
+  TempFile with_model("draft2.toml", "[engine]\ndraft_model = \"d.gguf\"\n");
+  CHECK_THAT(error_of({"--config", with_model.path().c_str()}), Catch::Contains("draft_tokens is 0"));
+  r = parse({"--config", with_model.path().c_str(), "--draft-model", ""});
+  REQUIRE(r.is_ok());
+  CHECK(r->config.engine.draft_model.empty());
+}
+
 TEST_CASE("--help, --version and --print-config ask to exit", "[daemon][cli]") {
   ScopedEnv env("LARDER_CONFIG", nullptr);
   auto r = parse({"--help"});

@@ -140,6 +140,24 @@ TEST_CASE("reload: a bad file or a refused cache change applies nothing", "[daem
   CHECK_THAT(gone.status().message(), Catch::Contains(f.file.path()));
 }
 
+// Found by the hostile pass of the draft model: a reload that set
+// draft_tokens to 0 beside a draft model was taken (as needing a restart),
+// and the restart then failed. Keys that only work together are checked on
+// every load, so the reload is refused.
+TEST_CASE("reload: a draft model without draft tokens is refused", "[daemon][reload]") {
+  ScopedEnv key("LARDER_API_KEY", nullptr);
+  Fixture f;
+  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 0\ndraft_model = \"d.gguf\"\n");
+  Result<ReloadReport> r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("engine.draft_model is set but engine.draft_tokens is 0"));
+  CHECK(f.reloader->in_force().engine.draft_model.empty());
+  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"d.gguf\"\n");
+  r = f.reloader->reload();
+  REQUIRE(r.is_ok());
+  CHECK(r->restart_needed.size() == 2);  // both engine keys
+}
+
 // Seen in hostile testing: the config file swapped for a FIFO made every
 // reload block in open() or read() for ever (and, on libuv's pool, four of
 // them stopped every chat request). Files that are not regular files are

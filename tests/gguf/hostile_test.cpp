@@ -5,10 +5,13 @@
 //   24 first key: length u64 | 32 key bytes | type u32 | value ...
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -168,6 +171,24 @@ TEST_CASE("bad headers", "[gguf][hostile]") {
     auto d = GgufFile::open(std::filesystem::temp_directory_path().string());
     CHECK_FALSE(d.is_ok());
     CHECK(open_bytes({}).code() == StatusCode::kCorruption);
+  }
+  SECTION("a FIFO is refused without waiting for a writer") {
+    // Found by the hostile pass of the draft model: --draft-model (and
+    // --model) naming a FIFO blocked start-up in open() for ever.
+    const std::string path = temp_file("fifo.gguf");
+    std::filesystem::remove(path);
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    auto pending = std::async(std::launch::async, [&] { return GgufFile::open(path).status(); });
+    if (pending.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      const int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);  // unblock it, then fail
+      if (w >= 0) ::close(w);
+      std::filesystem::remove(path);
+      FAIL("opening a FIFO as a GGUF file blocked");
+    }
+    const Status st = pending.get();
+    std::filesystem::remove(path);
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(has(st, "not a regular file"));
   }
   SECTION("alignment 0 and 48") {
     for (uint32_t a : {0u, 48u}) {

@@ -20,26 +20,31 @@ Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path, co
   d->model_ = std::move(model).value();
   Result<std::unique_ptr<Tokenizer>> tok = Tokenizer::from_gguf(d->model_->gguf());
   if (!tok.is_ok()) {
-    return Status(tok.status().code(), "engine.draft_model " + path + ": " + tok.status().message());
+    return Status(tok.status().code(), "engine.draft_model: " + path + ": " + tok.status().message());
   }
   const LlamaHparams& hp = d->model_->hparams();
   const Tokenizer& mine = *tok.value();
-  if (mine.n_vocab() != target.n_vocab() || hp.n_vocab != target.n_vocab()) {
-    return Status::invalid_argument("engine.draft_model " + path + ": its vocabulary has " +
-                                    std::to_string(mine.n_vocab()) + " tokens (the model " +
-                                    std::to_string(hp.n_vocab) + "), the served model's " +
+  if (mine.n_vocab() != target.n_vocab()) {
+    return Status::invalid_argument("engine.draft_model: " + path + ": its vocabulary has " +
+                                    std::to_string(mine.n_vocab()) + " tokens, the served model's " +
                                     std::to_string(target.n_vocab()) +
                                     "; a draft model must share the served model's vocabulary");
   }
+  if (hp.n_vocab != mine.n_vocab()) {
+    return Status::corruption("engine.draft_model: " + path + ": its vocabulary has " +
+                              std::to_string(mine.n_vocab()) + " tokens but its output layer " +
+                              std::to_string(hp.n_vocab) + " rows");
+  }
   for (int32_t id = 0; id < target.n_vocab(); ++id) {
     if (mine.token_text(id) != target.token_text(id)) {
-      return Status::invalid_argument("engine.draft_model " + path + ": token " + std::to_string(id) + " is '" +
+      return Status::invalid_argument("engine.draft_model: " + path + ": token " + std::to_string(id) + " is '" +
                                       mine.token_text(id) + "' there and '" + target.token_text(id) +
                                       "' in the served model; a draft model must share the served model's vocabulary");
     }
   }
   d->n_vocab_ = hp.n_vocab;
   if (dtype == KvDtype::kQ8_0 && hp.kv_dim() % 32 != 0) dtype = KvDtype::kF16;
+  spdlog::info("draft model {}: vocabulary checked, preparing its weights", path);
   BackendOptions bopt;
   bopt.device = "cpu";
   bopt.layout = KvLayout{hp.n_layer, hp.kv_dim(), page_size, dtype};
@@ -47,7 +52,7 @@ Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path, co
   bopt.n_threads = n_threads;
   Result<std::unique_ptr<Backend>> backend = create_backend(*d->model_, bopt);
   if (!backend.is_ok()) {
-    return Status(backend.status().code(), "engine.draft_model " + path + ": " + backend.status().message());
+    return Status(backend.status().code(), "engine.draft_model: " + path + ": " + backend.status().message());
   }
   d->backend_ = std::move(backend).value();
   d->logits_.resize(size_t(d->n_vocab_));

@@ -299,13 +299,13 @@ TEST_CASE("a draft model that does not fit is refused at start-up with the reaso
   REQUIRE(write_random_llama_gguf(other, spec).is_ok());
   std::string msg = refused(other, 4);
   CHECK_THAT(msg, Catch::Contains("must share the served model's vocabulary"));
+  CHECK_THAT(msg, Catch::Contains("engine.draft_model: "));
   CHECK_THAT(msg, Catch::Contains("other.gguf: token "));
   // Another vocabulary size.
   spec.n_vocab = 600;
   REQUIRE(write_random_llama_gguf(other, spec).is_ok());
   msg = refused(other, 4);
-  CHECK_THAT(msg, Catch::Contains("600 tokens"));
-  CHECK_THAT(msg, Catch::Contains("served model's 512"));
+  CHECK_THAT(msg, Catch::Contains("other.gguf: its vocabulary has 600 tokens, the served model's 512"));
   // Missing, not a GGUF file, and no draft tokens to draft.
   CHECK_THAT(refused(dir.str() + "/missing.gguf", 4), Catch::Contains("missing.gguf"));
   {

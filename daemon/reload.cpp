@@ -1,5 +1,10 @@
 #include "daemon/reload.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <spdlog/spdlog.h>
 
 #include "daemon/api_keys.h"
@@ -31,6 +36,26 @@ DaemonConfig ConfigReloader::in_force() const {
   return in_force_;
 }
 
+namespace {
+// A model file a restart would open (model.path, engine.draft_model): a
+// reload that names one that is missing or not a regular file is refused,
+// since the restart it asks for would fail. (stat only: whether the file is
+// a usable GGUF is for the restart to say.)
+Status check_model_file(const char* key, const std::string& was, const std::string& now) {
+  if (now == was || now.empty()) return Status::ok();
+  struct stat st {};
+  if (::stat(now.c_str(), &st) != 0) {
+    return Status::invalid_argument(std::string(key) + " = \"" + now + "\": " + std::strerror(errno) +
+                                    " (a restart would fail; nothing applied)");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status::invalid_argument(std::string(key) + " = \"" + now +
+                                    "\": not a regular file (a restart would fail; nothing applied)");
+  }
+  return Status::ok();
+}
+}  // namespace
+
 Result<ReloadReport> ConfigReloader::reload() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<const char*> argv;
@@ -39,6 +64,9 @@ Result<ReloadReport> ConfigReloader::reload() {
   if (!parsed.is_ok()) return parsed.status();
   DaemonConfig next = std::move(parsed->config);
   LARDER_RETURN_IF_ERROR(add_api_keys_from_file_and_env(next));
+  LARDER_RETURN_IF_ERROR(check_model_file("model.path", in_force_.engine.model_path, next.engine.model_path));
+  LARDER_RETURN_IF_ERROR(
+      check_model_file("engine.draft_model", in_force_.engine.draft_model, next.engine.draft_model));
 
   ReloadReport report;
   report.config_path = parsed->config_path;

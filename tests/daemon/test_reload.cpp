@@ -152,8 +152,20 @@ TEST_CASE("reload: a draft model without draft tokens is refused", "[daemon][rel
   REQUIRE_FALSE(r.is_ok());
   CHECK_THAT(r.status().message(), Catch::Contains("engine.draft_model is set but engine.draft_tokens is 0"));
   CHECK(f.reloader->in_force().engine.draft_model.empty());
-  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"d.gguf\"\n");
+  // Found by the new-user pass: a reload naming a draft model (or model)
+  // file that does not exist was taken too; a restart would fail on it.
+  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"/nope/d.gguf\"\n");
   r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("engine.draft_model = \"/nope/d.gguf\": No such file"));
+  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"/tmp\"\n");
+  r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("engine.draft_model = \"/tmp\": not a regular file"));
+  TempFile draft("d.gguf", "any bytes: only a restart reads it");
+  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"" + draft.path() + "\"\n");
+  r = f.reloader->reload();
+  INFO(r.status().to_string());
   REQUIRE(r.is_ok());
   CHECK(r->restart_needed.size() == 2);  // both engine keys
 }

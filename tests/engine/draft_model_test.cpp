@@ -219,18 +219,7 @@ TEST_CASE("a Q8_0 draft model changes no greedy or seeded sampled token", "[engi
   INFO("greedy: drafted " << greedy.draft_model_tokens << ", accepted " << greedy.draft_model_tokens_accepted);
   CHECK(greedy.draft_model_tokens_accepted > 0);
   CHECK(greedy.draft_model_tokens_accepted <= greedy.draft_model_tokens);
-  int64_t differing = 0;
-  for (uint64_t seed = 1; seed <= 16; ++seed) {
-    GenerationRequest req = greedy_request(reference_prompt("once_upon"), 40);
-    req.sampling.temperature = seed % 3 == 0 ? 1.5f : 0.7f;
-    req.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
-    req.sampling.repeat_penalty = seed % 4 == 0 ? 1.1f : 1.0f;
-    req.sampling.seed = seed;
-    const Generated a = generate(*on, req), b = generate(*off, req);
-    INFO("seed " << seed);
-    CHECK(a.tokens == b.tokens);
-    differing += a.tokens != generate(*off, [&] { auto r = req; r.sampling.seed = seed + 1000; return r; }()).tokens;
-  }
+  const int64_t differing = check_same_seeded_samples(*on, *off, reference_prompt("once_upon"), 40, 16);
   CHECK(differing >= 12);  // the seed matters, so the equality above says something
   CHECK(on->stats().draft_model_tokens > greedy.draft_model_tokens);
 }

@@ -114,6 +114,29 @@ inline Generated generate(Engine& engine, GenerationRequest req) {
   return g;
 }
 
+// Seeds 1..n_seeds of a sampled request whose settings vary with the seed
+// (temperature 0.8 or 1.5, top_p 1 or 0.9, repeat penalty 1 or 1.1): `a`
+// and `b` must give the same tokens for each (CHECKed). Returns how many
+// seeds give other tokens on `b` with seed + 1000, which shows the seed
+// matters (so the equality says something).
+inline int64_t check_same_seeded_samples(Engine& a, Engine& b, const std::vector<int32_t>& prompt, int max_tokens,
+                                         uint64_t n_seeds) {
+  int64_t differing = 0;
+  for (uint64_t seed = 1; seed <= n_seeds; ++seed) {
+    GenerationRequest req = greedy_request(prompt, max_tokens);
+    req.sampling.temperature = seed % 3 == 0 ? 1.5f : 0.8f;
+    req.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
+    req.sampling.repeat_penalty = seed % 4 == 0 ? 1.1f : 1.0f;
+    req.sampling.seed = seed;
+    const Generated x = generate(a, req), y = generate(b, req);
+    INFO("seed " << seed);
+    CHECK(x.tokens == y.tokens);
+    req.sampling.seed = seed + 1000;
+    differing += generate(b, req).tokens != y.tokens;
+  }
+  return differing;
+}
+
 inline nlohmann::json load_reference() {
   auto dir = test_models_dir();
   std::ifstream f(*dir + "/reference.json");

@@ -95,18 +95,7 @@ TEST_CASE("drafts change no sampled token for a fixed seed", "[engine][speculati
   with.draft_tokens = 8;
   without.draft_tokens = 0;
   auto on = make_engine(with), off = make_engine(without);
-  int64_t differing = 0;
-  for (uint64_t seed = 1; seed <= 24; ++seed) {
-    GenerationRequest req = greedy_request(repeating_prompt(), 48);
-    req.sampling.temperature = seed % 3 == 0 ? 1.5f : 0.8f;
-    req.sampling.top_p = seed % 2 == 0 ? 0.9f : 1.0f;
-    req.sampling.repeat_penalty = seed % 4 == 0 ? 1.1f : 1.0f;
-    req.sampling.seed = seed;
-    const Generated a = generate(*on, req), b = generate(*off, req);
-    INFO("seed " << seed);
-    CHECK(a.tokens == b.tokens);
-    differing += a.tokens != generate(*off, [&] { auto r = req; r.sampling.seed = seed + 1000; return r; }()).tokens;
-  }
+  const int64_t differing = check_same_seeded_samples(*on, *off, repeating_prompt(), 48, 24);
   // Different seeds do give different samples (so the equality above is not
   // that of a sampler that ignores its seed).
   CHECK(differing >= 20);

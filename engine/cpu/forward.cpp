@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <new>
 #include <string>
@@ -11,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/cpu/attention.h"
+#include "engine/cpu/huge_pages.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_packed.h"
@@ -118,6 +121,23 @@ struct CpuForward::Impl {
   // Q8_0, Q4_K, Q6_K and F16 matrices repacked (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
+  // The weights the forward pass reads, as the model's views but with every
+  // tensor that is not repacked copied out of the file mapping (create()):
+  // once loaded, nothing reads the mapping, so a model file truncated or
+  // rewritten in place while serving cannot fault the process (SIGBUS).
+  // A packed matrix keeps the mapping's address, the key of `packed`. A
+  // token_embd over CpuForwardOptions::embd_copy_bytes is not copied: its
+  // rows are read with pread (GgufFile::read_at) into embd_row, and a file
+  // that shrank fails the forward call with an error. (A tied output
+  // matrix that is not packed and the embedding share one copy.)
+  WeightView token_embd, output_norm, output, rope_freqs;
+  std::vector<LayerWeights> layers;
+  bool embd_by_read = false;
+  std::vector<uint8_t> embd_row;
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<void, FreeDeleter>> owned;  // the copies
   std::vector<float> scores;     // (n_threads, attention_scratch_floats)
   size_t scores_stride = 0;
   struct Tile { int first, n; };  // batch[first, first + n): one sequence, consecutive positions
@@ -142,7 +162,81 @@ struct CpuForward::Impl {
   void attention(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
                  int layer);
   Status validate(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs) const;
+  // Fills token_embd .. layers from the model, copying what is not packed
+  // out of the mapping (after the packing). kResourceExhausted when a copy
+  // cannot be allocated.
+  // Embeddings up to embd_copy_bytes are copied; larger ones (128k-token
+  // vocabularies: 280 MB for the 1B-shaped Q8_0 file) are read a row at a
+  // time, a pread of a few KB per token instead of their bytes in memory.
+  Status own_weights(size_t embd_copy_bytes);
+  // Token `token`'s embedding row, dequantized into out [n_embd].
+  Status embed(int32_t token, float* out);
 };
+
+namespace {
+size_t view_bytes(const WeightView& w) { return size_t(std::max<int64_t>(1, w.ne[1])) * w.row_bytes; }
+}  // namespace
+
+Status CpuForward::Impl::own_weights(size_t embd_copy_bytes) {
+  token_embd = model.token_embd();
+  output_norm = model.output_norm();
+  output = model.output();
+  rope_freqs = model.rope_freq_factors();
+  layers = model.layers();
+  std::unordered_map<const uint8_t*, const uint8_t*> copied;  // mapping address -> copy
+  auto copy = [&](WeightView& w) -> Status {
+    if (w.data == nullptr) return Status::ok();
+    if (auto it = copied.find(w.data); it != copied.end()) {
+      w.data = it->second;
+      return Status::ok();
+    }
+    const size_t bytes = view_bytes(w);
+    void* mem = alloc_huge_aligned(bytes);
+    if (mem == nullptr) {
+      return Status::resource_exhausted("cannot allocate " + std::to_string(bytes) +
+                                        " bytes for a copy of the weights: the model does not fit in memory");
+    }
+    owned.emplace_back(mem);
+    std::memcpy(mem, w.data, bytes);
+    model.gguf().drop_resident(w.data, bytes);
+    copied.emplace(w.data, static_cast<const uint8_t*>(mem));
+    w.data = static_cast<const uint8_t*>(mem);
+    return Status::ok();
+  };
+  // Matrices: those packed stay keyed by their mapping address.
+  auto matrix = [&](WeightView& w) { return packed.count(w.data) != 0 ? Status::ok() : copy(w); };
+  LARDER_RETURN_IF_ERROR(matrix(output));
+  for (LayerWeights& l : layers) {
+    for (WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      LARDER_RETURN_IF_ERROR(matrix(*w));
+    }
+    for (WeightView* w : {&l.attn_norm, &l.ffn_norm, &l.bq, &l.bk, &l.bv, &l.bo, &l.attn_q_norm, &l.attn_k_norm}) {
+      LARDER_RETURN_IF_ERROR(copy(*w));
+    }
+  }
+  LARDER_RETURN_IF_ERROR(copy(output_norm));
+  LARDER_RETURN_IF_ERROR(copy(rope_freqs));
+  // The embedding: copied when small or already copied as the (unpacked,
+  // tied) output matrix; else read by rows.
+  if (copied.count(token_embd.data) != 0 || view_bytes(token_embd) <= embd_copy_bytes) {
+    LARDER_RETURN_IF_ERROR(copy(token_embd));
+  } else {
+    embd_by_read = true;
+    embd_row.resize(token_embd.row_bytes);
+  }
+  return Status::ok();
+}
+
+Status CpuForward::Impl::embed(int32_t token, float* out) {
+  const int d = hp.n_embd;
+  if (!embd_by_read) {
+    dequantize_row(token_embd.type, token_embd.row(token), out, d);
+    return Status::ok();
+  }
+  LARDER_RETURN_IF_ERROR(model.gguf().read_at(token_embd.row(token), embd_row.data(), embd_row.size()));
+  dequantize_row(token_embd.type, embd_row.data(), out, d);
+  return Status::ok();
+}
 
 const void* CpuForward::Impl::packed_input(const WeightView& w, MatmulInput& into, const float* in, int n) const {
   if (w.type == GgmlType::kF16) return in;
@@ -356,6 +450,7 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
       spdlog::info("cpu forward: {} matrices repacked for the packed kernels ({:.1f} MiB)", m.packed.size(),
                    double(bytes) / (1 << 20));
   }
+  LARDER_RETURN_IF_ERROR(m.own_weights(options.embd_copy_bytes));
   spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,
                 m.q8_path == Q8Path::kInt8 ? "vnni" : "dequant-fma");
   return f;
@@ -364,6 +459,8 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
 CpuForward::~CpuForward() = default;
 
 int CpuForward::n_threads() const { return impl_->threads.n_threads(); }
+
+bool CpuForward::reads_embedding_rows() const { return impl_->embd_by_read; }
 
 Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
                            bool prefill, float* logits_out) {
@@ -404,16 +501,15 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
   }
 
   // Embedding rows and RoPE tables (shared by all layers and heads).
-  const WeightView& emb = m.model.token_embd();
   for (int i = 0; i < n; ++i) {
-    dequantize_row(emb.type, emb.row(batch[i].token), m.x.data() + size_t(i) * d, d);
-    rope_tables_scaled(hp, reinterpret_cast<const float*>(m.model.rope_freq_factors().data),
+    LARDER_RETURN_IF_ERROR(m.embed(batch[i].token, m.x.data() + size_t(i) * d));
+    rope_tables_scaled(hp, reinterpret_cast<const float*>(m.rope_freqs.data),
                        batch[i].pos, m.rope_cos.data() + size_t(i) * half_rot,
                        m.rope_sin.data() + size_t(i) * half_rot);
   }
 
   for (int l = 0; l < hp.n_layer; ++l) {
-    const LayerWeights& lw = m.model.layers()[l];
+    const LayerWeights& lw = m.layers[size_t(l)];
     const float* attn_norm = reinterpret_cast<const float*>(lw.attn_norm.data);
     for (int i = 0; i < n; ++i)
       rmsnorm(m.xb.data() + size_t(i) * d, m.x.data() + size_t(i) * d, attn_norm, d, hp.rms_eps);
@@ -461,11 +557,11 @@ Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const Se
   // Output head, only for the rows that want logits: (n_want, n_vocab).
   const int n_want = int(m.want.size());
   if (n_want == 0) return Status::ok();
-  const float* out_norm = reinterpret_cast<const float*>(m.model.output_norm().data);
+  const float* out_norm = reinterpret_cast<const float*>(m.output_norm.data);
   for (int j = 0; j < n_want; ++j)
     rmsnorm(m.xb.data() + size_t(j) * d, m.x.data() + size_t(m.want[j]) * d, out_norm, d,
             hp.rms_eps);
-  m.matmul(m.model.output(), m.xb.data(), n_want, logits_out);
+  m.matmul(m.output, m.xb.data(), n_want, logits_out);
   return Status::ok();
 }
 

@@ -59,6 +59,10 @@ std::string cpu_numerics_id();
 
 struct CpuForwardOptions {
   int n_threads = 0;       // 0: all cores
+  // A token_embd of at most this many bytes is copied out of the file
+  // mapping at load; a larger one is read a row at a time with pread (see
+  // CpuForward::Impl::own_weights). Tests set 0 to take the read path.
+  size_t embd_copy_bytes = size_t(64) << 20;
 };
 
 class CpuForward {
@@ -78,6 +82,10 @@ class CpuForward {
                  bool prefill, float* logits_out);
 
   int n_threads() const;
+  // True when token_embd rows are read from the file at each use (larger
+  // than CpuForwardOptions::embd_copy_bytes, and not shared with an output
+  // matrix that was copied); false when the embedding was copied at load.
+  bool reads_embedding_rows() const;
 
  private:
   CpuForward() = default;

@@ -368,8 +368,11 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   }
   void* m = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int e = errno;
-  ::close(fd);  // the mapping stays valid
-  if (m == MAP_FAILED) return Status::io_error(path + ": mmap failed: " + std::strerror(e));
+  if (m == MAP_FAILED) {
+    ::close(fd);
+    return Status::io_error(path + ": mmap failed: " + std::strerror(e));
+  }
+  f->fd_ = fd;  // for read_at; the mapping stays valid either way
   f->map_ = static_cast<const uint8_t*>(m);
   GgufParser parser(f.get());
   LARDER_RETURN_IF_ERROR(parser.parse());
@@ -386,6 +389,27 @@ void GgufFile::drop_resident(const uint8_t* p, size_t n) const {
 
 GgufFile::~GgufFile() {
   if (map_) ::munmap(const_cast<uint8_t*>(map_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status GgufFile::read_at(const uint8_t* p, void* dst, size_t n) const {
+  if (map_ == nullptr || fd_ < 0 || p < map_ || n > size_ || size_t(p - map_) > size_ - n) {
+    return Status::invalid_argument(path_ + ": read_at outside the file's mapping");
+  }
+  const off_t offset = off_t(p - map_);
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd_, static_cast<uint8_t*>(dst) + done, n - done, offset + off_t(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const std::string why = r < 0 ? std::string(std::strerror(errno)) : "the file is shorter now";
+      return Status::io_error(path_ + " changed on disk after it was loaded (" + why + " at byte " +
+                               std::to_string(size_t(offset) + done) + " of the " + std::to_string(size_) +
+                               " loaded): restart larderd to load it again");
+    }
+    done += size_t(r);
+  }
+  return Status::ok();
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

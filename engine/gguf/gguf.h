@@ -90,6 +90,12 @@ class GgufFile {
   // page cache and come back on the next read). For bytes that were copied
   // elsewhere (repacked weights). A range outside the mapping is ignored.
   void drop_resident(const uint8_t* p, size_t n) const;
+  // Copies the n bytes the mapping shows at [p, p + n) into dst with a
+  // read of the file (pread), not through the mapping: a file truncated
+  // since it was opened gives an error (kIOError, naming the file and
+  // saying to restart) where a read of the mapping would raise SIGBUS.
+  // kInvalidArgument for a range outside the mapping.
+  Status read_at(const uint8_t* p, void* dst, size_t n) const;
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
 
  private:
@@ -97,6 +103,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;  // kept open for read_at
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
   std::map<std::string, GgufValue> kv_;

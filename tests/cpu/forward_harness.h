@@ -19,7 +19,8 @@ struct ForwardHarness {
   std::unique_ptr<CpuForward> fwd;
   std::vector<std::vector<int32_t>> pages;  // per sequence
 
-  ForwardHarness(const std::string& path, KvDtype dtype, int n_threads, int n_pages = 256) {
+  ForwardHarness(const std::string& path, KvDtype dtype, int n_threads, int n_pages = 256,
+                 size_t embd_copy_bytes = CpuForwardOptions{}.embd_copy_bytes) {
     auto m = Model::load(path);
     REQUIRE(m.is_ok());
     model = std::move(m).value();
@@ -28,7 +29,10 @@ struct ForwardHarness {
     auto p = PagePool::create(lay, n_pages);
     REQUIRE(p.is_ok());
     pool = std::move(p).value();
-    auto f = CpuForward::create(*model, *pool, CpuForwardOptions{n_threads});
+    CpuForwardOptions o;
+    o.n_threads = n_threads;
+    o.embd_copy_bytes = embd_copy_bytes;
+    auto f = CpuForward::create(*model, *pool, o);
     REQUIRE(f.is_ok());
     fwd = std::move(f).value();
   }

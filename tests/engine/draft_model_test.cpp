@@ -307,3 +307,28 @@ TEST_CASE("a draft model that does not fit is refused at start-up with the reaso
   CHECK_THAT(refused(dir.str() + "/junk.gguf", 4), Catch::Contains("junk.gguf"));
   CHECK_THAT(refused(model, 0), Catch::Contains("draft_tokens is 0"));
 }
+
+// Found by the hostile pass: a model file truncated in place while the
+// daemon served killed it with SIGBUS (the forward pass read through the
+// file mapping). Both files, served and draft, now are read only at load.
+TEST_CASE("the served and the draft model files truncated while serving: the same output, no fault",
+          "[engine][speculative][draft]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  LARDER_REQUIRE_MODEL(q8, "stories260K-q8_0.gguf");
+  TempDir dir;
+  const std::string served = dir.str() + "/served.gguf", drafting = dir.str() + "/draft.gguf";
+  std::filesystem::copy_file(model, served);
+  std::filesystem::copy_file(q8, drafting);
+  auto engine = make_engine(with_draft(served, drafting, 8));
+  const GenerationRequest req = greedy_request(reference_prompt("once_upon"), 48);
+  const Generated before = generate(*engine, req);
+  REQUIRE(before.final.finish == FinishReason::kLength);
+  std::filesystem::resize_file(served, 0);
+  std::filesystem::resize_file(drafting, 100);
+  const Generated after = generate(*engine, req);
+  CHECK(after.tokens == before.tokens);
+  // A prompt it has not seen: its pages are computed, not found in memory.
+  const Generated other = generate(*engine, greedy_request(reference_prompt("long"), 8));
+  CHECK(other.final.finish == FinishReason::kLength);
+  CHECK(engine->stats().draft_model_tokens > 0);
+}

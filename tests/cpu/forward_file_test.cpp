@@ -1,0 +1,64 @@
+// The model file changing under a running forward pass: found by the hostile
+// pass of the draft model (2026-12-05), a GGUF file truncated in place while
+// the daemon served (cp over it, truncate) killed it with SIGBUS, since the
+// forward pass read embedding rows and unpacked tensors through the file
+// mapping. Now every tensor that is not repacked is copied at load, and a
+// large embedding is read by rows with pread: a truncated file leaves the
+// copied weights computing the same bits, and a row read past the new end
+// is an error of the forward call, not a signal.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/cpu/forward_harness.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_models.h"
+
+using namespace larder;
+using namespace larder::testing;
+
+TEST_CASE("a model file truncated after load: copies compute the same bits, row reads fail cleanly",
+          "[cpu][forward]") {
+  for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-f16.gguf"}) {
+    LARDER_REQUIRE_MODEL(model, file);
+    INFO(file);
+    TempDir dir;
+    const std::string copy = dir.str() + "/model.gguf";
+    std::filesystem::copy_file(model, copy);
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 300, 31, 7};
+    // The reference: the original file, untouched, embedding copied.
+    ForwardHarness ref(model, KvDtype::kF32, 1);
+    const std::vector<float> want = ref.prefill(ref.new_seq(16), prompt);
+
+    ForwardHarness copied(copy, KvDtype::kF32, 1);              // embedding copied (small)
+    ForwardHarness by_rows(copy, KvDtype::kF32, 1, 256, 0);    // embedding read by rows
+    CHECK_FALSE(copied.fwd->reads_embedding_rows());
+    CHECK(copied.prefill(copied.new_seq(16), prompt) == want);
+    CHECK(by_rows.prefill(by_rows.new_seq(16), prompt) == want);
+
+    for (uintmax_t size : {uintmax_t(4096), uintmax_t(0)}) {
+      INFO("truncated to " << size << " bytes");
+      std::filesystem::resize_file(copy, size);
+      // Nothing of `copied` reads the file any more: the same logits.
+      CHECK(copied.prefill(copied.new_seq(16), prompt) == want);
+      if (!by_rows.fwd->reads_embedding_rows()) {
+        // stories260K's F32 output matrix is its embedding (tied) and is not
+        // repacked: it was copied whole, and the embedding shares the copy.
+        CHECK(std::string(file) == "stories260K.gguf");
+        CHECK(by_rows.prefill(by_rows.new_seq(16), prompt) == want);
+        continue;
+      }
+      // The row reads find the file shorter: an error naming it.
+      std::vector<BatchToken> batch = {{prompt[0], 0, int32_t(by_rows.new_seq(16)), true}};
+      std::vector<float> logits(size_t(by_rows.n_vocab()));
+      const auto tables = by_rows.tables();
+      const Status st = by_rows.fwd->forward(batch, tables, false, logits.data());
+      REQUIRE_FALSE(st.is_ok());
+      CHECK(st.code() == StatusCode::kIOError);
+      CHECK_THAT(st.message(), Catch::Contains(copy + " changed on disk after it was loaded") &&
+                                   Catch::Contains("restart larderd"));
+    }
+  }
+}

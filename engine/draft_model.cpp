@@ -133,13 +133,24 @@ std::vector<std::vector<int32_t>> DraftModel::propose(std::span<const Request> r
   int budget = kMaxCatchUp;
   for (size_t i = 0; i < requests.size() && budget > 0; ++i) {
     const Request& r = requests[i];
-    const int len = int(r.tokens.size());
-    if (r.max_draft <= 0 || len == 0 || !seen.insert(r.seq_id).second) continue;
+    if (r.max_draft <= 0 || r.tokens.empty() || !seen.insert(r.seq_id).second) continue;
     SeqState& s = seqs_[r.seq_id];
+    // The window: the draft model sees tokens[start ..) at positions 0..;
+    // once that passes 2 kWindow tokens it starts again at the last kWindow.
+    const int n_tokens = int(r.tokens.size());
+    if (s.start > n_tokens - 1 || n_tokens - s.start > 2 * kWindow) {
+      const int start = std::max(0, n_tokens - kWindow);
+      if (start != s.start) {
+        s.start = start;
+        s.fed.clear();
+      }
+    }
+    const std::span<const int32_t> tokens = r.tokens.subspan(size_t(s.start));
+    const int len = int(tokens.size());
     // Keep the K/V of the common prefix, less the last token, which is fed
     // again for the logits after it.
     const size_t common =
-        size_t(std::mismatch(s.fed.begin(), s.fed.end(), r.tokens.begin(), r.tokens.end()).first - s.fed.begin());
+        size_t(std::mismatch(s.fed.begin(), s.fed.end(), tokens.begin(), tokens.end()).first - s.fed.begin());
     const int keep = std::min(int(common), len - 1);
     s.fed.resize(size_t(keep));
     const bool drafts = len - keep <= budget;  // else: catch up, draft in a later call
@@ -152,9 +163,9 @@ std::vector<std::vector<int32_t>> DraftModel::propose(std::span<const Request> r
     const int32_t seq = int32_t(tables.size());
     tables.push_back(SeqBlockTable{std::span<const int32_t>(s.pages)});
     for (int j = 0; j < n_feed; ++j) {
-      batch.push_back(BatchToken{r.tokens[size_t(keep + j)], keep + j, seq, drafts && j + 1 == n_feed});
+      batch.push_back(BatchToken{tokens[size_t(keep + j)], keep + j, seq, drafts && j + 1 == n_feed});
     }
-    fed.push_back(Fed{&s, r.tokens.subspan(size_t(keep), size_t(n_feed))});
+    fed.push_back(Fed{&s, tokens.subspan(size_t(keep), size_t(n_feed))});
     if (drafts) drafting.push_back(Drafting{i, &s, len, max_draft});
   }
   if (batch.empty() || !forward(batch, tables)) return out;

@@ -12,13 +12,13 @@
 // as without a draft, greedy or seeded sampling alike.
 //
 // The draft model runs on the CPU with its own page pool: each sequence it
-// drafts for holds pages with the K/V of the tokens it was fed (never cached
-// or spilled). A call feeds what changed since the last one (the common
-// prefix of what it was fed and the sequence's tokens is kept), so after the
-// first call of a sequence a step costs about one draft-model pass per draft
-// token. A sequence whose catch-up is longer than kMaxCatchUp tokens (a new
-// long prompt) catches up over several steps, without drafts meanwhile, so
-// that other sequences' decode steps never wait for a long draft prefill.
+// drafts for holds pages with the K/V of the last kWindow to 2 kWindow
+// tokens it was fed (never cached or spilled). A call feeds what changed
+// since the last one (the common prefix of what it was fed and the window's
+// tokens is kept), so a step costs about one draft-model pass per draft
+// token, plus kWindow positions each time the window starts again (every
+// kWindow tokens, and for a new sequence). Catch-up is shared out
+// kMaxCatchUp positions per call; a sequence left over drafts a step later.
 //
 // Engine thread only; not thread-safe.
 #pragma once
@@ -40,8 +40,16 @@ namespace larder {
 
 class DraftModel {
  public:
-  // Positions one call feeds at most to catch a sequence up (a prefill chunk).
+  // Positions one call feeds at most to catch sequences up (a prefill chunk).
   static constexpr int kMaxCatchUp = 512;
+  // The draft model sees the last kWindow to 2 kWindow tokens of a sequence
+  // (at positions from 0): a sequence that grows past 2 kWindow tokens
+  // starts again from its last kWindow. So its K/V never hold more than
+  // 2 kWindow + 32 positions, and a long prompt (a returning conversation
+  // whose pages the served model found in its cache) costs it kWindow
+  // positions, not the whole prompt. Copying from further back is prompt
+  // lookup's part.
+  static constexpr int kWindow = 256;
   // Drafting stops before a token whose probability under the draft model is
   // below this (the first token of a draft is always proposed): a token the
   // draft itself doubts is seldom the served model's choice, and each draft
@@ -94,7 +102,8 @@ class DraftModel {
  private:
   struct SeqState {
     std::vector<int32_t> pages;  // block table
-    std::vector<int32_t> fed;    // tokens whose K/V are in the pages, by position
+    int start = 0;               // the window's first token: position 0 of the pages
+    std::vector<int32_t> fed;    // tokens[start ..) whose K/V are in the pages, by position
   };
   DraftModel() = default;
   // Grows s's block table to cover `n_positions`; false when the pool is short.

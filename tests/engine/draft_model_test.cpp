@@ -98,30 +98,56 @@ TEST_CASE("a draft model's drafts are its greedy continuation, kept across calls
   CHECK(draft.n_free_pages() == all_pages);
 }
 
-TEST_CASE("a draft model catches a long sequence up over several calls", "[engine][speculative][draft]") {
+TEST_CASE("a draft model sees the last 256 to 512 tokens of a long sequence", "[engine][speculative][draft]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   auto tok = tokenizer_of(model);
   auto d = DraftModel::load(model, *tok, KvDtype::kF16, 16, 256, 1);
   REQUIRE(d.is_ok());
   DraftModel& draft = *d.value();
-  // 1,100 tokens: the long reference prompt repeated (past the model's 512
-  // trained positions, which the draft model does not refuse).
+  auto alone = DraftModel::load(model, *tok, KvDtype::kF16, 16, 256, 1);
+  REQUIRE(alone.is_ok());
+  static_assert(DraftModel::kWindow == 256);
+  // 1,100 tokens: the long reference prompt repeated (a returning
+  // conversation the served model found in its cache).
   const Ids p = reference_prompt("long");
   Ids seq;
   while (seq.size() < 1100) seq.insert(seq.end(), p.begin(), p.end());
   seq.resize(1100);
-  CHECK(draft.propose(1, seq, 4).empty());   // fed 0..511
-  CHECK(draft.propose(1, seq, 4).empty());   // fed 512..1023
-  CHECK(!draft.propose(1, seq, 4).empty());  // the last 76, then drafts
-  // Pages run out: a sequence that cannot hold its tokens gets no draft and
-  // nothing breaks. 256 pages of 16 positions: ids 1-3 hold 69 pages each,
-  // id 4 takes the last 49 and stalls, and id 5 gets none.
-  for (uint64_t id = 2; id <= 4; ++id) {
-    for (int call = 0; call < 3; ++call) draft.propose(id, seq, 4);
+  // It drafts at once, from the last 256 tokens: as a new sequence of just
+  // those does.
+  auto last = [&](size_t n) { return Ids(seq.end() - std::ptrdiff_t(n), seq.end()); };
+  Ids got = draft.propose(1, seq, 4);
+  CHECK(!got.empty());
+  CHECK(got == alone.value()->propose(100, last(256), 4));
+  // The window grows with the sequence up to 512 tokens, then starts again
+  // from the last 256.
+  for (int step = 1; step <= 300; ++step) {
+    seq.push_back(got.empty() ? 13 : got.front());
+    got = draft.propose(1, seq, 4);
+    const size_t window = step <= 256 ? size_t(256 + step) : size_t(256 + (step - 257));
+    if (step % 50 == 0 || step == 256 || step == 257) {
+      INFO("step " << step << ", window " << window);
+      CHECK(got == alone.value()->propose(1000 + uint64_t(step), last(window), 4));
+    }
   }
-  CHECK(draft.propose(5, Ids(seq.begin(), seq.begin() + 400), 4).empty());
+  // Pages: 256 of 16 positions. Sequence 1's window reached 512 tokens and
+  // 3 draft positions (33 pages); a new sequence's window is 256 tokens and
+  // 3 (17 pages): 7 more leave 256 - 33 - 7 x 17 = 104, 6 after them 2, and
+  // then a sequence gets no draft (its 2 pages do not hold its window).
+  for (uint64_t id = 2; id <= 8; ++id) CHECK(!draft.propose(id, seq, 4).empty());
+  CHECK(draft.n_free_pages() == 104);
+  Ids other = seq;
+  other.back() = 7;
+  for (uint64_t id = 9; id <= 14; ++id) CHECK(!draft.propose(id, other, 4).empty());
+  CHECK(draft.n_free_pages() == 2);
+  CHECK(draft.propose(15, other, 4).empty());
+  CHECK(draft.n_free_pages() == 0);
+  draft.retain_only(std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(draft.n_sequences() == 8);
+  CHECK(draft.n_free_pages() == 256 - 33 - 7 * 17);
+  CHECK(!draft.propose(21, other, 4).empty());
   draft.retain_only({});
-  CHECK(!draft.propose(5, Ids(seq.begin(), seq.begin() + 400), 4).empty());
+  CHECK(draft.n_free_pages() == 256);
 }
 
 TEST_CASE("a draft model drafts for several sequences in shared passes as for each alone",

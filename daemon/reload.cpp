@@ -1,6 +1,8 @@
 #include "daemon/reload.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -38,20 +40,26 @@ DaemonConfig ConfigReloader::in_force() const {
 
 namespace {
 // A model file a restart would open (model.path, engine.draft_model): a
-// reload that names one that is missing or not a regular file is refused,
-// since the restart it asks for would fail. (stat only: whether the file is
-// a usable GGUF is for the restart to say.)
+// reload that names one that is missing, not a regular file or does not
+// start with the GGUF magic is refused, since the restart it asks for would
+// fail. (Whether the rest of the file is a usable model is for the restart
+// to say: the reload reads 4 bytes.)
 Status check_model_file(const char* key, const std::string& was, const std::string& now) {
   if (now == was || now.empty()) return Status::ok();
-  struct stat st {};
-  if (::stat(now.c_str(), &st) != 0) {
-    return Status::invalid_argument(std::string(key) + " = \"" + now + "\": " + std::strerror(errno) +
+  auto refuse = [&](const std::string& why) {
+    return Status::invalid_argument(std::string(key) + " = \"" + now + "\": " + why +
                                     " (a restart would fail; nothing applied)");
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return Status::invalid_argument(std::string(key) + " = \"" + now +
-                                    "\": not a regular file (a restart would fail; nothing applied)");
-  }
+  };
+  // O_NONBLOCK: a FIFO must not block the open (it is refused below).
+  const int fd = ::open(now.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return refuse(std::strerror(errno));
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  char magic[4] = {};
+  const bool gguf = regular && ::pread(fd, magic, 4, 0) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  ::close(fd);
+  if (!regular) return refuse("not a regular file");
+  if (!gguf) return refuse("not a GGUF file (it does not start with \"GGUF\")");
   return Status::ok();
 }
 }  // namespace

@@ -162,7 +162,29 @@ TEST_CASE("reload: a draft model without draft tokens is refused", "[daemon][rel
   r = f.reloader->reload();
   REQUIRE_FALSE(r.is_ok());
   CHECK_THAT(r.status().message(), Catch::Contains("engine.draft_model = \"/tmp\": not a regular file"));
-  TempFile draft("d.gguf", "any bytes: only a restart reads it");
+  {
+    // A FIFO is refused without waiting for a writer.
+    const std::string fifo = f.file.path() + ".fifo.gguf";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"" + fifo + "\"\n");
+    auto pending = std::async(std::launch::async, [&] { return f.reloader->reload(); });
+    const bool done = pending.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    if (!done) {
+      const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+      if (w >= 0) ::close(w);
+    }
+    r = pending.get();
+    std::filesystem::remove(fifo);
+    REQUIRE(done);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK_THAT(r.status().message(), Catch::Contains("not a regular file"));
+  }
+  TempFile junk("junk.gguf", "not a model");
+  write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"" + junk.path() + "\"\n");
+  r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("not a GGUF file"));
+  TempFile draft("d.gguf", "GGUF and then anything: only a restart reads the rest");
   write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"" + draft.path() + "\"\n");
   r = f.reloader->reload();
   INFO(r.status().to_string());

@@ -159,7 +159,9 @@ void Engine::Impl::accept(std::unique_ptr<Sequence> seq) {
 SchedState Engine::Impl::sched_state() {
   SchedState st;
   const int ps = layout.page_size;
-  st.n_available_pages = kv->n_available();
+  // Unclamped: after the budget shrank under running sequences it is
+  // negative, and the scheduler preempts until the rest fit.
+  st.n_available_pages = kv->headroom();
   st.n_pool_pages = kv->n_pages();
   st.page_size = ps;
   st.max_running = opt.max_running;

@@ -52,7 +52,9 @@ struct SchedSeq {
 struct SchedState {
   std::vector<SchedSeq> running;  // admitted, oldest first
   std::vector<SchedSeq> queued;   // waiting for admission, in arrival order
-  int n_available_pages = 0;      // free + evictable pages of the device tier
+  // Free + evictable pages of the device tier; negative by the pages the
+  // running sequences hold past a budget that shrank under them.
+  int n_available_pages = 0;
   int n_pool_pages = 0;           // pages in the device pool
   int n_pinned_pages = 0;         // pages that are never available
   int page_size = 16;             // tokens per page

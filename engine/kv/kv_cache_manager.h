@@ -146,6 +146,7 @@ class KvCacheManager {
   // Pages a sequence holding these would free if released (ref count 1).
   int n_exclusive(const SeqPages& seq) const;
   int n_available() const { return cache_.n_available(); }
+  int headroom() const { return cache_.headroom(); }  // PrefixCache::headroom
   // Pages the device tier may use: its budget (PrefixCache::page_limit),
   // at most the pool allocated at start (n_pool_pages).
   int n_pages() const { return cache_.page_limit(); }

@@ -74,9 +74,11 @@ class PrefixCache {
 
   // Pages a new allocation can get: free + cached (not pinned), within the
   // page limit.
-  int n_available() const {
-    return std::max(0, page_limit_ - n_in_use() + n_cached_ - n_cached_pinned());
-  }
+  int n_available() const { return std::max(0, headroom()); }
+  // n_available() before the clamp: negative by the pages that active
+  // sequences hold past the limit (after set_page_limit shrank it under
+  // them), which must be given back before anything can be allocated.
+  int headroom() const { return page_limit_ - n_in_use() + n_cached_ - n_cached_pinned(); }
   int n_cached() const { return n_cached_; }
   int n_sealed() const { return int(index_.size()); }
   // Pages taken from the pool: active and cached ones.

@@ -4,6 +4,7 @@
 // survive pressure on the device and on disk and a restart, admin
 // eviction, and live budget and policy changes.
 #include <algorithm>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -320,4 +321,41 @@ TEST_CASE("reconfigure: the device budget shrinks at once, within limits; restar
   CHECK(r.budget_pages == 64);
   CHECK(tier(r, "device").policy == "lfu");
   CHECK(tier(r, "device").entries == 34);  // nothing evicted by the swap or the growth
+}
+
+// Found by the second hostile pass of the draft model (it predates it):
+// shrinking the device budget while requests ran failed some of them with
+// "KV cache is full" where a daemon started that small only preempts.
+TEST_CASE("reconfigure: a device budget shrunk under running requests preempts them, fails none",
+          "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  EngineOptions o = options_for(model, "");
+  o.cache.device.budget_bytes = 256 * kPageBytes;
+  auto engine = make_engine(o);
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    std::vector<std::shared_ptr<CollectSink>> sinks;
+    for (int i = 0; i < 8; ++i) {
+      sinks.push_back(std::make_shared<CollectSink>());
+      engine->submit(greedy_request(rotated(std::vector<int32_t>(a.begin(), a.begin() + 100), i + 8 * round), 150),
+                     sinks.back());
+    }
+    CacheOptions c = o.cache;
+    for (int k = 0; k < 6; ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      c.device.budget_bytes = (k % 2 == 0 ? 34 : 256) * kPageBytes;
+      REQUIRE(engine->reconfigure(c).is_ok());
+    }
+    c.device.budget_bytes = 34 * kPageBytes;
+    REQUIRE(engine->reconfigure(c).is_ok());
+    for (auto& s : sinks) {
+      REQUIRE(s->wait());
+      INFO(s->final_.error);
+      CHECK(s->final_.finish == FinishReason::kLength);
+    }
+    c.device.budget_bytes = 256 * kPageBytes;
+    REQUIRE(engine->reconfigure(c).is_ok());
+  }
+  CHECK(engine->stats().preemptions > 0);
 }

@@ -206,3 +206,28 @@ TEST_CASE("a sequence waiting for a restore holds its pages but takes no step", 
   CHECK(p.decode == std::vector<uint64_t>{8});
   CHECK(p.prefill.empty());
 }
+
+TEST_CASE("a budget shrunk under the running sequences: negative availability preempts until they fit",
+          "[scheduler]") {
+  SchedState st;
+  st.n_pool_pages = 34;  // the new limit
+  st.token_budget = 512;
+  st.max_running = 8;
+  // Four decoders of 19 pages each (76 in use), all at a page start
+  // (position 304 = 19 * 16): each needs 1 page. Limit 34, nothing cached:
+  // availability 34 - 76 = -42. Need 4 > -42: preempt 4 (avail -42 + 19 =
+  // -23, need 3), 3 (-4, need 2), 2 (15, need 1): 1 fits and decodes.
+  // (Clamped to 0, as before, one preemption looked enough: 0 + 19 >= 3.)
+  st.n_available_pages = -42;
+  st.running = {decoding(1, 304, 19), decoding(2, 304, 19), decoding(3, 304, 19), decoding(4, 304, 19)};
+  StepPlan p = schedule(st);
+  CHECK(p.preempt == std::vector<uint64_t>{4, 3, 2});
+  CHECK(p.decode == std::vector<uint64_t>{1});
+  // Still over the limit by more than a victim frees: no new page for the
+  // one left either, and nothing admitted.
+  st.n_available_pages = -100;
+  st.queued = {queued(9, 10, 1)};
+  p = schedule(st);
+  CHECK(p.preempt == std::vector<uint64_t>{4, 3, 2});
+  CHECK(p.admit.empty());
+}

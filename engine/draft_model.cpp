@@ -6,6 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/sampling/logprobs.h"
+#include "engine/sampling/sampler.h"
+
 namespace larder {
 
 Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path, const Tokenizer& target,
@@ -178,15 +181,14 @@ std::vector<std::vector<int32_t>> DraftModel::propose(std::span<const Request> r
     tables.clear();
     for (size_t k = 0; k < drafting.size(); ++k) {
       const Drafting& a = drafting[k];
-      const float* row = logits_.data() + k * size_t(n_vocab_);
-      // Greedy: the first of the largest logits (as the sampler's greedy pick).
-      const float* best = std::max_element(row, row + n_vocab_);
-      double sum = 0;
-      for (int v = 0; v < n_vocab_; ++v) sum += std::exp(double(row[v]) - double(*best));
-      const double p = 1.0 / sum;  // softmax probability of the top token
+      const std::span<const float> row(logits_.data() + k * size_t(n_vocab_), size_t(n_vocab_));
+      // Greedy: the sampler's own pick (the first of the largest logits),
+      // and its softmax probability.
+      const int32_t best = sampling::argmax(row);
+      const double p = std::exp(double(row[size_t(best)]) - logprobs::log_sum_exp(row));
       std::vector<int32_t>& d = out[a.request];
       if (!d.empty() && !(p >= kMinProb)) continue;
-      d.push_back(int32_t(best - row));
+      d.push_back(best);
       if (int(d.size()) == a.max_draft) continue;
       const int32_t seq = int32_t(tables.size());
       tables.push_back(SeqBlockTable{std::span<const int32_t>(a.s->pages)});

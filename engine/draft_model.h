@@ -23,6 +23,7 @@
 // Engine thread only; not thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -66,6 +67,13 @@ class DraftModel {
   static Result<std::unique_ptr<DraftModel>> load(const std::string& path, const Tokenizer& target,
                                                   KvDtype dtype, int page_size, int n_pages,
                                                   int n_threads);
+  // Pages of `page_size` positions for n_sequences windows (never longer
+  // than n_ctx) and their max_draft draft positions: the pool load() needs
+  // so that every running sequence can draft.
+  static int64_t pages_for(int n_ctx, int n_sequences, int max_draft, int page_size) {
+    const int64_t per_sequence = (std::min<int64_t>(n_ctx, 2 * kWindow) + max_draft + page_size - 1) / page_size;
+    return int64_t(n_sequences) * per_sequence;
+  }
 
   // One sequence's share of a propose() call: `tokens` is the sequence so
   // far (prompt and output), `seq_id` names the sequence whose K/V the call

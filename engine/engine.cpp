@@ -436,11 +436,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   bopt.max_batch_tokens = std::max(kStepTokenBudget, options.max_running);
   LARDER_ASSIGN_OR_RETURN(m.backend, create_backend(*m.model, bopt));
   if (!options.draft_model.empty()) {
-    // Pages for every running sequence's window (DraftModel::kWindow) and
-    // its drafts, no more than the served model's pool holds (positions).
-    const int64_t per_seq =
-        (std::min<int64_t>(m.n_ctx, 2 * DraftModel::kWindow) + options.draft_tokens + ps - 1) / ps;
-    const int64_t draft_pages = std::min<int64_t>(int64_t(options.max_running) * per_seq, bopt.n_pages);
+    // Every running sequence's window and drafts, no more positions than
+    // the served model's pool holds.
+    const int64_t draft_pages = std::min<int64_t>(
+        DraftModel::pages_for(m.n_ctx, options.max_running, options.draft_tokens, ps), bopt.n_pages);
     LARDER_ASSIGN_OR_RETURN(m.draft, DraftModel::load(options.draft_model, *m.tokenizer, dtype, ps,
                                                       int(draft_pages), options.n_threads));
   }

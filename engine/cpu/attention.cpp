@@ -208,13 +208,17 @@ inline constexpr int kVHeads = std::max(1, std::min(kMaxGroupHeads, 16 / NC));
 // (consecutive rows of the V sums and of the weights e) over positions j < n
 // of one 16-row block, one FMA per position in increasing j: each head's sums get
 // the arithmetic they would get alone, and each V row is loaded (and
-// widened from F16) once for all HN heads.
+// widened from F16) once for all HN heads. pf.row_at(j) goes beside row j
+// (always inlined: where GCC left this as a call, the prefetches' gain was
+// gone).
 template <int NC, int HN, bool F16>
-inline void v_accumulate(const VRows& vr, const float* e, size_t e_stride, int n, float* a) {
+[[gnu::always_inline]] inline void v_accumulate(const VRows& vr, const float* e, size_t e_stride, int n, float* a,
+                                                const attention_detail::RowPrefetch& pf) {
   __m512 acc[HN][NC];
   for (int h = 0; h < HN; ++h)
     for (int c = 0; c < NC; ++c) acc[h][c] = _mm512_loadu_ps(a + size_t(h) * 16 * NC + 16 * c);
   for (int j = 0; j < n; ++j) {
+    pf.row_at(j);
     __m512 v[NC];
     for (int c = 0; c < NC; ++c)
       v[c] = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr.h + size_t(j) * vr.h_stride + 16 * c)))
@@ -230,13 +234,79 @@ inline void v_accumulate(const VRows& vr, const float* e, size_t e_stride, int n
 
 // v_accumulate for hn (1 .. kMaxGroupHeads) heads, hn a run-time count.
 template <int NC, bool F16>
-inline void v_accumulate_heads(int hn, const VRows& vr, const float* e, size_t e_stride, int n, float* a) {
+inline void v_accumulate_heads(int hn, const VRows& vr, const float* e, size_t e_stride, int n, float* a,
+                               const attention_detail::RowPrefetch& pf) {
   static_assert(kMaxGroupHeads == 4);
   switch (hn) {
-    case 1: v_accumulate<NC, 1, F16>(vr, e, e_stride, n, a); break;
-    case 2: v_accumulate<NC, 2, F16>(vr, e, e_stride, n, a); break;
-    case 3: v_accumulate<NC, 3, F16>(vr, e, e_stride, n, a); break;
-    default: v_accumulate<NC, 4, F16>(vr, e, e_stride, n, a); break;
+    case 1: v_accumulate<NC, 1, F16>(vr, e, e_stride, n, a, pf); break;
+    case 2: v_accumulate<NC, 2, F16>(vr, e, e_stride, n, a, pf); break;
+    case 3: v_accumulate<NC, 3, F16>(vr, e, e_stride, n, a, pf); break;
+    default: v_accumulate<NC, 4, F16>(vr, e, e_stride, n, a, pf); break;
+  }
+}
+
+// One 16-position block of the online softmax above for HN query heads
+// (consecutive in q, in the running maxima mx, the sums l and the V sums
+// acc, hd = 16 * NC apart), over K rows kr (F16 ones widened as they are
+// used, to the same f32 values as widened first), positions j < nkt: the
+// scores, the running max (rescaling l and acc when it rises), and e_p,
+// stored in e[head][16] (0 past nkt). Each head's arithmetic is what it
+// would get alone. Reading F16 K rows in place for a decode step, instead of
+// widening them into a buffer first, made its attention 0.9x as long at 16k
+// positions (docs/cpu-kernels.md).
+template <int NC, int HN, bool F16>
+inline void block_softmax(const attention_detail::KvRows& kr, const float* q, int nkt, float scale, float* mx,
+                          __m512* lsum, float* acc, float (*e)[16]) {
+  const __mmask16 m = __mmask16((1u << nkt) - 1u);
+  __m512 sc[HN];
+  for (int h = 0; h < HN; ++h) {
+    const float* qh = q + size_t(h) * 16 * NC;
+    __m512 part[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      if (j >= nkt) { part[j] = _mm512_setzero_ps(); continue; }
+      auto kc = [&](int c) {
+        if constexpr (F16)
+          return _mm512_cvtph_ps(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr.h + size_t(j) * kr.h_stride + 16 * c)));
+        else
+          return _mm512_loadu_ps(kr.f + size_t(j) * kr.f_stride + 16 * c);
+      };
+      __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qh), kc(0));
+      for (int c = 1; c < NC; ++c) a = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), kc(c), a);
+      part[j] = a;
+    }
+    sc[h] = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
+  }
+  float bmax[HN];
+  for (int h = 0; h < HN; ++h) bmax[h] = _mm512_mask_reduce_max_ps(m, sc[h]);
+  for (int h = 0; h < HN; ++h) {
+    if (bmax[h] > mx[h]) {
+      if (mx[h] != -INFINITY) {
+        const __m512 f = exp_avx512(_mm512_set1_ps(mx[h] - bmax[h]));
+        lsum[h] = _mm512_mul_ps(lsum[h], f);
+        float* a = acc + size_t(h) * 16 * NC;
+        for (int c = 0; c < NC; ++c) _mm512_storeu_ps(a + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), f));
+      }
+      mx[h] = bmax[h];
+    }
+  }
+  for (int h = 0; h < HN; ++h) {
+    const __m512 ev = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(sc[h], _mm512_set1_ps(mx[h]))));
+    lsum[h] = _mm512_add_ps(lsum[h], ev);
+    _mm512_store_ps(e[h], ev);
+  }
+}
+
+// block_softmax for hn (1 .. kMaxGroupHeads) heads, hn a run-time count.
+template <int NC, bool F16>
+inline void block_softmax_heads(int hn, const attention_detail::KvRows& kr, const float* q, int nkt, float scale,
+                                float* mx, __m512* lsum, float* acc, float (*e)[16]) {
+  switch (hn) {
+    case 1: block_softmax<NC, 1, F16>(kr, q, nkt, scale, mx, lsum, acc, e); break;
+    case 2: block_softmax<NC, 2, F16>(kr, q, nkt, scale, mx, lsum, acc, e); break;
+    case 3: block_softmax<NC, 3, F16>(kr, q, nkt, scale, mx, lsum, acc, e); break;
+    default: block_softmax<NC, 4, F16>(kr, q, nkt, scale, mx, lsum, acc, e); break;
   }
 }
 
@@ -276,59 +346,58 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   }
   std::fill_n(accs, size_t(rows) * hd, 0.0f);
   const bool f16 = lay.dtype == KvDtype::kF16;
+  // Rows summed over a whole page (blocks of 16 slots x kv heads x 16 rows),
+  // and whether this pass reads every kv head of them.
+  const int row_steps = (ps + 15) / 16 * n_kv * 16;
+  const bool whole_rows = off == 0 && size_t(n_kv) * hd == size_t(lay.kv_dim);
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
     const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
-    if (pi + 1 < n_pages) {
-      attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, n_kv * hd);
-      attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, n_kv * hd);
-    }
     for (int j0 = 0; j0 < n_slots; j0 += 16) {
       const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
                                     // may run past the page, into slots the next block rewrites
       const int nk = std::min(16, n_slots - j0);
       for (int kv = 0; kv < n_kv; ++kv) {
-        size_t kstride = 0;
-        const float* k = rows_f32(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, kconv, &kstride);
+        // K rows: F16 ones widened as they are used by a single token, and
+        // once into kconv for a tile of several, which all read them.
+        attention_detail::KvRows kr;
+        if (f16 && nt == 1) {
+          kr = attention_detail::block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd,
+                                            kconv, rows_f32);
+        } else {
+          kr.f = rows_f32(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, kconv, &kr.f_stride);
+        }
         const VRows vr = attention_detail::block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd,
                                                       nk, hd, vconv, rows_f32);
-        for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
+        // The next page's rows, prefetched as the first token's first heads
+        // sum this block's V rows: in address order when this pass reads
+        // whole rows (a decode step on one thread), else this kv head's slice.
+        attention_detail::RowPrefetch pf;
+        if (pi + 1 < n_pages) {
+          const void* nk_block = pool.k_block(pages[pi + 1], layer);
+          const void* nv_block = pool.v_block(pages[pi + 1], layer);
+          pf = whole_rows ? attention_detail::RowPrefetch::whole_blocks(nk_block, nv_block, lay,
+                                                                         (j0 / 16 * n_kv + kv) * 16, row_steps)
+                          : attention_detail::RowPrefetch(nk_block, nv_block, lay, j0, off + size_t(kv) * hd, hd);
+        }
+        const attention_detail::RowPrefetch none;
+        const int t_first = std::max(0, p0 - pos0);
+        for (int t = t_first; t < nt; ++t) {  // tokens before p0 see none of the block
           const int nkt = std::min(nk, pos0 + t - p0 + 1);
-          const __mmask16 m = __mmask16((1u << nkt) - 1u);
-          for (int h = kv * nh; h < (kv + 1) * nh; ++h) {
-            const int r = t * NH + h;
-            const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
-            __m512 part[16];
-#pragma GCC unroll 16
-            for (int j = 0; j < 16; ++j) {
-              if (j >= nkt) { part[j] = _mm512_setzero_ps(); continue; }
-              const float* kj = k + size_t(j) * kstride;
-              __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kj));
-              for (int c = 1; c < nc; ++c)
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kj + 16 * c), acc);
-              part[j] = acc;
-            }
-            const __m512 sc = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
-            const float bmax = _mm512_mask_reduce_max_ps(m, sc);
-            if (bmax > mx[r]) {
-              if (mx[r] != -INFINITY) {
-                const __m512 f = exp_avx512(_mm512_set1_ps(mx[r] - bmax));
-                lsum[r] = _mm512_mul_ps(lsum[r], f);
-                float* a = accs + size_t(r) * hd;
-                for (int c = 0; c < nc; ++c) _mm512_storeu_ps(a + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), f));
-              }
-              mx[r] = bmax;
-            }
-            const __m512 ev = _mm512_maskz_mov_ps(m, exp_avx512(_mm512_sub_ps(sc, _mm512_set1_ps(mx[r]))));
-            lsum[r] = _mm512_add_ps(lsum[r], ev);
-            _mm512_store_ps(e[h - kv * nh], ev);
+          for (int h = kv * nh; h < (kv + 1) * nh; h += kMaxGroupHeads) {
+            const int hn = std::min(kMaxGroupHeads, (kv + 1) * nh - h), r = t * NH + h;
+            const float* qt = q + size_t(t) * q_stride + size_t(h) * hd;
+            (kr.h ? block_softmax_heads<nc, true> : block_softmax_heads<nc, false>)(
+                hn, kr, qt, nkt, scale, mx + r, lsum + r, accs + size_t(r) * hd, e + (h - kv * nh));
           }
           for (int h = kv * nh; h < (kv + 1) * nh; h += kVHeads<nc>) {
             const float* eh = e[h - kv * nh];
             float* a = accs + size_t(t * NH + h) * hd;
             const int hn = std::min(kVHeads<nc>, (kv + 1) * nh - h);
-            f16 ? v_accumulate_heads<nc, true>(hn, vr, eh, 16, nkt, a) : v_accumulate_heads<nc, false>(hn, vr, eh, 16, nkt, a);
+            const attention_detail::RowPrefetch& p = t == t_first && h == kv * nh ? pf : none;
+            f16 ? v_accumulate_heads<nc, true>(hn, vr, eh, 16, nkt, a, p)
+                : v_accumulate_heads<nc, false>(hn, vr, eh, 16, nkt, a, p);
           }
         }
       }

@@ -125,16 +125,18 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
     const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
-    if (pi + 1 < n_pages) {
-      attention_detail::prefetch_rows(pool.k_block(pages[pi + 1], layer), lay, off, hd);
-      attention_detail::prefetch_rows(pool.v_block(pages[pi + 1], layer), lay, off, hd);
-    }
     for (int j0 = 0; j0 < n_slots; j0 += kBlock) {
       const int p0 = pi * ps + j0;  // its 8 lanes may run past the page, into slots the next block rewrites
       const int nk = std::min(kBlock, n_slots - j0);
       const KvRows k = block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, kconv, rows_f32);
       const KvRows v = block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, vconv, rows_f32);
-      for (int t = std::max(0, p0 - pos0); t < nt; ++t) {  // tokens before p0 see none of the block
+      // The next page's rows, prefetched as the first token's first head
+      // sums this block's V rows (RowPrefetch).
+      const RowPrefetch pf = pi + 1 < n_pages ? RowPrefetch(pool.k_block(pages[pi + 1], layer),
+                                                            pool.v_block(pages[pi + 1], layer), lay, j0, off, hd)
+                                              : RowPrefetch();
+      const int t_first = std::max(0, p0 - pos0);
+      for (int t = t_first; t < nt; ++t) {  // tokens before p0 see none of the block
         const int nkt = std::min(nk, pos0 + t - p0 + 1);
         const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nkt), lane));
         for (int h = 0; h < nh; ++h) {
@@ -168,7 +170,9 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
             const int cn = std::min(8, nc - c0);
             __m256 acc[8];
             for (int c = 0; c < cn; ++c) acc[c] = _mm256_loadu_ps(oh + 8 * (c0 + c));
+            const bool prefetch = t == t_first && h == 0 && c0 == 0;
             for (int j = 0; j < nkt; ++j) {
+              if (prefetch) pf.row_at(j);
               const __m256 ej = _mm256_set1_ps(e[j]);
               for (int c = 0; c < cn; ++c) acc[c] = _mm256_fmadd_ps(ej, load8<F16>(v, j, c0 + c), acc[c]);
             }

@@ -137,8 +137,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
 // 8 kv heads of 64 dims, F16 pages of 16 tokens, one token at position
 // LARDER_BENCH_CONTEXT - 1 (default 16384); per layer the kv heads are split
 // over a ThreadPool one per call, or as the forward pass does (a share of
-// whole kv heads per thread, one call each). Printed, not asserted: GB/s of
-// K/V bytes beside a plain read of the same pages on the same threads.
+// whole kv heads per thread, one call each); then a prefill tile of 16
+// tokens at the same depth (kv heads split over the threads). Printed, not
+// asserted: GB/s of K/V bytes beside a plain read of the same pages on the
+// same threads. LARDER_BENCH_PAGES=N has every page id repeat the first N
+// pages, so that K/V stay in cache and the arithmetic alone is timed.
 TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") {
   const char* env = std::getenv("LARDER_BENCH_CONTEXT");
   const int ctx = env ? std::max(16, std::atoi(env)) : 16384;
@@ -156,7 +159,10 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
   for (float& x : v) x = nd(rng);
   for (int l = 0; l < n_layer; ++l)
     for (int p = 0; p < ctx; ++p) kv_write(*pool, l, pages, p, k.data(), v.data());
-  std::vector<float> q(size_t(n_head) * hd), out(q.size());
+  if (const char* cached = std::getenv("LARDER_BENCH_PAGES"))
+    for (size_t i = 0; i < pages.size(); ++i) pages[i] = pages[i % size_t(std::max(1, std::atoi(cached)))];
+  constexpr int kTile = kAttentionTileTokens;
+  std::vector<float> q(size_t(kTile) * n_head * hd), out(q.size());
   for (float& x : q) x = nd(rng);
   const size_t kv_bytes = size_t(n_layer) * ctx * 2 * lay.row_bytes();
   for (int threads : {1, 2}) {
@@ -184,6 +190,17 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
                   "%.1f GB/s; plain read %.1f GB/s (%.2f)\n",
                   ctx, kv_bytes / 1e6, threads, per_call, ts * 1e3, kv_bytes / ts / 1e9, kv_bytes / tr / 1e9, tr / ts);
     }
+    const size_t per_tile = attention_scratch_floats(ctx - 1, ps, kTile);
+    std::vector<float> tile_scratch(per_tile * threads);
+    const double tp16 = testing::best_seconds([&] {
+      for (int l = 0; l < n_layer; ++l)
+        tp.parallel_chunks(n_head_kv, 1, [&](int64_t b, int64_t e, int t) {
+          attend_tokens(*pool, l, pages, ctx - kTile, kTile, shape, q.data(), out.data(),
+                        tile_scratch.data() + per_tile * t, int(b) * 4, int(e) * 4);
+        });
+    });
+    std::printf("prefill attention, %d tokens at context %d, %d thread(s): %.2f ms, %.1f GB/s of K/V\n", kTile, ctx,
+                threads, tp16 * 1e3, kv_bytes / tp16 / 1e9);
   }
 }
 

@@ -136,7 +136,7 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
       const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + off / 32;
       for (int c = 0; c < hd; c += 16) {
         const BlockQ8_0& blk = b[c / 32];
-        const __m512 d = _mm512_set1_ps(fp16_to_fp32(blk.d));
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(blk.d));
         const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + c % 32))));
         _mm512_storeu_ps(o + c, _mm512_mul_ps(d, q));
@@ -204,14 +204,35 @@ using VRows = attention_detail::KvRows;
 template <int NC>
 inline constexpr int kVHeads = std::max(1, std::min(kMaxGroupHeads, 16 / NC));
 
+// Where v_accumulate reads V rows (VRows): f32 (F32 pages in place, or
+// widened into a buffer), F16 or Q8_0 in the page.
+enum class VSrc { kF32, kF16, kQ8 };
+
+// Chunk c (values 16c .. 16c + 15) of row j of vr as f32: Q8_0 as d * q, one
+// f32 product, exactly as rows_f32 widens it.
+template <VSrc S>
+[[gnu::always_inline]] inline __m512 v_chunk(const VRows& vr, int j, int c) {
+  if constexpr (S == VSrc::kF16) {
+    return _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr.h + size_t(j) * vr.h_stride + 16 * c)));
+  } else if constexpr (S == VSrc::kQ8) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(vr.q8 + size_t(j) * vr.q8_stride) + c / 2;
+    const __m512 q = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 16 * (c % 2)))));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), q);
+  } else {
+    return _mm512_loadu_ps(vr.f + size_t(j) * vr.f_stride + 16 * c);
+  }
+}
+
 // a[h * 16 * NC ..] += sum_j e[h * e_stride + j] * v_j for HN query heads
 // (consecutive rows of the V sums and of the weights e) over positions j < n
 // of one 16-row block, one FMA per position in increasing j: each head's sums get
 // the arithmetic they would get alone, and each V row is loaded (and
-// widened from F16) once for all HN heads. pf.row_at(j) goes beside row j
-// (always inlined: where GCC left this as a call, the prefetches' gain was
-// gone).
-template <int NC, int HN, bool F16>
+// widened from F16 or Q8_0) once for all HN heads. pf.row_at(j) goes beside
+// row j (always inlined: where GCC left this as a call, the prefetches' gain
+// was gone).
+template <int NC, int HN, VSrc S>
 [[gnu::always_inline]] inline void v_accumulate(const VRows& vr, const float* e, size_t e_stride, int n, float* a,
                                                 const attention_detail::RowPrefetch& pf) {
   __m512 acc[HN][NC];
@@ -220,9 +241,7 @@ template <int NC, int HN, bool F16>
   for (int j = 0; j < n; ++j) {
     pf.row_at(j);
     __m512 v[NC];
-    for (int c = 0; c < NC; ++c)
-      v[c] = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vr.h + size_t(j) * vr.h_stride + 16 * c)))
-                 : _mm512_loadu_ps(vr.f + size_t(j) * vr.f_stride + 16 * c);
+    for (int c = 0; c < NC; ++c) v[c] = v_chunk<S>(vr, j, c);
     for (int h = 0; h < HN; ++h) {
       const __m512 ej = _mm512_set1_ps(e[size_t(h) * e_stride + j]);
       for (int c = 0; c < NC; ++c) acc[h][c] = _mm512_fmadd_ps(ej, v[c], acc[h][c]);
@@ -233,15 +252,15 @@ template <int NC, int HN, bool F16>
 }
 
 // v_accumulate for hn (1 .. kMaxGroupHeads) heads, hn a run-time count.
-template <int NC, bool F16>
+template <int NC, VSrc S>
 inline void v_accumulate_heads(int hn, const VRows& vr, const float* e, size_t e_stride, int n, float* a,
                                const attention_detail::RowPrefetch& pf) {
   static_assert(kMaxGroupHeads == 4);
   switch (hn) {
-    case 1: v_accumulate<NC, 1, F16>(vr, e, e_stride, n, a, pf); break;
-    case 2: v_accumulate<NC, 2, F16>(vr, e, e_stride, n, a, pf); break;
-    case 3: v_accumulate<NC, 3, F16>(vr, e, e_stride, n, a, pf); break;
-    default: v_accumulate<NC, 4, F16>(vr, e, e_stride, n, a, pf); break;
+    case 1: v_accumulate<NC, 1, S>(vr, e, e_stride, n, a, pf); break;
+    case 2: v_accumulate<NC, 2, S>(vr, e, e_stride, n, a, pf); break;
+    case 3: v_accumulate<NC, 3, S>(vr, e, e_stride, n, a, pf); break;
+    default: v_accumulate<NC, 4, S>(vr, e, e_stride, n, a, pf); break;
   }
 }
 
@@ -335,8 +354,7 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   assert(rows <= kMaxRows);
   const float scale = float(1.0 / std::sqrt(double(hd)));
   float* accs = scratch;  // [rows][hd] V sums
-  alignas(64) float kconv[16 * 256];  // 16 K rows of up to 256 head dims, widened from F16 / Q8_0
-  alignas(64) float vconv[16 * 256];  // V rows likewise (F16 ones are widened as they are used)
+  alignas(64) float kconv[16 * 256];  // 16 K rows of up to 256 head dims, widened from Q8_0, or from F16 for a tile
   alignas(64) float e[kMaxRows][16];  // one block's e_p for the query heads of one kv head and token
   float mx[kMaxRows];                 // running max m per row
   __m512 lsum[kMaxRows];              // l per row
@@ -345,7 +363,7 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
     lsum[r] = _mm512_setzero_ps();
   }
   std::fill_n(accs, size_t(rows) * hd, 0.0f);
-  const bool f16 = lay.dtype == KvDtype::kF16;
+  const bool f16 = lay.dtype == KvDtype::kF16, q8 = lay.dtype == KvDtype::kQ8_0;
   // Rows summed over a whole page (blocks of 16 slots x kv heads x 16 rows),
   // and whether this pass reads every kv head of them.
   const int row_steps = (ps + 15) / 16 * n_kv * 16;
@@ -368,8 +386,22 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
         } else {
           kr.f = rows_f32(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, kconv, &kr.f_stride);
         }
-        const VRows vr = attention_detail::block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd,
-                                                      nk, hd, vconv, rows_f32);
+        // V rows, read in place whatever the dtype (F16 and Q8_0 ones
+        // widened as they are summed; off and hd are multiples of 32 for
+        // Q8_0 here).
+        VRows vr;
+        const uint8_t* vrow = vb + size_t(j0) * lay.row_bytes();
+        const size_t voff = off + size_t(kv) * hd;
+        if (f16) {
+          vr.h = reinterpret_cast<const uint16_t*>(vrow) + voff;
+          vr.h_stride = lay.row_bytes() / 2;
+        } else if (q8) {
+          vr.q8 = vrow + voff / 32 * sizeof(BlockQ8_0);
+          vr.q8_stride = lay.row_bytes();
+        } else {
+          vr.f = reinterpret_cast<const float*>(vrow) + voff;
+          vr.f_stride = size_t(lay.kv_dim);
+        }
         // The next page's rows, prefetched as the first token's first heads
         // sum this block's V rows: in address order when this pass reads
         // whole rows (a decode step on one thread), else this kv head's slice.
@@ -396,8 +428,9 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
             float* a = accs + size_t(t * NH + h) * hd;
             const int hn = std::min(kVHeads<nc>, (kv + 1) * nh - h);
             const attention_detail::RowPrefetch& p = t == t_first && h == kv * nh ? pf : none;
-            f16 ? v_accumulate_heads<nc, true>(hn, vr, eh, 16, nkt, a, p)
-                : v_accumulate_heads<nc, false>(hn, vr, eh, 16, nkt, a, p);
+            (f16  ? v_accumulate_heads<nc, VSrc::kF16>
+             : q8 ? v_accumulate_heads<nc, VSrc::kQ8>
+                  : v_accumulate_heads<nc, VSrc::kF32>)(hn, vr, eh, 16, nkt, a, p);
           }
         }
       }

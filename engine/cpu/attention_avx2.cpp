@@ -74,7 +74,7 @@ const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n,
       const BlockQ8_0& b = blocks[at / 32];
       const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + at % 32))));
-      _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_set1_ps(fp16_to_fp32(b.d)), q));
+      _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), q));
     }
   }
   return dst;

@@ -86,14 +86,17 @@ struct RowPrefetch {
 };
 
 // A block's K or V rows of one kv head as a vector pass reads them: F16 in
-// the page (h, h_stride halves apart, widened as they are used) or f32 (f,
+// the page (h, h_stride halves apart, widened as they are used), f32 (f,
 // f_stride floats apart: F32 pages in place, Q8_0 ones widened into a
-// buffer).
+// buffer), or Q8_0 in the page (q8: the slice's first block, q8_stride bytes
+// apart; widened as they are used, where a pass does so).
 struct KvRows {
   const uint16_t* h = nullptr;
   size_t h_stride = 0;
   const float* f = nullptr;
   size_t f_stride = 0;
+  const uint8_t* q8 = nullptr;
+  size_t q8_stride = 0;
 };
 
 // n rows of a block (its first row at `block`), values off .. off + hd of

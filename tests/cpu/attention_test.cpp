@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/cpu/attention.h"
@@ -141,13 +142,17 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
 // tokens at the same depth (kv heads split over the threads). Printed, not
 // asserted: GB/s of K/V bytes beside a plain read of the same pages on the
 // same threads. LARDER_BENCH_PAGES=N has every page id repeat the first N
-// pages, so that K/V stay in cache and the arithmetic alone is timed.
+// pages, so that K/V stay in cache and the arithmetic alone is timed;
+// LARDER_BENCH_KV_DTYPE=f32 or q8_0 stores K/V in that type instead.
 TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") {
   const char* env = std::getenv("LARDER_BENCH_CONTEXT");
   const int ctx = env ? std::max(16, std::atoi(env)) : 16384;
   const int n_layer = 16, n_head = 32, n_head_kv = 8, hd = 64, ps = 16;
   const AttentionShape shape{n_head, n_head_kv, hd};
-  const KvLayout lay{n_layer, shape.kv_dim(), ps, KvDtype::kF16};
+  const char* dtype_env = std::getenv("LARDER_BENCH_KV_DTYPE");  // f16 (default), f32 or q8_0
+  const std::string dtype_name = dtype_env ? dtype_env : "f16";
+  const KvDtype dtype = dtype_name == "f32" ? KvDtype::kF32 : dtype_name == "q8_0" ? KvDtype::kQ8_0 : KvDtype::kF16;
+  const KvLayout lay{n_layer, shape.kv_dim(), ps, dtype};
   const int n_pages = (ctx + ps - 1) / ps;
   auto pool = PagePool::create(lay, n_pages).value();
   std::vector<int32_t> pages;
@@ -186,9 +191,9 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
     const double tr = testing::best_seconds(read);
     for (int per_call : {1, n_head_kv / threads}) {
       const double ts = testing::best_seconds([&] { step(per_call); });
-      std::printf("decode attention, context %d, %.0f MB of K/V, %d thread(s), %d kv head(s) a call: %.2f ms, "
+      std::printf("decode attention, context %d, %.0f MB of %s K/V, %d thread(s), %d kv head(s) a call: %.2f ms, "
                   "%.1f GB/s; plain read %.1f GB/s (%.2f)\n",
-                  ctx, kv_bytes / 1e6, threads, per_call, ts * 1e3, kv_bytes / ts / 1e9, kv_bytes / tr / 1e9, tr / ts);
+                  ctx, kv_bytes / 1e6, dtype_name.c_str(), threads, per_call, ts * 1e3, kv_bytes / ts / 1e9, kv_bytes / tr / 1e9, tr / ts);
     }
     const size_t per_tile = attention_scratch_floats(ctx - 1, ps, kTile);
     std::vector<float> tile_scratch(per_tile * threads);

@@ -364,9 +364,9 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   }
   std::fill_n(accs, size_t(rows) * hd, 0.0f);
   const bool f16 = lay.dtype == KvDtype::kF16, q8 = lay.dtype == KvDtype::kQ8_0;
-  // Rows summed over a whole page (blocks of 16 slots x kv heads x 16 rows),
-  // and whether this pass reads every kv head of them.
-  const int row_steps = (ps + 15) / 16 * n_kv * 16;
+  // Rows summed over a whole page (each of its blocks of up to 16 slots,
+  // for every kv head), and whether this pass reads every kv head of them.
+  const int block_slots = std::min(16, ps), row_steps = ps * n_kv;
   const bool whole_rows = off == 0 && size_t(n_kv) * hd == size_t(lay.kv_dim);
   for (int pi = 0; pi < n_pages; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
@@ -410,7 +410,7 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
           const void* nk_block = pool.k_block(pages[pi + 1], layer);
           const void* nv_block = pool.v_block(pages[pi + 1], layer);
           pf = whole_rows ? attention_detail::RowPrefetch::whole_blocks(nk_block, nv_block, lay,
-                                                                         (j0 / 16 * n_kv + kv) * 16, row_steps)
+                                                                         (j0 / 16 * n_kv + kv) * block_slots, row_steps)
                           : attention_detail::RowPrefetch(nk_block, nv_block, lay, j0, off + size_t(kv) * hd, hd);
         }
         const attention_detail::RowPrefetch none;

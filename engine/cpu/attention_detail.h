@@ -56,8 +56,9 @@ struct RowPrefetch {
     v = static_cast<const char*>(v_block) + at;
   }
   // The next page's whole K and V blocks, over a page whose rows are summed
-  // `steps` times in all (for every block of 16 slots, every kv head, 16
-  // rows); this pass's first is number step.
+  // `steps` times in all (page_size rows for every kv head, in blocks of up
+  // to 16 slots, each block for every kv head in turn); this pass's first
+  // is number step.
   static RowPrefetch whole_blocks(const void* k_block, const void* v_block, const KvLayout& lay, int step,
                                   int steps) {
     RowPrefetch p;

@@ -33,7 +33,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
                        Case{6, 2, 48, 32, KvDtype::kQ8_0},
                        // the 8-lane tiles' template sizes and a run-time one (24), with F16 pages
                        Case{8, 4, 8, 16, KvDtype::kF16}, Case{6, 2, 24, 16, KvDtype::kF16},
-                       Case{4, 1, 128, 16, KvDtype::kF16}}) {
+                       Case{4, 1, 128, 16, KvDtype::kF16},
+                       // pages of fewer than 16 slots and of more than the
+                       // context (the next page's rows are prefetched per page)
+                       Case{8, 2, 64, 1, KvDtype::kF16}, Case{8, 4, 32, 4, KvDtype::kQ8_0},
+                       Case{8, 2, 64, 2, KvDtype::kF32}, Case{8, 8, 16, 256, KvDtype::kF16}}) {
     INFO("heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " page " << c.page_size
                   << " " << kv_dtype_name(c.dtype));
     const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};

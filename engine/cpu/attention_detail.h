@@ -39,8 +39,8 @@ struct RowPrefetch {
   const char* v = nullptr;  // the same in the V block
   size_t row = 0;           // slice: bytes between rows
   int lines = 0;            // slice: cache lines a row's slice touches (0: nothing to prefetch)
-  uint32_t step0 = 0;       // whole: this pass's first row summed, counted over the page
-  uint32_t per_step = 0;    // whole: block lines per row summed, 16.16 fixed point
+  uint64_t step0 = 0;       // whole: this pass's first row summed, counted over the page
+  uint64_t per_step = 0;    // whole: block lines per row summed, 16.16 fixed point
 
   RowPrefetch() = default;
   RowPrefetch(const void* k_block, const void* v_block, const KvLayout& lay, int j0, size_t off, int hd) {
@@ -64,16 +64,16 @@ struct RowPrefetch {
     RowPrefetch p;
     p.k = static_cast<const char*>(k_block);
     p.v = static_cast<const char*>(v_block);
-    p.step0 = uint32_t(step);
-    p.per_step = uint32_t(((lay.block_bytes() + 63) / 64 << 16) / size_t(steps));
+    p.step0 = uint64_t(step);
+    p.per_step = ((uint64_t(lay.block_bytes()) + 63) / 64 << 16) / uint64_t(steps);
     return p;
   }
 
   // Prefetches what goes beside row j (from j0) of this pass.
   [[gnu::always_inline]] void row_at(int j) const {
     if (per_step != 0) {
-      const uint32_t s = step0 + uint32_t(j);
-      for (uint32_t l = (s * per_step) >> 16, end = ((s + 1) * per_step) >> 16; l < end; ++l) {
+      const uint64_t s = step0 + uint64_t(j);
+      for (uint64_t l = (s * per_step) >> 16, end = ((s + 1) * per_step) >> 16; l < end; ++l) {
         _mm_prefetch(k + 64 * size_t(l), _MM_HINT_T0);
         _mm_prefetch(v + 64 * size_t(l), _MM_HINT_T0);
       }

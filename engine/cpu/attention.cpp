@@ -24,131 +24,9 @@ size_t scores_stride(int max_pos, int page_size) {
   return size_t((max_pos / page_size + 1) * page_size + 16) / 16 * 16;
 }
 
-// dot(a, b) over n values in a fixed order (16-lane partial sums when n is a
-// multiple of 16, else one sequential float sum).
-inline float dot_f32(const float* a, const float* b, int n) {
-#if defined(__AVX512F__)
-  if (n % 16 == 0) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    return _mm512_reduce_add_ps(acc);
-  }
-#endif
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+}  // namespace
 
-inline float dot_f16(const float* a, const uint16_t* b, int n) {
-#if defined(__AVX512F__)
-  if (n % 16 == 0) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-      const __m512 bv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)));
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), bv, acc);
-    }
-    return _mm512_reduce_add_ps(acc);
-  }
-#endif
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * fp16_to_fp32(b[i]);
-  return s;
-}
-
-// out[i] += w * v[i] (each lane independent, so vectorising keeps the order).
-inline void axpy_f32(float* out, float w, const float* v, int n) {
-  for (int i = 0; i < n; ++i) out[i] += w * v[i];
-}
-inline void axpy_f16(float* out, float w, const uint16_t* v, int n) {
-#if defined(__AVX512F__)
-  if (n % 16 == 0) {
-    const __m512 wv = _mm512_set1_ps(w);
-    for (int i = 0; i < n; i += 16) {
-      const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)));
-      _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(out + i), _mm512_mul_ps(wv, vv)));
-    }
-    return;
-  }
-#endif
-  for (int i = 0; i < n; ++i) out[i] += w * fp16_to_fp32(v[i]);
-}
-
-#if defined(__AVX512F__)
-// Scores of up to 16 consecutive slots at once for a head_dim that is not a
-// multiple of 16 (stories260K: 8): lane j holds dot(q, k_j), accumulated over
-// the head dims in increasing order with one FMA each, so every slot gets the
-// same arithmetic whichever lane or chunk it falls in. k: f32 K block at the
-// kv head's offset; rows kv_dim apart.
-inline void scores16_f32(const float* q, const float* k, int kv_dim, int hd, int n, float scale,
-                         float* s) {
-  const __mmask16 m = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-  const __m512i idx = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(kv_dim));
-  __m512 acc = _mm512_setzero_ps();
-  for (int i = 0; i < hd; ++i) {
-    const __m512 kv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, k + i, 4);
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(q[i]), kv, acc);
-  }
-  _mm512_mask_storeu_ps(s, m, _mm512_mul_ps(acc, _mm512_set1_ps(scale)));
-}
-#endif
-
-// Values [off, off + hd) of row j of a Q8_0 K/V block, dequantized (d * q)
-// into out.
-const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off, int hd, float* out) {
-  const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes());
-  for (int i = 0; i < hd; ++i) {
-    const BlockQ8_0& b = row[(off + i) / 32];
-    out[i] = fp16_to_fp32(b.d) * float(b.qs[(off + i) % 32]);
-  }
-  return out;
-}
-
-#if defined(__AVX512F__)
-// n rows (values off .. off + hd of each) of a K or V block as f32: F32
-// blocks are read in place (*stride = kv_dim), F16 and Q8_0 ones widened
-// exactly into dst ([n][hd], *stride = hd; Q8_0 as d * q, one f32 product),
-// 16 values per instruction where the head is aligned to them.
-const float* rows_f32(const void* block, const KvLayout& lay, size_t off, int n, int hd, float* dst,
-                      size_t* stride) {
-  if (lay.dtype == KvDtype::kF32) {
-    *stride = size_t(lay.kv_dim);
-    return static_cast<const float*>(block) + off;
-  }
-  *stride = size_t(hd);
-  for (int j = 0; j < n; ++j) {
-    const uint8_t* row = static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes();
-    float* o = dst + size_t(j) * hd;
-    if (lay.dtype == KvDtype::kF16) {
-      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + off;
-#if defined(__AVX512F__)
-      if (hd % 16 == 0) {
-        for (int c = 0; c < hd; c += 16)
-          _mm512_storeu_ps(o + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
-        continue;
-      }
-#endif
-      for (int i = 0; i < hd; ++i) o[i] = fp16_to_fp32(src[i]);
-      continue;
-    }
-#if defined(__AVX512F__)
-    if (hd % 16 == 0 && off % 32 == 0) {
-      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + off / 32;
-      for (int c = 0; c < hd; c += 16) {
-        const BlockQ8_0& blk = b[c / 32];
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(blk.d));
-        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + c % 32))));
-        _mm512_storeu_ps(o + c, _mm512_mul_ps(d, q));
-      }
-      continue;
-    }
-#endif
-    q8_slice(block, lay, j, off, hd, o);
-  }
-  return dst;
-}
-#endif
+namespace {
 
 #if defined(__AVX512F__)
 // ---- head_dim a multiple of 16 (every real model): query heads of one kv
@@ -209,7 +87,7 @@ inline constexpr int kVHeads = std::max(1, std::min(kMaxGroupHeads, 16 / NC));
 enum class VSrc { kF32, kF16, kQ8 };
 
 // Chunk c (values 16c .. 16c + 15) of row j of vr as f32: Q8_0 as d * q, one
-// f32 product, exactly as rows_f32 widens it.
+// f32 product, exactly as rows_f32_avx512 widens it.
 template <VSrc S>
 [[gnu::always_inline]] inline __m512 v_chunk(const VRows& vr, int j, int c) {
   if constexpr (S == VSrc::kF16) {
@@ -382,26 +260,16 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
         attention_detail::KvRows kr;
         if (f16 && nt == 1) {
           kr = attention_detail::block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd,
-                                            kconv, rows_f32);
+                                            kconv, attention_detail::rows_f32_avx512);
         } else {
-          kr.f = rows_f32(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd, kconv, &kr.f_stride);
+          kr.f = attention_detail::rows_f32_avx512(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk,
+                                                   hd, kconv, &kr.f_stride);
         }
         // V rows, read in place whatever the dtype (F16 and Q8_0 ones
         // widened as they are summed; off and hd are multiples of 32 for
-        // Q8_0 here).
-        VRows vr;
-        const uint8_t* vrow = vb + size_t(j0) * lay.row_bytes();
-        const size_t voff = off + size_t(kv) * hd;
-        if (f16) {
-          vr.h = reinterpret_cast<const uint16_t*>(vrow) + voff;
-          vr.h_stride = lay.row_bytes() / 2;
-        } else if (q8) {
-          vr.q8 = vrow + voff / 32 * sizeof(BlockQ8_0);
-          vr.q8_stride = lay.row_bytes();
-        } else {
-          vr.f = reinterpret_cast<const float*>(vrow) + voff;
-          vr.f_stride = size_t(lay.kv_dim);
-        }
+        // Q8_0 here), so no buffer.
+        const VRows vr = attention_detail::block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd,
+                                                      nk, hd, nullptr, attention_detail::rows_f32_avx512, true);
         // The next page's rows, prefetched as the first token's first heads
         // sum this block's V rows: in address order when this pass reads
         // whole rows (a decode step on one thread), else this kv head's slice.
@@ -476,104 +344,6 @@ void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos
   }
 }
 
-namespace {
-
-// One token at pos: the paths for heads that are not a multiple of 16 (AVX-512)
-// or 8 (AVX2) and the scalar code. scores: attention_scratch_floats(pos, page_size, 1) floats.
-void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
-                const AttentionShape& shape, const float* q, float* out, float* scores,
-                int head_begin, int head_end) {
-  const KvLayout& lay = pool.layout();
-  const int hd = shape.head_dim;
-  const int group = shape.n_head / shape.n_head_kv;
-  const float scale = float(1.0 / std::sqrt(double(hd)));
-  const bool f16 = lay.dtype == KvDtype::kF16, f32 = lay.dtype == KvDtype::kF32;
-  const int n_pages = pos / lay.page_size + 1;
-  float q8_row[256];  // a Q8_0 row's head slice, dequantized (head_dim <= 256 checked below)
-  // A page's rows of one kv head widened to f32 (F16, Q8_0 pages; small heads).
-  static thread_local std::vector<float> widened;
-  if (widened.size() < size_t(lay.page_size) * size_t(hd)) widened.resize(size_t(lay.page_size) * size_t(hd));
-  if (!f16 && !f32 && hd > 256) return;  // CpuForward::create refuses such models
-
-  for (int h = head_begin; h < head_end; ++h) {
-    const float* qh = q + size_t(h) * hd;
-    const size_t off = size_t(h / group) * hd;  // kv head's offset in a K/V row
-
-    // scores: (pos + 1) scaled dot products.
-    float mx = -INFINITY;
-    for (int pi = 0; pi < n_pages; ++pi) {
-      const int n_slots = pi + 1 < n_pages ? lay.page_size : pos - pi * lay.page_size + 1;
-      const void* kb = pool.k_block(pages[pi], layer);
-      float* s = scores + size_t(pi) * lay.page_size;
-#if defined(__AVX512F__)
-      if (hd % 16 != 0) {
-        size_t rs = 0;
-        const float* k = rows_f32(kb, lay, off, n_slots, hd, widened.data(), &rs);
-        for (int j = 0; j < n_slots; j += 16)
-          scores16_f32(qh, k + size_t(j) * rs, int(rs), hd, std::min(16, n_slots - j), scale, s + j);
-        for (int j = 0; j < n_slots; ++j) mx = s[j] > mx ? s[j] : mx;
-        continue;
-      }
-#endif
-      for (int j = 0; j < n_slots; ++j) {
-        const size_t at = size_t(j) * lay.kv_dim + off;
-        const float d = f16   ? dot_f16(qh, static_cast<const uint16_t*>(kb) + at, hd)
-                        : f32 ? dot_f32(qh, static_cast<const float*>(kb) + at, hd)
-                              : dot_f32(qh, q8_slice(kb, lay, j, off, hd, q8_row), hd);
-        s[j] = d * scale;
-        mx = s[j] > mx ? s[j] : mx;
-      }
-    }
-    float sum = 0.0f;
-    for (int p = 0; p <= pos; ++p) {
-      scores[p] = std::exp(scores[p] - mx);
-      sum += scores[p];
-    }
-
-    // out_h = sum_p e_p v_p / sum.
-    float* oh = out + size_t(h) * hd;
-    const float inv = 1.0f / sum;
-#if defined(__AVX512F__)
-    {
-      // 16 head dims per register, positions in increasing order, one FMA each.
-      for (int c0 = 0; c0 < hd; c0 += 16) {
-        const __mmask16 m = hd - c0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (hd - c0)) - 1);
-        __m512 acc = _mm512_setzero_ps();
-        for (int pi = 0; pi < n_pages; ++pi) {
-          const int n_slots = pi + 1 < n_pages ? lay.page_size : pos - pi * lay.page_size + 1;
-          size_t rs = 0;
-          const float* vb = rows_f32(pool.v_block(pages[pi], layer), lay, off, n_slots, hd, widened.data(), &rs) + c0;
-          const float* s = scores + size_t(pi) * lay.page_size;
-          for (int j = 0; j < n_slots; ++j)
-            acc = _mm512_fmadd_ps(_mm512_set1_ps(s[j]), _mm512_maskz_loadu_ps(m, vb + size_t(j) * rs), acc);
-        }
-        _mm512_mask_storeu_ps(oh + c0, m, _mm512_mul_ps(acc, _mm512_set1_ps(inv)));
-      }
-      continue;
-    }
-#endif
-    for (int i = 0; i < hd; ++i) oh[i] = 0.0f;
-    for (int pi = 0; pi < n_pages; ++pi) {
-      const int n_slots = pi + 1 < n_pages ? lay.page_size : pos - pi * lay.page_size + 1;
-      const void* vb = pool.v_block(pages[pi], layer);
-      const float* s = scores + size_t(pi) * lay.page_size;
-      for (int j = 0; j < n_slots; ++j) {
-        const size_t at = size_t(j) * lay.kv_dim + off;
-        if (f16) {
-          axpy_f16(oh, s[j], static_cast<const uint16_t*>(vb) + at, hd);
-        } else if (f32) {
-          axpy_f32(oh, s[j], static_cast<const float*>(vb) + at, hd);
-        } else {
-          axpy_f32(oh, s[j], q8_slice(vb, lay, j, off, hd, q8_row), hd);
-        }
-      }
-    }
-    for (int i = 0; i < hd; ++i) oh[i] *= inv;
-  }
-}
-
-}  // namespace
-
 void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int n_tokens,
                    const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
                    int head_end) {
@@ -633,8 +403,8 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   }
 #endif
   for (int t = 0; t < n_tokens; ++t)
-    attend_one(pool, layer, pages, pos0 + t, shape, q + size_t(t) * q_stride, out + size_t(t) * q_stride, scratch,
-               head_begin, head_end);
+    attention_detail::attend_one(pool, layer, pages, pos0 + t, shape, q + size_t(t) * q_stride,
+                                 out + size_t(t) * q_stride, scratch, head_begin, head_end);
 }
 
 }  // namespace larder

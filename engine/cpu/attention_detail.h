@@ -1,13 +1,19 @@
-// What attend_token's vector passes share (attention.cpp: AVX-512,
-// attention_avx2.cpp: AVX2 with FMA and F16C). Private to engine/cpu.
+// What attend_tokens' passes share (attention.cpp: AVX-512, attention_avx2.cpp:
+// AVX2 with FMA and F16C, attention_one.cpp: the one-token fallback). Private
+// to engine/cpu.
 #pragma once
 
 #include <xmmintrin.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "engine/cpu/attention.h"
+#include "engine/gguf/ggml_types.h"
 #include "engine/kv/page_pool.h"
 
 // The AVX2 pass: the attention of AVX2 builds, and in AVX-512 builds that of
@@ -101,20 +107,87 @@ struct KvRows {
 };
 
 // n rows of a block (its first row at `block`), values off .. off + hd of
-// each: F16 in place, other dtypes through the pass's widen (its rows_f32:
-// (block, lay, off, n, hd, conv, &stride) -> rows) into conv.
+// each: F16 in place; Q8_0 in place too where q8_in_place (off a multiple of
+// 32), else like other dtypes through the pass's widen (its rows_f32:
+// (block, lay, off, n, hd, conv, &stride) -> rows) into conv, which F32 rows
+// do not touch.
 template <class Widen>
 inline KvRows block_rows(const uint8_t* block, const KvLayout& lay, size_t off, int n, int hd, float* conv,
-                         Widen&& widen) {
+                         Widen&& widen, bool q8_in_place = false) {
   KvRows r;
   if (lay.dtype == KvDtype::kF16) {
     r.h = reinterpret_cast<const uint16_t*>(block) + off;
     r.h_stride = lay.row_bytes() / 2;
+  } else if (q8_in_place && lay.dtype == KvDtype::kQ8_0) {
+    r.q8 = block + off / 32 * sizeof(BlockQ8_0);
+    r.q8_stride = lay.row_bytes();
   } else {
     r.f = widen(block, lay, off, n, hd, conv, &r.f_stride);
   }
   return r;
 }
+
+// Values [off, off + hd) of row j of a Q8_0 K/V block (its first row at
+// `block`), dequantized (d * q, one f32 product each) into out; returns out.
+inline const float* q8_slice(const void* block, const KvLayout& lay, int j, size_t off, int hd, float* out) {
+  const auto* row = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes());
+  for (int i = 0; i < hd; ++i) {
+    const BlockQ8_0& b = row[(off + i) / 32];
+    out[i] = fp16_to_fp32(b.d) * float(b.qs[(off + i) % 32]);
+  }
+  return out;
+}
+
+#if defined(__AVX512F__)
+// n rows (values off .. off + hd of each) of a K or V block as f32: F32
+// blocks are read in place (*stride = kv_dim), F16 and Q8_0 ones widened
+// exactly into dst ([n][hd], *stride = hd; Q8_0 as q8_slice does), 16 values
+// per instruction where the head is aligned to them. Inline: the tiles of
+// attention.cpp call it per 16-row block (out of line, a 16-token prefill
+// tile took 1.03x as long).
+inline const float* rows_f32_avx512(const void* block, const KvLayout& lay, size_t off, int n, int hd, float* dst,
+                                    size_t* stride) {
+  if (lay.dtype == KvDtype::kF32) {
+    *stride = size_t(lay.kv_dim);
+    return static_cast<const float*>(block) + off;
+  }
+  *stride = size_t(hd);
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = static_cast<const uint8_t*>(block) + size_t(j) * lay.row_bytes();
+    float* o = dst + size_t(j) * hd;
+    if (lay.dtype == KvDtype::kF16) {
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(row) + off;
+      if (hd % 16 == 0) {
+        for (int c = 0; c < hd; c += 16)
+          _mm512_storeu_ps(o + c, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
+        continue;
+      }
+      for (int i = 0; i < hd; ++i) o[i] = fp16_to_fp32(src[i]);
+      continue;
+    }
+    if (hd % 16 == 0 && off % 32 == 0) {
+      const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + off / 32;
+      for (int c = 0; c < hd; c += 16) {
+        const BlockQ8_0& blk = b[c / 32];
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(blk.d));
+        const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs + c % 32))));
+        _mm512_storeu_ps(o + c, _mm512_mul_ps(d, q));
+      }
+      continue;
+    }
+    q8_slice(block, lay, j, off, hd, o);
+  }
+  return dst;
+}
+#endif
+
+// The one-token fallback (attention_one.cpp): attend_tokens for the token at
+// pos and heads [head_begin, head_end) whose size no vector pass takes.
+// scores: attention_scratch_floats(pos, page_size, 1) floats.
+void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
+                const AttentionShape& shape, const float* q, float* out, float* scores, int head_begin,
+                int head_end);
 
 // The AVX2 pass (attention_avx2.cpp).
 

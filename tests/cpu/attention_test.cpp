@@ -37,7 +37,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
                        // pages of fewer than 16 slots and of more than the
                        // context (the next page's rows are prefetched per page)
                        Case{8, 2, 64, 1, KvDtype::kF16}, Case{8, 4, 32, 4, KvDtype::kQ8_0},
-                       Case{8, 2, 64, 2, KvDtype::kF32}, Case{8, 8, 16, 256, KvDtype::kF16}}) {
+                       Case{8, 2, 64, 2, KvDtype::kF32}, Case{8, 8, 16, 256, KvDtype::kF16},
+                       // heads of no vector pass (a multiple of neither 8 nor
+                       // 16): the one-token fallback
+                       Case{6, 3, 20, 16, KvDtype::kF32}, Case{6, 3, 20, 8, KvDtype::kF16},
+                       Case{8, 8, 4, 16, KvDtype::kQ8_0}, Case{4, 2, 12, 4, KvDtype::kF16}}) {
     INFO("heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " page " << c.page_size
                   << " " << kv_dtype_name(c.dtype));
     const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};

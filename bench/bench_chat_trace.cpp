@@ -37,7 +37,7 @@
 #include "bench/bench_cli.h"
 #include "bench/bench_util.h"
 #include "storage/open_tiers.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 namespace lb = larder::bench;
 

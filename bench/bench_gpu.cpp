@@ -23,7 +23,7 @@
 #include "bench/bench_cli.h"
 #include "engine/backend.h"
 #include "engine/cuda/plan/weight_plan.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "bench/bench_cli.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 int main(int argc, char** argv) {
   larder::testing::RandomLlamaSpec spec;

@@ -1,4 +1,5 @@
 #include "tests/arch/arch_families.h"
+#include "tests/support/random_llama.h"
 
 #include <filesystem>
 

@@ -11,7 +11,7 @@
 
 #include "engine/gguf/ggml_types.h"
 #include "storage/status.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 namespace larder::testing {
 

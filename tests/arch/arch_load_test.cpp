@@ -9,6 +9,7 @@
 
 #include "engine/model/model.h"
 #include "tests/arch/arch_families.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 using namespace larder::testing;

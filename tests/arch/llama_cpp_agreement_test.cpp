@@ -26,6 +26,7 @@
 
 #include "tests/arch/arch_families.h"
 #include "tests/cpu/forward_harness.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 using namespace larder::testing;

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tests/cpu/forward_harness.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_models.h"
 

@@ -31,7 +31,7 @@
 
 #include "engine/cpu/matmul_packed.h"
 #include "tests/cpu/forward_harness.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 #include "tests/support/temp_dir.h"
 
 namespace larder {

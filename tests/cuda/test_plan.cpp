@@ -9,7 +9,7 @@
 #include "engine/cuda/plan/batch_plan.h"
 #include "engine/cuda/plan/memory_plan.h"
 #include "engine/cuda/plan/weight_plan.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 using namespace larder::cuda_plan;

@@ -23,6 +23,7 @@
 #include "tests/api/test_client.h"
 #include "tests/e2e/live_server.h"
 #include "tests/support/chat_models.h"
+#include "tests/support/random_llama.h"
 #include "tests/support/temp_dir.h"
 
 using namespace larder;

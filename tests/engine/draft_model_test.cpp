@@ -11,7 +11,7 @@
 
 #include "engine/draft_model.h"
 #include "tests/engine/engine_test_util.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 using namespace larder::testing;

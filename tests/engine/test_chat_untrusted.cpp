@@ -22,6 +22,7 @@
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/chat_models.h"
 #include "tests/support/fixed_clock.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 using namespace larder::testing;

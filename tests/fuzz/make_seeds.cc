@@ -13,6 +13,7 @@
 #include "engine/tokenizer/answer_memo.h"
 #include "storage/page_record.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 namespace larder::fuzz {
 PageRecordMeta fuzz_record_meta();  // tests/fuzz/disk_record.cpp

@@ -14,6 +14,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 using namespace larder;
 using namespace larder::testing;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "storage/status.h"
-#include "tests/support/gguf_writer.h"
+#include "tests/support/random_llama.h"
 
 namespace larder::testing {
 

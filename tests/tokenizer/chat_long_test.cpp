@@ -19,6 +19,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/support/chat_models.h"
 #include "tests/support/fixed_clock.h"
+#include "tests/support/random_llama.h"
 
 namespace larder {
 namespace {

@@ -151,6 +151,7 @@ json report_json(const CacheReport& r) {
           {"running", r.running},
           {"preemptions", r.preemptions},
           {"requests_total", r.requests_total},
+          {"restore_decisions", {{"restore", r.chose_restore}, {"recompute", r.chose_recompute}}},
           {"pins", {{"prefixes", r.pinned_prefixes}, {"pages", r.pinned_pages}}},
           {"tiers", tiers}};
 }

@@ -7,6 +7,7 @@
 //                              {"page_size", "page_bytes", "device_pages":
 //                              {"pool", "budget", "available"}, "queue_length",
 //                              "running", "preemptions", "requests_total",
+//                              "restore_decisions": {"restore", "recompute"},
 //                              "pins": {"prefixes", "pages"}, "tiers": [{"name",
 //                              "policy", "persistent", "budget_bytes",
 //                              "bytes_used", "entries", "pinned", "hits",

@@ -98,6 +98,14 @@ void add_cache(const CacheReport& r, std::vector<MetricFamily>& out) {
   single("larder_running_sequences", "Sequences admitted (prefilling, decoding or waiting for a restore).", G,
          double(r.running));
   single("larder_preemptions_total", "Sequences preempted because KV pages ran out.", C, double(r.preemptions));
+  MetricFamily choice = family("larder_cache_restore_decisions_total",
+                               "Lookups of a request's pages in the tiers below the device, by what the engine chose: "
+                               "read them (restore) or prefill them (recompute: the measured prefill rate beat the "
+                               "slowest tier's measured read bandwidth; docs/cache-tuning.md).",
+                               C);
+  choice.metric.push_back(sample(double(r.chose_restore), C, {{"choice", "restore"}}));
+  choice.metric.push_back(sample(double(r.chose_recompute), C, {{"choice", "recompute"}}));
+  out.push_back(std::move(choice));
   single("larder_prefill_tokens_total", "Prompt positions computed by prefill (not covered by the cache or a fork).",
          C, double(r.prefill_tokens));
   single("larder_draft_tokens_total", "Draft tokens of speculative decoding (prompt lookup and the draft model) verified.", C,

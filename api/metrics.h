@@ -22,6 +22,7 @@
 //   larder_cache_{restore,spill}_seconds_total{tier}, larder_cache_evictions_total{tier, reason},
 //   larder_cache_{used,budget}_bytes{tier}, larder_cache_entries{tier}, larder_cache_pinned_entries{tier},
 //   larder_queue_length, larder_running_sequences, larder_preemptions_total,
+//   larder_cache_restore_decisions_total{choice} (restore or recompute),
 //   larder_pinned_prefixes, larder_prefill_tokens_total (prompt positions
 //   computed by prefill), larder_draft_tokens{,_accepted}_total (speculative
 //   decoding: drafts verified, agreed), larder_draft_model_tokens{,_accepted}_total (of

@@ -51,6 +51,12 @@ struct CacheReport {
   int64_t queue_length = 0;            // requests waiting for admission
   int64_t running = 0;                 // sequences admitted (prefill, decode, restore)
   int64_t preemptions = 0;             // since start
+  // since start: lookups in the tiers below the device, by what the engine
+  // chose (engine_restore.cpp's restore_or_recompute): read the pages, or
+  // prefill them because the measured prefill rate beat the slowest tier's
+  // measured read bandwidth.
+  int64_t chose_restore = 0;
+  int64_t chose_recompute = 0;
   int64_t requests_total = 0;          // since start
   int64_t prefill_tokens = 0;          // since start: prompt positions computed by prefill (Engine::Stats)
   int64_t draft_tokens = 0;            // since start: speculative draft tokens verified (Engine::Stats)

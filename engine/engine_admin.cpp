@@ -213,6 +213,8 @@ Result<CacheReport> Engine::cache_report() const {
     rep->tiers.push_back(std::move(r));
   }
   rep->preemptions = m.stats.preemptions;
+  rep->chose_restore = m.stats.chose_restore;
+  rep->chose_recompute = m.stats.chose_recompute;
   rep->requests_total = m.stats.requests_total;
   rep->prefill_tokens = m.stats.prefill_tokens;
   rep->draft_tokens = m.stats.draft_tokens;

@@ -48,6 +48,8 @@ CacheReport sample_report() {
   r.queue_length = 2;
   r.running = 3;
   r.preemptions = 4;
+  r.chose_restore = 7;
+  r.chose_recompute = 8;
   r.prefill_tokens = 299;
   r.choice_pages_shared = 54;
   r.choice_pages_copied = 3;
@@ -186,6 +188,7 @@ TEST_CASE("GET /admin/cache: the report as JSON, field by field", "[api][admin]"
                          {"running", 3},
                          {"preemptions", 4},
                          {"requests_total", 99},
+                         {"restore_decisions", {{"restore", 7}, {"recompute", 8}}},
                          {"pins", {{"prefixes", 1}, {"pages", 18}}},
                          {"tiers", {tier_device, tier_disk}}};
   CHECK(r->json() == expected);
@@ -518,6 +521,9 @@ TEST_CASE("GET /metrics: Prometheus text with request, token, latency and cache 
   CHECK(e.value("larder_queue_length") == 2);
   CHECK(e.value("larder_running_sequences") == 3);
   CHECK(e.value("larder_preemptions_total") == 4);
+  CHECK(e.value("larder_cache_restore_decisions_total", {{"choice", "restore"}}) == 7);
+  CHECK(e.value("larder_cache_restore_decisions_total", {{"choice", "recompute"}}) == 8);
+  CHECK(e.type.at("larder_cache_restore_decisions_total") == "counter");
   CHECK(e.value("larder_prefill_tokens_total") == 299);
   CHECK(e.value("larder_choice_pages_shared_total") == 54);
   CHECK(e.value("larder_choice_pages_copied_total") == 3);

@@ -247,6 +247,11 @@ TEST_CASE("restore or recompute: pages on a tier slower than prefill are prefill
   CHECK(engine->stats().chose_recompute == 1);
   CHECK(g.final.cached_tokens == 0);
   CHECK(g.tokens == cold.tokens);
+  // The admin report (/admin/cache, /metrics) carries both counts.
+  const Result<CacheReport> rep = engine->cache_report();
+  REQUIRE(rep.is_ok());
+  CHECK(rep.value().chose_restore == 1);
+  CHECK(rep.value().chose_recompute == 1);
 }
 
 TEST_CASE("the simulator replays a recorded trace to the hit rates the engine measured live", "[engine][tiers][cache_sim]") {

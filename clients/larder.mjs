@@ -157,6 +157,11 @@ function printStats(r, url) {
               `${dp.budget} of ${dp.pool} in the budget, ${dp.available} available`);
   console.log(`queue ${r.queue_length}, running ${r.running}, preemptions ${r.preemptions}, ` +
               `requests ${r.requests_total}, pinned ${r.pins?.prefixes ?? 0} prefix(es) (${r.pins?.pages ?? 0} pages)`);
+  const rd = r.restore_decisions;
+  if (rd) {
+    console.log(`lookups below the device: ${rd.restore} restored, ${rd.recompute} prefilled instead ` +
+                '(prefill measured faster than the tier)');
+  }
   console.log('');
   const rows = [['tier', 'policy', 'budget', 'used', 'entries', 'pinned', 'hits', 'misses', 'hit rate',
                  'restored', 'spilled', 'evicted budget/ttl/admin/corrupt']];

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "engine/cpu/attention_detail.h"
 #include "engine/cpu/matmul.h"
@@ -23,10 +22,6 @@ constexpr size_t kMaxHeadDim = 256;  // the vector passes' bound (CpuForward::cr
 size_t scores_stride(int max_pos, int page_size) {
   return size_t((max_pos / page_size + 1) * page_size + 16) / 16 * 16;
 }
-
-}  // namespace
-
-namespace {
 
 #if defined(__AVX512F__)
 // ---- head_dim a multiple of 16 (every real model): query heads of one kv

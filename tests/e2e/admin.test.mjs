@@ -169,10 +169,11 @@ test('the larder client: stats, pin (kept across a restart), unpin, evict, simul
     assert.match(r.out, /^disk +lru +20\.0 GiB/m);
     assert.match(r.out, /^lookups below the device: \d+ restored, \d+ prefilled instead/m);
     r = runCli(d, ['--json', 'cache', 'stats']);
-    assert.equal(JSON.parse(r.out).tiers[0].name, 'device');
+    const stats = JSON.parse(r.out);
+    assert.equal(stats.tiers[0].name, 'device');
     // The chat's lookup on the empty disk tier: no prefill rate measured yet, so restore.
-    assert.ok(JSON.parse(r.out).restore_decisions.restore >= 1);
-    assert.equal(JSON.parse(r.out).restore_decisions.recompute, 0);
+    assert.ok(stats.restore_decisions.restore >= 1);
+    assert.equal(stats.restore_decisions.recompute, 0);
 
     r = runCli(d, ['cache', 'pin', '--prompt', prompt]);
     assert.equal(r.code, 0, r.err);

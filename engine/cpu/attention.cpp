@@ -151,24 +151,72 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
                           __m512* lsum, float* acc, float (*e)[16]) {
   const __mmask16 m = __mmask16((1u << nkt) - 1u);
   __m512 sc[HN];
-  for (int h = 0; h < HN; ++h) {
-    const float* qh = q + size_t(h) * 16 * NC;
-    __m512 part[16];
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) {
-      if (j >= nkt) { part[j] = _mm512_setzero_ps(); continue; }
-      auto kc = [&](int c) {
-        if constexpr (F16)
-          return _mm512_cvtph_ps(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr.h + size_t(j) * kr.h_stride + 16 * c)));
-        else
-          return _mm512_loadu_ps(kr.f + size_t(j) * kr.f_stride + 16 * c);
-      };
-      __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qh), kc(0));
-      for (int c = 1; c < NC; ++c) a = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), kc(c), a);
-      part[j] = a;
+  auto kc = [&](int j, int c) {
+    if constexpr (F16)
+      return _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kr.h + size_t(j) * kr.h_stride + 16 * c)));
+    else
+      return _mm512_loadu_ps(kr.f + size_t(j) * kr.f_stride + 16 * c);
+  };
+  if constexpr (HN == 4 && F16 && NC <= 4) {
+    // A decode step's four heads of one kv head: each F16 K chunk is widened
+    // once for all four (per head it was widened four times, and
+    // vcvtph2ps, one a cycle, set the pace: in cache a 16k-position step
+    // took 0.88x as long this way, docs/cpu-kernels.md), and one hsum16x16
+    // takes 4 positions x 4 heads (slot 4h + i: position 4g + i of head h).
+    // Each slot gets the arithmetic of the per-head loop below (the same
+    // products in the same order, and hsum16x16 treats every slot alike).
+    // The f32 rows of a prefill tile stay with that loop (1.04x as long
+    // this way), and so do heads of over 64 dims (NC > 4), whose q chunks
+    // of four heads would not fit in registers beside the 16 partial sums
+    // (head_dim 128: 1.17x as long this way).
+    __m512 qr[4][NC];
+    for (int h = 0; h < 4; ++h)
+      for (int c = 0; c < NC; ++c) qr[h][c] = _mm512_loadu_ps(q + size_t(h) * 16 * NC + 16 * c);
+    __m512 s4[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      __m512 part[16];
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const int j = 4 * g + i;
+        if (j >= nkt) {
+          for (int h = 0; h < 4; ++h) part[4 * h + i] = _mm512_setzero_ps();
+          continue;
+        }
+        const __m512 k0 = kc(j, 0);
+        for (int h = 0; h < 4; ++h) part[4 * h + i] = _mm512_mul_ps(qr[h][0], k0);
+        for (int c = 1; c < NC; ++c) {
+          const __m512 k = kc(j, c);
+          for (int h = 0; h < 4; ++h) part[4 * h + i] = _mm512_fmadd_ps(qr[h][c], k, part[4 * h + i]);
+        }
+      }
+      s4[g] = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
     }
-    sc[h] = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
+    // s4[g]'s 128-bit block h is head h's positions 4g .. 4g + 3: transpose
+    // the 4 x 4 blocks so that sc[h] holds head h's 16 positions in order.
+    const __m512 t0 = _mm512_shuffle_f32x4(s4[0], s4[1], 0x44), t1 = _mm512_shuffle_f32x4(s4[0], s4[1], 0xEE);
+    const __m512 t2 = _mm512_shuffle_f32x4(s4[2], s4[3], 0x44), t3 = _mm512_shuffle_f32x4(s4[2], s4[3], 0xEE);
+    sc[0] = _mm512_shuffle_f32x4(t0, t2, 0x88);
+    sc[1] = _mm512_shuffle_f32x4(t0, t2, 0xDD);
+    sc[2] = _mm512_shuffle_f32x4(t1, t3, 0x88);
+    sc[3] = _mm512_shuffle_f32x4(t1, t3, 0xDD);
+  } else {
+    for (int h = 0; h < HN; ++h) {
+      const float* qh = q + size_t(h) * 16 * NC;
+      __m512 part[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        if (j >= nkt) {
+          part[j] = _mm512_setzero_ps();
+          continue;
+        }
+        __m512 a = _mm512_mul_ps(_mm512_loadu_ps(qh), kc(j, 0));
+        for (int c = 1; c < NC; ++c) a = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), kc(j, c), a);
+        part[j] = a;
+      }
+      sc[h] = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
+    }
   }
   float bmax[HN];
   for (int h = 0; h < HN; ++h) bmax[h] = _mm512_mask_reduce_max_ps(m, sc[h]);

@@ -34,6 +34,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
                        // the 8-lane tiles' template sizes and a run-time one (24), with F16 pages
                        Case{8, 4, 8, 16, KvDtype::kF16}, Case{6, 2, 24, 16, KvDtype::kF16},
                        Case{4, 1, 128, 16, KvDtype::kF16},
+                       // a decode step's four-head pass over F16 K (heads of
+                       // up to 64 dims) in groups of 8 and 12 query heads
+                       // (two and three passes a kv head), heads of 32 and 48
+                       Case{16, 2, 64, 16, KvDtype::kF16}, Case{12, 1, 48, 8, KvDtype::kF16},
+                       Case{8, 2, 32, 16, KvDtype::kF16},
                        // pages of fewer than 16 slots and of more than the
                        // context (the next page's rows are prefetched per page)
                        Case{8, 2, 64, 1, KvDtype::kF16}, Case{8, 4, 32, 4, KvDtype::kQ8_0},

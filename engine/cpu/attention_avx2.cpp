@@ -2,8 +2,9 @@
 // multiple of 8): in AVX2 builds for every such head size, in AVX-512 builds
 // for those the 16-lane pass of attention.cpp does not take (not a multiple
 // of 16). A tile of consecutive tokens (as attend_tile16); F16 K/V rows
-// are widened in registers as they are used, Q8_0 ones once per block for
-// all of the tile's rows.
+// are widened in registers as they are used, each chunk once for a token's
+// query heads of one kv head in groups of 4, 2 or 1 (block_scores,
+// block_v_sums), Q8_0 ones once per block for all of the tile's rows.
 //
 // Arithmetic per query head h (fixed, whatever the batch, the head range or
 // the thread, so a token's output depends only on its q and the pages), in
@@ -99,6 +100,140 @@ bool heads8_supported(int hd) {
 
 namespace {
 
+// Scores of HN query heads (HN = 1, 2 or 4: consecutive in q, hd apart) of
+// one kv head over the block's K rows j < nkt, into sc[h] (lane j: head h's
+// position j, scaled; lanes past nkt 0). Each K chunk is loaded (and widened
+// from F16) once for all HN heads: per head, vcvtph2ps (one a cycle) paced
+// the scores, as it did on AVX-512 (docs/cpu-kernels.md). One hsum8x8 takes
+// P = 8 / HN positions x HN heads (slot P * h + i: head h, position P * g +
+// i of group g), and a transpose of P-lane pieces puts each head's scores
+// back in order. Every score has the arithmetic of the per-head form:
+// mul(q_0, k_0), then one FMA per chunk in order, then the same tree of
+// hsum8x8, which treats every slot alike.
+template <int NC, int HN, bool F16>
+[[gnu::always_inline]] inline void block_scores(const KvRows& k, const float* q, int hd, int nkt, float scale,
+                                                __m256 sc[HN]) {
+  static_assert(HN == 1 || HN == 2 || HN == 4);
+  constexpr int P = kBlock / HN;
+  const int nc = NC > 0 ? NC : hd / 8;
+  __m256 s[HN];
+  auto group = [&]<bool kFull>(int g) {
+    const int ni = kFull ? P : std::clamp(nkt - P * g, 0, P);
+    __m256 part[kBlock];
+#pragma GCC unroll 8
+    for (int i = 0; i < P; ++i) {
+      if (!kFull && i >= ni) {
+        for (int h = 0; h < HN; ++h) part[P * h + i] = _mm256_setzero_ps();
+        continue;
+      }
+      const __m256 k0 = load8<F16>(k, P * g + i, 0);
+      for (int h = 0; h < HN; ++h) part[P * h + i] = _mm256_mul_ps(_mm256_loadu_ps(q + size_t(h) * hd), k0);
+    }
+    for (int c = 1; c < nc; ++c) {
+#pragma GCC unroll 8
+      for (int i = 0; i < P; ++i) {
+        if (!kFull && i >= ni) continue;
+        const __m256 kc = load8<F16>(k, P * g + i, c);
+        for (int h = 0; h < HN; ++h)
+          part[P * h + i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + size_t(h) * hd + 8 * c), kc, part[P * h + i]);
+      }
+    }
+    s[g] = _mm256_mul_ps(hsum8x8(part), _mm256_set1_ps(scale));
+  };
+  if (nkt == kBlock) {
+#pragma GCC unroll 4
+    for (int g = 0; g < HN; ++g) group.template operator()<true>(g);
+  } else {
+    for (int g = 0; g < HN; ++g) group.template operator()<false>(g);
+  }
+  if constexpr (HN == 1) {
+    sc[0] = s[0];
+  } else if constexpr (HN == 2) {  // s[g]: head 0 in lanes 0-3, head 1 in 4-7
+    sc[0] = _mm256_permute2f128_ps(s[0], s[1], 0x20);
+    sc[1] = _mm256_permute2f128_ps(s[0], s[1], 0x31);
+  } else {  // s[g]: pair h (lanes 2h, 2h + 1) is head h: a 4 x 4 transpose of pairs
+    const __m256d t0 = _mm256_unpacklo_pd(_mm256_castps_pd(s[0]), _mm256_castps_pd(s[1]));
+    const __m256d t1 = _mm256_unpackhi_pd(_mm256_castps_pd(s[0]), _mm256_castps_pd(s[1]));
+    const __m256d t2 = _mm256_unpacklo_pd(_mm256_castps_pd(s[2]), _mm256_castps_pd(s[3]));
+    const __m256d t3 = _mm256_unpackhi_pd(_mm256_castps_pd(s[2]), _mm256_castps_pd(s[3]));
+    sc[0] = _mm256_castpd_ps(_mm256_permute2f128_pd(t0, t2, 0x20));
+    sc[1] = _mm256_castpd_ps(_mm256_permute2f128_pd(t1, t3, 0x20));
+    sc[2] = _mm256_castpd_ps(_mm256_permute2f128_pd(t0, t2, 0x31));
+    sc[3] = _mm256_castpd_ps(_mm256_permute2f128_pd(t1, t3, 0x31));
+  }
+}
+
+// V sums of HN query heads (their sums at o + h * hd): o_h += e[h][j] * v_j
+// over j < nkt, one FMA per position in increasing j, CW = 8 / HN chunks of
+// all HN heads at a time (8 sums in registers), so that each V chunk is
+// loaded (and widened) once for the HN heads. pf (when not null) goes beside
+// the rows of the first chunks.
+template <int NC, int HN, bool F16>
+[[gnu::always_inline]] inline void block_v_sums(const KvRows& v, const float (*e)[kBlock], int nkt, float* o,
+                                                int hd, const RowPrefetch* pf) {
+  constexpr int CW = kBlock / HN;
+  // CN chunks from c0 for the HN heads, CN a compile-time count so that the
+  // sums stay in registers (with a run-time count GCC kept them on the stack).
+  auto pass = [&]<int CN>(int c0) {
+    __m256 acc[HN][CN];
+    for (int h = 0; h < HN; ++h)
+      for (int c = 0; c < CN; ++c) acc[h][c] = _mm256_loadu_ps(o + size_t(h) * hd + 8 * (c0 + c));
+    const bool prefetch = pf != nullptr && c0 == 0;
+    for (int j = 0; j < nkt; ++j) {
+      if (prefetch) pf->row_at(j);
+      __m256 vc[CN];
+      for (int c = 0; c < CN; ++c) vc[c] = load8<F16>(v, j, c0 + c);
+      for (int h = 0; h < HN; ++h) {
+        const __m256 ej = _mm256_set1_ps(e[h][j]);
+        for (int c = 0; c < CN; ++c) acc[h][c] = _mm256_fmadd_ps(ej, vc[c], acc[h][c]);
+      }
+    }
+    for (int h = 0; h < HN; ++h)
+      for (int c = 0; c < CN; ++c) _mm256_storeu_ps(o + size_t(h) * hd + 8 * (c0 + c), acc[h][c]);
+  };
+  if constexpr (NC > 0 && NC % CW == 0) {
+#pragma GCC unroll 8
+    for (int c0 = 0; c0 < NC; c0 += CW) pass.template operator()<CW>(c0);
+  } else if constexpr (NC > 0 && NC < CW) {
+    pass.template operator()<NC>(0);
+  } else {  // run-time head sizes: CW chunks at a time, then one at a time
+    const int nc = hd / 8;
+    int c0 = 0;
+    for (; c0 + CW <= nc; c0 += CW) pass.template operator()<CW>(c0);
+    for (; c0 < nc; ++c0) pass.template operator()<1>(c0);
+  }
+}
+
+// One block of the online softmax for HN heads of one token (rows r .. r +
+// HN - 1, their q at qh and V sums at oh, hd apart): scores, the running
+// max (rescaling l and the sums when it rises), e_p, and the V sums.
+template <int NC, int HN, bool F16>
+inline void block_step(const KvRows& k, const KvRows& v, const float* qh, float* oh, int hd, int nkt, float scale,
+                       __m256 keep, float* mx, __m256* lsum, const RowPrefetch* pf) {
+  const int nc = NC > 0 ? NC : hd / 8;
+  __m256 sc[HN];
+  block_scores<NC, HN, F16>(k, qh, hd, nkt, scale, sc);
+  alignas(32) float e[HN][kBlock];
+  for (int h = 0; h < HN; ++h) {
+    _mm256_store_ps(e[h], sc[h]);
+    float bmax = e[h][0];
+    for (int j = 1; j < nkt; ++j) bmax = e[h][j] > bmax ? e[h][j] : bmax;
+    if (bmax > mx[h]) {
+      if (mx[h] != -INFINITY) {
+        const __m256 f = exp_avx2(_mm256_set1_ps(mx[h] - bmax));
+        lsum[h] = _mm256_mul_ps(lsum[h], f);
+        float* o = oh + size_t(h) * hd;
+        for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * c), f));
+      }
+      mx[h] = bmax;
+    }
+    const __m256 ev = _mm256_and_ps(keep, exp_avx2(_mm256_sub_ps(sc[h], _mm256_set1_ps(mx[h]))));
+    lsum[h] = _mm256_add_ps(lsum[h], ev);
+    _mm256_store_ps(e[h], ev);
+  }
+  block_v_sums<NC, HN, F16>(v, e, nkt, oh, hd, pf);
+}
+
 // NC = hd / 8 as a template argument (0: a run-time count) so that the dot
 // products' and V sums' registers stay registers, as in attend_tile16.
 template <int NC, bool F16>
@@ -111,7 +246,6 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
   const float scale = float(1.0 / std::sqrt(double(hd)));
   alignas(32) float kconv[kBlock * 256];  // 8 Q8_0 K rows of up to 256 head dims, widened
   alignas(32) float vconv[kBlock * 256];  // 8 Q8_0 V rows likewise
-  alignas(32) float e[kBlock];            // one block's e_p for one row
   float mx[kMaxTileRows];                 // running max m per row
   __m256 lsum[kMaxTileRows];              // l per row
   for (int r = 0; r < rows; ++r) {
@@ -130,8 +264,8 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
       const int nk = std::min(kBlock, n_slots - j0);
       const KvRows k = block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, kconv, rows_f32);
       const KvRows v = block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off, nk, hd, vconv, rows_f32);
-      // The next page's rows, prefetched as the first token's first head
-      // sums this block's V rows (RowPrefetch).
+      // The next page's rows, prefetched as the first token's first heads
+      // sum this block's V rows (RowPrefetch).
       const RowPrefetch pf = pi + 1 < n_pages ? RowPrefetch(pool.k_block(pages[pi + 1], layer),
                                                             pool.v_block(pages[pi + 1], layer), lay, j0, off, hd)
                                               : RowPrefetch();
@@ -139,45 +273,20 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
       for (int t = t_first; t < nt; ++t) {  // tokens before p0 see none of the block
         const int nkt = std::min(nk, pos0 + t - p0 + 1);
         const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nkt), lane));
-        for (int h = 0; h < nh; ++h) {
-          const int r = t * nh + h;
+        // The token's heads in groups of 4, then 2, then 1 (each head's
+        // arithmetic is the same in any of them).
+        for (int h = 0; h < nh;) {
+          const int hn = nh - h >= 4 ? 4 : nh - h >= 2 ? 2 : 1, r = t * nh + h;
           const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
           float* oh = out + size_t(t) * q_stride + size_t(h) * hd;
-          __m256 part[kBlock];
-#pragma GCC unroll 8
-          for (int j = 0; j < kBlock; ++j) {
-            if (j >= nkt) { part[j] = _mm256_setzero_ps(); continue; }
-            __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(qh), load8<F16>(k, j, 0));
-            for (int c = 1; c < nc; ++c) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + 8 * c), load8<F16>(k, j, c), acc);
-            part[j] = acc;
-          }
-          const __m256 sc = _mm256_mul_ps(hsum8x8(part), _mm256_set1_ps(scale));
-          _mm256_store_ps(e, sc);
-          float bmax = e[0];
-          for (int j = 1; j < nkt; ++j) bmax = e[j] > bmax ? e[j] : bmax;
-          if (bmax > mx[r]) {
-            if (mx[r] != -INFINITY) {
-              const __m256 f = exp_avx2(_mm256_set1_ps(mx[r] - bmax));
-              lsum[r] = _mm256_mul_ps(lsum[r], f);
-              for (int c = 0; c < nc; ++c) _mm256_storeu_ps(oh + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(oh + 8 * c), f));
-            }
-            mx[r] = bmax;
-          }
-          const __m256 ev = _mm256_and_ps(keep, exp_avx2(_mm256_sub_ps(sc, _mm256_set1_ps(mx[r]))));
-          lsum[r] = _mm256_add_ps(lsum[r], ev);
-          _mm256_store_ps(e, ev);
-          for (int c0 = 0; c0 < nc; c0 += 8) {  // up to 8 accumulators in registers
-            const int cn = std::min(8, nc - c0);
-            __m256 acc[8];
-            for (int c = 0; c < cn; ++c) acc[c] = _mm256_loadu_ps(oh + 8 * (c0 + c));
-            const bool prefetch = t == t_first && h == 0 && c0 == 0;
-            for (int j = 0; j < nkt; ++j) {
-              if (prefetch) pf.row_at(j);
-              const __m256 ej = _mm256_set1_ps(e[j]);
-              for (int c = 0; c < cn; ++c) acc[c] = _mm256_fmadd_ps(ej, load8<F16>(v, j, c0 + c), acc[c]);
-            }
-            for (int c = 0; c < cn; ++c) _mm256_storeu_ps(oh + 8 * (c0 + c), acc[c]);
-          }
+          const RowPrefetch* p = t == t_first && h == 0 ? &pf : nullptr;
+          if (hn == 4)
+            block_step<NC, 4, F16>(k, v, qh, oh, hd, nkt, scale, keep, mx + r, lsum + r, p);
+          else if (hn == 2)
+            block_step<NC, 2, F16>(k, v, qh, oh, hd, nkt, scale, keep, mx + r, lsum + r, p);
+          else
+            block_step<NC, 1, F16>(k, v, qh, oh, hd, nkt, scale, keep, mx + r, lsum + r, p);
+          h += hn;
         }
       }
     }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -39,6 +40,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
                        // (two and three passes a kv head), heads of 32 and 48
                        Case{16, 2, 64, 16, KvDtype::kF16}, Case{12, 1, 48, 8, KvDtype::kF16},
                        Case{8, 2, 32, 16, KvDtype::kF16},
+                       // the 8-lane pass's groups of 4, 2 and 1 heads sharing
+                       // each K and V chunk (7 = 4 + 2 + 1, 5 = 4 + 1), with
+                       // template (8) and run-time (24, 40) head sizes
+                       Case{16, 2, 8, 16, KvDtype::kF16}, Case{14, 2, 24, 16, KvDtype::kF32},
+                       Case{16, 4, 8, 16, KvDtype::kQ8_0}, Case{10, 2, 40, 8, KvDtype::kF16},
                        // pages of fewer than 16 slots and of more than the
                        // context (the next page's rows are prefetched per page)
                        Case{8, 2, 64, 1, KvDtype::kF16}, Case{8, 4, 32, 4, KvDtype::kQ8_0},
@@ -180,7 +186,10 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
   if (const char* cached = std::getenv("LARDER_BENCH_PAGES"))
     for (size_t i = 0; i < pages.size(); ++i) pages[i] = pages[i % size_t(std::max(1, std::atoi(cached)))];
   constexpr int kTile = kAttentionTileTokens;
-  std::vector<float> q(size_t(kTile) * n_head * hd), out(q.size());
+  std::vector<float> q(size_t(kTile) * n_head * hd), out_buf(q.size() + 16);
+  // 64-byte aligned, as CpuForward's attention output is: threads write
+  // neighbouring kv heads' slices, which then share no cache line.
+  float* const out = out_buf.data() + (16 - reinterpret_cast<uintptr_t>(out_buf.data()) / 4 % 16) % 16;
   for (float& x : q) x = nd(rng);
   const size_t kv_bytes = size_t(n_layer) * ctx * 2 * lay.row_bytes();
   for (int threads : {1, 2}) {
@@ -190,7 +199,7 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
     auto step = [&](int per_call) {  // kv heads per attend_token call
       for (int l = 0; l < n_layer; ++l)
         tp.parallel_chunks(n_head_kv, per_call, [&](int64_t b, int64_t e, int t) {
-          attend_token(*pool, l, pages, ctx - 1, shape, q.data(), out.data(), scratch.data() + per * t, int(b) * 4,
+          attend_token(*pool, l, pages, ctx - 1, shape, q.data(), out, scratch.data() + per * t, int(b) * 4,
                        int(e) * 4);
         });
     };
@@ -213,7 +222,7 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
     const double tp16 = testing::best_seconds([&] {
       for (int l = 0; l < n_layer; ++l)
         tp.parallel_chunks(n_head_kv, 1, [&](int64_t b, int64_t e, int t) {
-          attend_tokens(*pool, l, pages, ctx - kTile, kTile, shape, q.data(), out.data(),
+          attend_tokens(*pool, l, pages, ctx - kTile, kTile, shape, q.data(), out,
                         tile_scratch.data() + per_tile * t, int(b) * 4, int(e) * 4);
         });
     });

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/cpu/attention.h"
+#include "engine/cpu/cache_line_vector.h"
 #include "engine/cpu/huge_pages.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
@@ -62,8 +63,8 @@ bool embd_type_supported(GgmlType t) {
   return ggml_type_supported(t);  // dequantize_row handles every supported type
 }
 
-template <typename T>
-void grow(std::vector<T>& v, size_t n) {
+template <class Vec>
+void grow(Vec& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
@@ -105,15 +106,15 @@ struct CpuForward::Impl {
   Q8Path q8_path = default_q8_path();
 
   // Scratch, grown on demand to the largest batch seen (n = tokens in batch).
-  std::vector<float> x;          // (n, n_embd) residual stream
-  std::vector<float> xb;         // (n, n_embd) rmsnorm output, matmul input
-  std::vector<float> xb2;        // (n, n_embd) matmul output before the residual add
-  std::vector<float> q;          // (n, q_dim)
-  std::vector<float> k;          // (n, kv_dim)
-  std::vector<float> v;          // (n, kv_dim)
-  std::vector<float> att;        // (n, q_dim) attention output
-  std::vector<float> hb;         // (n, n_ff) gate, then silu(gate) * up
-  std::vector<float> hb2;        // (n, n_ff) up
+  CacheLineVector<float> x;      // (n, n_embd) residual stream
+  CacheLineVector<float> xb;     // (n, n_embd) rmsnorm output, matmul input
+  CacheLineVector<float> xb2;    // (n, n_embd) matmul output before the residual add
+  CacheLineVector<float> q;      // (n, q_dim)
+  CacheLineVector<float> k;      // (n, kv_dim)
+  CacheLineVector<float> v;      // (n, kv_dim)
+  CacheLineVector<float> att;    // (n, q_dim) attention output
+  CacheLineVector<float> hb;     // (n, n_ff) gate, then silu(gate) * up
+  CacheLineVector<float> hb2;    // (n, n_ff) up
   std::vector<float> rope_cos;   // (n, n_rot / 2)
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
@@ -138,7 +139,7 @@ struct CpuForward::Impl {
     void operator()(void* p) const { std::free(p); }
   };
   std::vector<std::unique_ptr<void, FreeDeleter>> owned;  // the copies
-  std::vector<float> scores;     // (n_threads, attention_scratch_floats)
+  CacheLineVector<float> scores; // (n_threads, attention_scratch_floats)
   size_t scores_stride = 0;
   struct Tile { int first, n; };  // batch[first, first + n): one sequence, consecutive positions
   std::vector<Tile> tiles;

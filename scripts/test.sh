@@ -38,6 +38,32 @@ status=0
 if [ -f tests/e2e/package.json ]; then
   tests/e2e/run.sh "$build_dir" 2>&1 | tee "$e2e_log" || status=1
 fi
+# The CPU kernels are chosen at compile time, so the native build tests only
+# this CPU's. Where this CPU can run them, the kernel tests (test_cpu: every
+# kernel against its scalar definition, the numerics tripwire) also run in
+# builds for the other x86 levels the README lists: x86-64-v3 (AVX2 + FMA +
+# F16C) under an AVX-512 one, and x86-64 (the portable code) under either.
+# LARDER_TEST_LEVELS=0 skips them.
+if [ "${LARDER_TEST_LEVELS:-1}" != 0 ] && [ "$(uname -m)" = x86_64 ]; then
+  levels=()
+  flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
+  has() { [[ " $flags " == *" $1 "* ]]; }
+  if has avx512f && has avx2 && has fma && has f16c; then levels+=(x86-64-v3); fi
+  if has avx2 || has avx512f; then levels+=(x86-64); fi
+  for level in "${levels[@]}"; do
+    level_dir="$build_dir-$level"
+    echo "== test_cpu built for $level ($level_dir)"
+    if LARDER_BUILD_DIR="$level_dir" \
+        LARDER_CMAKE_ARGS="-DLARDER_CUDA=OFF -DLARDER_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=$level -DCMAKE_C_FLAGS=-march=$level" \
+        scripts/build.sh --target test_cpu; then
+      # (their kernel tests that need a higher level skip themselves, and
+      # are not counted as skipped below: the native build runs them)
+      LARDER_SKIP_LOG= "$level_dir/tests/test_cpu" || status=1
+    else
+      status=1
+    fi
+  done
+fi
 # A short run of every fuzz target (clang, ASan + UBSan): bench/fuzz.sh runs
 # them longer. LARDER_FUZZ_SECONDS sets the time per target (0: skip).
 fuzz_seconds=${LARDER_FUZZ_SECONDS:-10}

@@ -50,15 +50,21 @@ if [ "${LARDER_TEST_LEVELS:-1}" != 0 ] && [ "$(uname -m)" = x86_64 ]; then
   has() { [[ " $flags " == *" $1 "* ]]; }
   if has avx512f && has avx2 && has fma && has f16c; then levels+=(x86-64-v3); fi
   if has avx2 || has avx512f; then levels+=(x86-64); fi
+  generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   for level in "${levels[@]}"; do
-    level_dir="$build_dir-$level"
+    level_dir="${build_dir%/}-$level"
     echo "== test_cpu built for $level ($level_dir)"
-    if LARDER_BUILD_DIR="$level_dir" \
-        LARDER_CMAKE_ARGS="-DLARDER_CUDA=OFF -DLARDER_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=$level -DCMAKE_C_FLAGS=-march=$level" \
-        scripts/build.sh --target test_cpu; then
+    # Configured every time (cheap), so that a directory of this name set up
+    # another way is not reused as is; the caller's LARDER_CMAKE_ARGS first.
+    # shellcheck disable=SC2086
+    if cmake -S . -B "$level_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${LARDER_CMAKE_ARGS:-} \
+          -DLARDER_CUDA=OFF -DLARDER_NATIVE=OFF "-DCMAKE_CXX_FLAGS=-march=$level" "-DCMAKE_C_FLAGS=-march=$level" \
+          >/dev/null &&
+        cmake --build "$level_dir" -j"$(nproc)" --target test_cpu; then
       # (their kernel tests that need a higher level skip themselves, and
       # are not counted as skipped below: the native build runs them)
-      LARDER_SKIP_LOG= "$level_dir/tests/test_cpu" || status=1
+      LARDER_SKIP_LOG= timeout 900 "$level_dir/tests/test_cpu" || status=1
     else
       status=1
     fi

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "engine/cpu/simd_avx2.h"
 #include "engine/gguf/ggml_types.h"
@@ -196,11 +197,14 @@ template <int NC, int HN, bool F16>
     for (int c0 = 0; c0 < NC; c0 += CW) pass.template operator()<CW>(c0);
   } else if constexpr (NC > 0 && NC < CW) {
     pass.template operator()<NC>(0);
-  } else {  // run-time head sizes: CW chunks at a time, then one at a time
+  } else {  // run-time head sizes: CW chunks at a time, then the rest in one pass
     const int nc = hd / 8;
     int c0 = 0;
     for (; c0 + CW <= nc; c0 += CW) pass.template operator()<CW>(c0);
-    for (; c0 < nc; ++c0) pass.template operator()<1>(c0);
+    const int rest = nc - c0;  // 0 .. CW - 1
+    [&]<int... I>(std::integer_sequence<int, I...>) {
+      ((rest == I + 1 ? pass.template operator()<I + 1>(c0) : void()), ...);
+    }(std::make_integer_sequence<int, CW - 1>{});
   }
 }
 

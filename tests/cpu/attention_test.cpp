@@ -41,8 +41,9 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
                        Case{16, 2, 64, 16, KvDtype::kF16}, Case{12, 1, 48, 8, KvDtype::kF16},
                        Case{8, 2, 32, 16, KvDtype::kF16},
                        // the 8-lane pass's groups of 4, 2 and 1 heads sharing
-                       // each K and V chunk (7 = 4 + 2 + 1, 5 = 4 + 1), with
-                       // template (8) and run-time (24, 40) head sizes
+                       // each K and V chunk (a kv head's 7 query heads go as
+                       // 4, then 3 = 2 + 1; 5 as 4, then 1), with template (8)
+                       // and run-time (24, 40) head sizes
                        Case{16, 2, 8, 16, KvDtype::kF16}, Case{14, 2, 24, 16, KvDtype::kF32},
                        Case{16, 4, 8, 16, KvDtype::kQ8_0}, Case{10, 2, 40, 8, KvDtype::kF16},
                        // pages of fewer than 16 slots and of more than the

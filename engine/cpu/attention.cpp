@@ -164,7 +164,7 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
     else
       return _mm512_loadu_ps(kr.f + size_t(j) * kr.f_stride + 16 * c);
   };
-  if constexpr (HN == 4 && F16 && NC <= 4) {
+  if constexpr (HN >= 2 && F16 && NC <= 4) {
     // A decode step's four heads of one kv head: each F16 K chunk is widened
     // once for all four (per head it was widened four times, and
     // vcvtph2ps, one a cycle, set the pace: in cache a 16k-position step
@@ -175,9 +175,12 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
     // The f32 rows of a prefill tile stay with that loop (1.04x as long
     // this way), and so do heads of over 64 dims (NC > 4), whose q chunks
     // of four heads would not fit in registers beside the 16 partial sums
-    // (head_dim 128: 1.17x as long this way).
-    __m512 qr[4][NC];
-    for (int h = 0; h < 4; ++h)
+    // (head_dim 128: 1.17x as long this way). Groups of 2 or 3 heads (kv
+    // groups of 2, 3, or 7 = 4 + 3) take the same form with the other
+    // heads' slots zero: a hsum16x16 a quarter or half idle costs less than
+    // widening K per head (in cache, groups of 3: 0.86x as long; 2: 0.88x).
+    __m512 qr[HN][NC];
+    for (int h = 0; h < HN; ++h)
       for (int c = 0; c < NC; ++c) qr[h][c] = _mm512_loadu_ps(q + size_t(h) * 16 * NC + 16 * c);
     __m512 s4[4];
 #pragma GCC unroll 4
@@ -186,15 +189,16 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         const int j = 4 * g + i;
+        for (int h = HN; h < 4; ++h) part[4 * h + i] = _mm512_setzero_ps();  // unused slots
         if (j >= nkt) {
-          for (int h = 0; h < 4; ++h) part[4 * h + i] = _mm512_setzero_ps();
+          for (int h = 0; h < HN; ++h) part[4 * h + i] = _mm512_setzero_ps();
           continue;
         }
         const __m512 k0 = kc(j, 0);
-        for (int h = 0; h < 4; ++h) part[4 * h + i] = _mm512_mul_ps(qr[h][0], k0);
+        for (int h = 0; h < HN; ++h) part[4 * h + i] = _mm512_mul_ps(qr[h][0], k0);
         for (int c = 1; c < NC; ++c) {
           const __m512 k = kc(j, c);
-          for (int h = 0; h < 4; ++h) part[4 * h + i] = _mm512_fmadd_ps(qr[h][c], k, part[4 * h + i]);
+          for (int h = 0; h < HN; ++h) part[4 * h + i] = _mm512_fmadd_ps(qr[h][c], k, part[4 * h + i]);
         }
       }
       s4[g] = _mm512_mul_ps(hsum16x16(part), _mm512_set1_ps(scale));
@@ -204,9 +208,9 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
     const __m512 t0 = _mm512_shuffle_f32x4(s4[0], s4[1], 0x44), t1 = _mm512_shuffle_f32x4(s4[0], s4[1], 0xEE);
     const __m512 t2 = _mm512_shuffle_f32x4(s4[2], s4[3], 0x44), t3 = _mm512_shuffle_f32x4(s4[2], s4[3], 0xEE);
     sc[0] = _mm512_shuffle_f32x4(t0, t2, 0x88);
-    sc[1] = _mm512_shuffle_f32x4(t0, t2, 0xDD);
-    sc[2] = _mm512_shuffle_f32x4(t1, t3, 0x88);
-    sc[3] = _mm512_shuffle_f32x4(t1, t3, 0xDD);
+    if constexpr (HN > 1) sc[1] = _mm512_shuffle_f32x4(t0, t2, 0xDD);
+    if constexpr (HN > 2) sc[2] = _mm512_shuffle_f32x4(t1, t3, 0x88);
+    if constexpr (HN > 3) sc[3] = _mm512_shuffle_f32x4(t1, t3, 0xDD);
   } else {
     for (int h = 0; h < HN; ++h) {
       const float* qh = q + size_t(h) * 16 * NC;

@@ -164,7 +164,7 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
     else
       return _mm512_loadu_ps(kr.f + size_t(j) * kr.f_stride + 16 * c);
   };
-  if constexpr (HN >= 2 && F16 && NC <= 4) {
+  if constexpr (HN >= 2 && F16 && HN * NC <= 16) {
     // A decode step's four heads of one kv head: each F16 K chunk is widened
     // once for all four (per head it was widened four times, and
     // vcvtph2ps, one a cycle, set the pace: in cache a 16k-position step
@@ -173,12 +173,13 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
     // Each slot gets the arithmetic of the per-head loop below (the same
     // products in the same order, and hsum16x16 treats every slot alike).
     // The f32 rows of a prefill tile stay with that loop (1.04x as long
-    // this way), and so do heads of over 64 dims (NC > 4), whose q chunks
-    // of four heads would not fit in registers beside the 16 partial sums
-    // (head_dim 128: 1.17x as long this way). Groups of 2 or 3 heads (kv
-    // groups of 2, 3, or 7 = 4 + 3) take the same form with the other
-    // heads' slots zero: a hsum16x16 a quarter or half idle costs less than
-    // widening K per head (in cache, groups of 3: 0.86x as long; 2: 0.88x).
+    // this way). Up to 16 q chunks (HN * NC) sit in registers beside the 16
+    // partial sums: four heads of up to 64 dims, or two of up to 128
+    // (kScoreHeads; four heads of 128 were 1.17x as long this way). Groups
+    // of 2 or 3 heads (kv groups of 2, 3, or 7 = 4 + 3, and heads of 80 to
+    // 128 dims in pairs) take the same form with the other heads' slots
+    // zero: a hsum16x16 a quarter or half idle costs less than widening K
+    // per head (in cache, groups of 3: 0.86x as long; 2: 0.88x).
     __m512 qr[HN][NC];
     for (int h = 0; h < HN; ++h)
       for (int c = 0; c < NC; ++c) qr[h][c] = _mm512_loadu_ps(q + size_t(h) * 16 * NC + 16 * c);
@@ -247,6 +248,14 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
     _mm512_store_ps(e[h], ev);
   }
 }
+
+// Query heads one block_softmax call takes: kMaxGroupHeads, or 2 for heads
+// of 80 to 128 dims, whose four heads' q chunks do not fit in registers
+// beside the partial sums but two heads' do, so that a decode step's F16 K
+// chunks are widened once per pair instead of once per head (heads of 128,
+// in cache at 16k positions: 0.92x as long, docs/cpu-kernels.md).
+template <int NC>
+inline constexpr int kScoreHeads = NC > 4 && NC <= 8 ? 2 : kMaxGroupHeads;
 
 // block_softmax for hn (1 .. kMaxGroupHeads) heads, hn a run-time count.
 template <int NC, bool F16>
@@ -338,8 +347,8 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
         const int t_first = std::max(0, p0 - pos0);
         for (int t = t_first; t < nt; ++t) {  // tokens before p0 see none of the block
           const int nkt = std::min(nk, pos0 + t - p0 + 1);
-          for (int h = kv * nh; h < (kv + 1) * nh; h += kMaxGroupHeads) {
-            const int hn = std::min(kMaxGroupHeads, (kv + 1) * nh - h), r = t * NH + h;
+          for (int h = kv * nh; h < (kv + 1) * nh; h += kScoreHeads<nc>) {
+            const int hn = std::min(kScoreHeads<nc>, (kv + 1) * nh - h), r = t * NH + h;
             const float* qt = q + size_t(t) * q_stride + size_t(h) * hd;
             (kr.h ? block_softmax_heads<nc, true> : block_softmax_heads<nc, false>)(
                 hn, kr, qt, nkt, scale, mx + r, lsum + r, accs + size_t(r) * hd, e + (h - kv * nh));

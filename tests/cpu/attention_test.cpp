@@ -42,6 +42,8 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
                        Case{8, 2, 32, 16, KvDtype::kF16},
                        // the same pass for groups of 3 and of 7 (4, then 3)
                        Case{12, 4, 64, 16, KvDtype::kF16}, Case{14, 2, 32, 16, KvDtype::kF16},
+                       // and for pairs of heads of 96 and 128 dims (groups of 4 and 3)
+                       Case{8, 2, 96, 16, KvDtype::kF16}, Case{6, 2, 128, 8, KvDtype::kF16},
                        // the 8-lane pass's groups of 4, 2 and 1 heads sharing
                        // each K and V chunk (a kv head's 7 query heads go as
                        // 4, then 3 = 2 + 1; 5 as 4, then 1), with template (8)

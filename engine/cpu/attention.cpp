@@ -253,7 +253,7 @@ inline void block_softmax(const attention_detail::KvRows& kr, const float* q, in
 // of 80 to 128 dims, whose four heads' q chunks do not fit in registers
 // beside the partial sums but two heads' do, so that a decode step's F16 K
 // chunks are widened once per pair instead of once per head (heads of 128,
-// in cache at 16k positions: 0.92x as long, docs/cpu-kernels.md).
+// in cache at 16k positions: 0.93x as long, docs/cpu-kernels.md).
 template <int NC>
 inline constexpr int kScoreHeads = NC > 4 && NC <= 8 ? 2 : kMaxGroupHeads;
 

@@ -192,20 +192,15 @@ template <int NC, int HN, bool F16>
     for (int h = 0; h < HN; ++h)
       for (int c = 0; c < CN; ++c) _mm256_storeu_ps(o + size_t(h) * hd + 8 * (c0 + c), acc[h][c]);
   };
-  if constexpr (NC > 0 && NC % CW == 0) {
+  // CW chunks at a time, then the rest (fewer than CW) in one pass.
+  const int nc = NC > 0 ? NC : hd / 8;
+  int c0 = 0;
 #pragma GCC unroll 8
-    for (int c0 = 0; c0 < NC; c0 += CW) pass.template operator()<CW>(c0);
-  } else if constexpr (NC > 0 && NC < CW) {
-    pass.template operator()<NC>(0);
-  } else {  // run-time head sizes: CW chunks at a time, then the rest in one pass
-    const int nc = hd / 8;
-    int c0 = 0;
-    for (; c0 + CW <= nc; c0 += CW) pass.template operator()<CW>(c0);
-    const int rest = nc - c0;  // 0 .. CW - 1
-    [&]<int... I>(std::integer_sequence<int, I...>) {
-      ((rest == I + 1 ? pass.template operator()<I + 1>(c0) : void()), ...);
-    }(std::make_integer_sequence<int, CW - 1>{});
-  }
+  for (; c0 + CW <= nc; c0 += CW) pass.template operator()<CW>(c0);
+  const int rest = nc - c0;
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((rest == I + 1 ? pass.template operator()<I + 1>(c0) : void()), ...);
+  }(std::make_integer_sequence<int, CW - 1>{});
 }
 
 // One block of the online softmax for HN heads of one token (rows r .. r +

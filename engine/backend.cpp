@@ -14,7 +14,7 @@ namespace larder {
 namespace {
 
 // The CPU backend: the page bytes live in the pool's host memory, so a copy
-// out or in is a memcpy. Forward arithmetic is CpuForward's, unchanged.
+// out or in is a memcpy per layer (PagePool::read_page / write_page). Forward arithmetic is CpuForward's, unchanged.
 class CpuBackend final : public Backend {
  public:
   static Result<std::unique_ptr<Backend>> create(const Model& model, const BackendOptions& options) {
@@ -42,13 +42,13 @@ class CpuBackend final : public Backend {
   Status read_pages(std::span<const int32_t> pages, std::span<uint8_t> out) override {
     LARDER_RETURN_IF_ERROR(check(pages, out.size()));
     const size_t pb = pool_->layout().page_bytes();
-    for (size_t i = 0; i < pages.size(); ++i) std::memcpy(out.data() + i * pb, pool_->page_data(pages[i]), pb);
+    for (size_t i = 0; i < pages.size(); ++i) pool_->read_page(pages[i], out.data() + i * pb);
     return Status::ok();
   }
   Status write_pages(std::span<const int32_t> pages, std::span<const uint8_t> in) override {
     LARDER_RETURN_IF_ERROR(check(pages, in.size()));
     const size_t pb = pool_->layout().page_bytes();
-    for (size_t i = 0; i < pages.size(); ++i) std::memcpy(pool_->page_data(pages[i]), in.data() + i * pb, pb);
+    for (size_t i = 0; i < pages.size(); ++i) pool_->write_page(pages[i], in.data() + i * pb);
     return Status::ok();
   }
 

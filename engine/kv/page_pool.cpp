@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "engine/cpu/huge_pages.h"
@@ -59,6 +60,16 @@ std::optional<int> PagePool::allocate() {
   free_.pop_back();
   in_use_[size_t(page)] = 1;
   return page;
+}
+
+void PagePool::read_page(int page, uint8_t* out) const {
+  const size_t two_blocks = 2 * layout_.block_bytes();  // a layer's K and V blocks, in both layouts
+  for (int l = 0; l < layout_.n_layer; ++l) std::memcpy(out + size_t(l) * two_blocks, k_block(page, l), two_blocks);
+}
+
+void PagePool::write_page(int page, const uint8_t* in) {
+  const size_t two_blocks = 2 * layout_.block_bytes();
+  for (int l = 0; l < layout_.n_layer; ++l) std::memcpy(k_block(page, l), in + size_t(l) * two_blocks, two_blocks);
 }
 
 void PagePool::release(int page) {

@@ -212,7 +212,8 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
     auto read = [&] {  // every page's K/V bytes, pages split over the threads
       tp.parallel_for(n_pages, 1, [&](int64_t b, int64_t e, int t) {
         for (int64_t i = b; i < e; ++i)
-          sink[size_t(t) * 8] += testing::read_fold(pool->page_data(pages[i]), lay.page_bytes());
+          for (int l = 0; l < lay.n_layer; ++l)  // a layer's K and V blocks are adjacent
+            sink[size_t(t) * 8] += testing::read_fold(pool->k_block(pages[i], l), 2 * lay.block_bytes());
       });
     };
     const double tr = testing::best_seconds(read);

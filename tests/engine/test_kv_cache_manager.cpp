@@ -35,13 +35,13 @@ class CountingBackend final : public Backend {
     read_calls.push_back(int(pages.size()));
     const size_t pb = pool_->layout().page_bytes();
     REQUIRE(out.size() == pages.size() * pb);
-    for (size_t i = 0; i < pages.size(); ++i) std::memcpy(out.data() + i * pb, pool_->page_data(pages[i]), pb);
+    for (size_t i = 0; i < pages.size(); ++i) pool_->read_page(pages[i], out.data() + i * pb);
     return Status::ok();
   }
   Status write_pages(std::span<const int32_t> pages, std::span<const uint8_t> in) override {
     const size_t pb = pool_->layout().page_bytes();
     REQUIRE(in.size() == pages.size() * pb);
-    for (size_t i = 0; i < pages.size(); ++i) std::memcpy(pool_->page_data(pages[i]), in.data() + i * pb, pb);
+    for (size_t i = 0; i < pages.size(); ++i) pool_->write_page(pages[i], in.data() + i * pb);
     return Status::ok();
   }
 

@@ -1,6 +1,9 @@
 // PrefixCache state machine: free -> active -> cached -> evicted (LRU).
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <vector>
+
 #include "engine/kv/prefix_cache.h"
 
 using namespace larder;
@@ -17,7 +20,35 @@ TEST_CASE("page pool hands out every page once", "[kv]") {
   auto a = pool->allocate(), b = pool->allocate(), c = pool->allocate();
   REQUIRE((a && b && c));
   CHECK(!pool->allocate());
-  CHECK(static_cast<uint8_t*>(pool->v_block(*a, 1)) - pool->page_data(*a) == 3 * 128);
+  // In memory a layer's blocks of every page sit together: layer l of page p
+  // at (l * n_pages 3 + p) * 2 blocks of 128 bytes, its V block 128 after.
+  const auto at = [&](const void* q) { return static_cast<const uint8_t*>(q) - static_cast<uint8_t*>(pool->k_block(0, 0)); };
+  CHECK(*a == 0);
+  CHECK(at(pool->k_block(*a, 1)) == (1 * 3 + 0) * 2 * 128);
+  CHECK(at(pool->v_block(*a, 1)) == (1 * 3 + 0) * 2 * 128 + 128);
+  CHECK(at(pool->k_block(*c, 0)) == (0 * 3 + 2) * 2 * 128);
+  CHECK(at(pool->v_block(*c, 1)) == (1 * 3 + 2) * 2 * 128 + 128);
+  // A page record's bytes are [layer][K block, V block]: read_page gathers
+  // them, write_page scatters them back.
+  for (int l = 0; l < 2; ++l) {
+    std::memset(pool->k_block(*b, l), 0x10 + l, 128);
+    std::memset(pool->v_block(*b, l), 0x20 + l, 128);
+  }
+  std::vector<uint8_t> record(512);
+  pool->read_page(*b, record.data());
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 128; ++i) {
+      CHECK(record[size_t(l) * 256 + size_t(i)] == 0x10 + l);
+      CHECK(record[size_t(l) * 256 + 128 + size_t(i)] == 0x20 + l);
+    }
+  std::vector<uint8_t> in(512);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7 + 3);
+  pool->write_page(*c, in.data());
+  for (int l = 0; l < 2; ++l) {
+    CHECK(std::memcmp(pool->k_block(*c, l), in.data() + size_t(l) * 256, 128) == 0);
+    CHECK(std::memcmp(pool->v_block(*c, l), in.data() + size_t(l) * 256 + 128, 128) == 0);
+  }
+  CHECK(static_cast<const uint8_t*>(pool->k_block(*b, 0))[0] == 0x10);  // b untouched
   pool->release(*b);
   CHECK(pool->allocate() == b);
   CHECK(!PagePool::create(KvLayout{2, 8, 3, KvDtype::kF32}, 3).is_ok());  // page_size not a power of two

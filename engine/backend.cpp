@@ -14,7 +14,8 @@ namespace larder {
 namespace {
 
 // The CPU backend: the page bytes live in the pool's host memory, so a copy
-// out or in is a memcpy per layer (PagePool::read_page / write_page). Forward arithmetic is CpuForward's, unchanged.
+// out or in is a memcpy per layer (PagePool::read_page / write_page).
+// Forward arithmetic is CpuForward's, unchanged.
 class CpuBackend final : public Backend {
  public:
   static Result<std::unique_ptr<Backend>> create(const Model& model, const BackendOptions& options) {

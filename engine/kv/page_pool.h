@@ -1,4 +1,4 @@
-// KV page pool: one allocation, made at start, of fixed-size pages that hold
+// KV page pool: one allocation, made at start, for fixed-size pages that hold
 // the keys and values of `page_size` consecutive positions of one sequence
 // for every layer (DESIGN.md "Page key and record").
 //
@@ -17,8 +17,8 @@
 // step's attention streams through layer by layer. Against whole pages side
 // by side (layer l of consecutive pages 2 * n_layer blocks apart) a 16k-
 // position decode step's attention over 16 layers of 1B-shaped f16 K/V took
-// 28.8-29.5 instead of 29.9-37.0 ms on one thread and 16.9-18.7 instead of
-// 18.5-19.3 on two (AMD EPYC Zen 5, alternated; docs/cpu-kernels.md).
+// 28.8-32.7 instead of 29.9-37.0 ms on one thread and 16.9-18.7 instead of
+// 18.5-19.3 on two (AMD EPYC Zen 5, six alternated runs; docs/cpu-kernels.md).
 //
 // The pool only hands out and takes back pages; reference counts, the prefix
 // index and eviction live in PrefixCache (engine/kv/prefix_cache.h).

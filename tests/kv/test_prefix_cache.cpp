@@ -24,6 +24,7 @@ TEST_CASE("page pool hands out every page once", "[kv]") {
   // at (l * n_pages 3 + p) * 2 blocks of 128 bytes, its V block 128 after.
   const auto at = [&](const void* q) { return static_cast<const uint8_t*>(q) - static_cast<uint8_t*>(pool->k_block(0, 0)); };
   CHECK(*a == 0);
+  CHECK(*c == 2);
   CHECK(at(pool->k_block(*a, 1)) == (1 * 3 + 0) * 2 * 128);
   CHECK(at(pool->v_block(*a, 1)) == (1 * 3 + 0) * 2 * 128 + 128);
   CHECK(at(pool->k_block(*c, 0)) == (0 * 3 + 2) * 2 * 128);
@@ -41,8 +42,8 @@ TEST_CASE("page pool hands out every page once", "[kv]") {
       CHECK(record[size_t(l) * 256 + size_t(i)] == 0x10 + l);
       CHECK(record[size_t(l) * 256 + 128 + size_t(i)] == 0x20 + l);
     }
-  std::vector<uint8_t> in(512);
-  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7 + 3);
+  std::vector<uint8_t> in(512);  // a different byte pattern in each of the four blocks
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(0x40 * (i / 128) + i % 61);
   pool->write_page(*c, in.data());
   for (int l = 0; l < 2; ++l) {
     CHECK(std::memcmp(pool->k_block(*c, l), in.data() + size_t(l) * 256, 128) == 0);

@@ -32,8 +32,9 @@ cudaError_t launch_rope(float* q, int n_head, float* k, int n_head_kv, int head_
                         bool neox, float freq_base, const int32_t* pos, int n, cudaStream_t stream);
 
 // Writes k, v [n][kv_dim] f32 of each token into its page (the device pool
-// keeps whole pages in the record layout of engine/kv/page_pool.h), slot pos % page_size of page
-// block_tables[table_start[i] + pos / page_size]; kv_f16: round to nearest even.
+// keeps whole pages in the record layout of engine/kv/page_pool.h), slot
+// pos % page_size of page block_tables[table_start[i] + pos / page_size];
+// kv_f16: round to nearest even.
 struct KvPoolView {
   void* base = nullptr;
   size_t page_bytes = 0;

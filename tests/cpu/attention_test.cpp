@@ -209,7 +209,8 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
         });
     };
     std::vector<uint64_t> sink(size_t(threads) * 8);
-    auto read = [&] {  // every page's K/V bytes layer by layer, as a step reads them; pages split over the threads
+    auto read = [&] {  // every page's K/V bytes layer by layer, as a step reads
+                       // them; pages split over the threads
       for (int l = 0; l < lay.n_layer; ++l)
         tp.parallel_for(n_pages, 1, [&](int64_t b, int64_t e, int t) {
           for (int64_t i = b; i < e; ++i)  // a layer's K and V blocks are adjacent

@@ -53,6 +53,12 @@ struct ForwardHarness {
     pages.push_back(std::move(t));
     return int(pages.size()) - 1;
   }
+  // The record bytes (PagePool::read_page) of page i of seq.
+  std::vector<uint8_t> page_record(int seq, int i) const {
+    std::vector<uint8_t> r(pool->layout().page_bytes());
+    pool->read_page(pages[size_t(seq)][size_t(i)], r.data());
+    return r;
+  }
   std::vector<SeqBlockTable> tables() const {
     std::vector<SeqBlockTable> v;
     for (const auto& s : pages) v.push_back(SeqBlockTable{s});

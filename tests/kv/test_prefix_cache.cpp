@@ -22,7 +22,8 @@ TEST_CASE("page pool hands out every page once", "[kv]") {
   CHECK(!pool->allocate());
   // In memory a layer's blocks of every page sit together: layer l of page p
   // at (l * n_pages 3 + p) * 2 blocks of 128 bytes, its V block 128 after.
-  const auto at = [&](const void* q) { return static_cast<const uint8_t*>(q) - static_cast<uint8_t*>(pool->k_block(0, 0)); };
+  const auto* base = static_cast<const uint8_t*>(pool->k_block(0, 0));
+  const auto at = [&](const void* q) { return static_cast<const uint8_t*>(q) - base; };
   CHECK(*a == 0);
   CHECK(*c == 2);
   CHECK(at(pool->k_block(*a, 1)) == (1 * 3 + 0) * 2 * 128);

@@ -18,6 +18,10 @@ namespace {
 
 constexpr size_t kMaxHeadDim = 256;  // the vector passes' bound (CpuForward::create checks it)
 
+// Floats before a row's V sums in a partial (attend_token_chunk): m in the
+// first of 16, then l's 16 lanes.
+constexpr size_t kPartialHeader = 32;
+
 // Floats of one query head's scores for positions up to max_pos: whole pages,
 // plus 16 for the last 16-lane block's overhang, rounded up to 16.
 size_t scores_stride(int max_pos, int page_size) {
@@ -44,7 +48,10 @@ size_t scores_stride(int max_pos, int page_size) {
 //   out_h   = acc * (1 / reduce_add(l))
 // (the online softmax of Milakov & Gimelshein 2018, "Online normalizer
 // calculation for softmax", as FlashAttention uses it: no row of scores is
-// stored, and each block's K and V rows are read together, once).
+// stored, and each block's K and V rows are read together, once). The
+// blocks go in chunks of kAttentionChunk positions (attention.h): m, l and
+// acc start afresh in each chunk, and the chunks' (m, l, acc) are folded in
+// chunk order by fold_chunk before out_h is taken from the fold.
 // K/V are read in the page dtype (F16 widened exactly to f32).
 
 // v[0..15] -> lane i = the sum of the 16 lanes of v[i] (a butterfly of
@@ -269,6 +276,45 @@ inline void block_softmax_heads(int hn, const attention_detail::KvRows& kr, cons
   }
 }
 
+// The running state of one row's online softmax over a run of positions: m
+// (the max score), l (16 lanes of sums of e_p) and the V sums (hd floats,
+// kept apart: the tiles hold them in scratch).
+struct RowState {
+  float m;
+  __m512 l;
+};
+
+// Folds chunk state (s, s_acc) into the state (t, t_acc) of the chunks
+// before it, both nonempty: the state with the smaller max is scaled by
+// exp(its max - the larger), once, by one FMA per lane into the other
+// (equal maxima: s is scaled, by exp(0) = 1). attend_tile16 and
+// attend_token_merge fold with this alone, so a split attention and one
+// pass give the same bits.
+template <int NC>
+[[gnu::always_inline]] inline void fold_chunk(RowState& t, float* t_acc, const RowState& s, const float* s_acc) {
+  if (s.m > t.m) {
+    const __m512 f = exp_avx512(_mm512_set1_ps(t.m - s.m));
+    t.l = _mm512_fmadd_ps(t.l, f, s.l);
+    for (int c = 0; c < NC; ++c)
+      _mm512_storeu_ps(t_acc + 16 * c,
+                       _mm512_fmadd_ps(_mm512_loadu_ps(t_acc + 16 * c), f, _mm512_loadu_ps(s_acc + 16 * c)));
+    t.m = s.m;
+  } else {
+    const __m512 f = exp_avx512(_mm512_set1_ps(s.m - t.m));
+    t.l = _mm512_fmadd_ps(s.l, f, t.l);
+    for (int c = 0; c < NC; ++c)
+      _mm512_storeu_ps(t_acc + 16 * c,
+                       _mm512_fmadd_ps(_mm512_loadu_ps(s_acc + 16 * c), f, _mm512_loadu_ps(t_acc + 16 * c)));
+  }
+}
+
+// out = acc / (the sum of l's lanes), as every pass ends a row.
+template <int NC>
+[[gnu::always_inline]] inline void finish_row(const RowState& st, const float* acc, float* out) {
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(st.l));
+  for (int c = 0; c < NC; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc + 16 * c), inv));
+}
+
 // n_kv consecutive kv heads (the first at offset off of a K/V row, the next
 // hd values on), each with nh query heads: NH = n_kv * nh heads, contiguous
 // in q and out (q and out at the first one's slice), for nt consecutive
@@ -279,98 +325,159 @@ inline void block_softmax_heads(int hn, const attention_detail::KvRows& kr, cons
 // arithmetic above, so a token's output depends neither on nt nor on the
 // heads it is computed with. Several kv heads at once are for decode: a
 // page's K/V rows are then read as one run per row instead of one hd-wide
-// slice per row per pass. rows = nt * NH <= kMaxRows. scratch: rows * hd
-// floats (the V sums).
+// slice per row per pass. rows = nt * NH <= kMaxRows. scratch: 2 * rows * hd
+// floats (the V sums of the current chunk and of the chunks before it).
+// Positions go in chunks of kAttentionChunk (attention.h): each row's online
+// softmax starts afresh in each chunk, and the chunks' states are folded in
+// order (fold_chunk). With partial set, only chunk `chunk` is computed (nt
+// must be 1) and each row's state is written to partial (row r at r *
+// (kPartialHeader + hd)) instead of out, for attend_token_merge.
 // NC = hd / 16 is a template argument so that the per-chunk accumulators
 // and the 16 partial dot products stay in registers (with a run-time count
 // GCC kept them in memory and copied them with memcpy: 3x slower).
 template <int NC>
 void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                   size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch) {
+                   size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch,
+                   int chunk = 0, float* partial = nullptr) {
   constexpr int nc = NC;
   const KvLayout& lay = pool.layout();
   const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1;
   const int NH = n_kv * nh, rows = nt * NH;
   assert(rows <= kMaxRows);
+  assert(partial == nullptr || nt == 1);
   const float scale = float(1.0 / std::sqrt(double(hd)));
-  float* accs = scratch;  // [rows][hd] V sums
+  float* accs = scratch;                       // [rows][hd] V sums of the current chunk
+  float* done_accs = scratch + size_t(rows) * hd;  // [rows][hd] those of the chunks before it, folded
   alignas(64) float kconv[16 * 256];  // 16 K rows of up to 256 head dims, widened from Q8_0, or from F16 for a tile
   alignas(64) float e[kMaxRows][16];  // one block's e_p for the query heads of one kv head and token
   float mx[kMaxRows];                 // running max m per row
   __m512 lsum[kMaxRows];              // l per row
-  for (int r = 0; r < rows; ++r) {
-    mx[r] = -INFINITY;
-    lsum[r] = _mm512_setzero_ps();
-  }
-  std::fill_n(accs, size_t(rows) * hd, 0.0f);
+  RowState done[kMaxRows];            // the chunks before this one, folded (m = -inf: none yet)
+  for (int r = 0; r < rows; ++r) done[r] = {-INFINITY, _mm512_setzero_ps()};
   const bool f16 = lay.dtype == KvDtype::kF16, q8 = lay.dtype == KvDtype::kQ8_0;
   // Rows summed over a whole page (each of its blocks of up to 16 slots,
   // for every kv head), and whether this pass reads every kv head of them.
   const int block_slots = std::min(16, ps), row_steps = ps * n_kv;
   const bool whole_rows = off == 0 && size_t(n_kv) * hd == size_t(lay.kv_dim);
-  for (int pi = 0; pi < n_pages; ++pi) {
-    const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
-    const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
-    const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
-    for (int j0 = 0; j0 < n_slots; j0 += 16) {
-      const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
-                                    // may run past the page, into slots the next block rewrites
-      const int nk = std::min(16, n_slots - j0);
-      for (int kv = 0; kv < n_kv; ++kv) {
-        // K rows: F16 ones widened as they are used by a single token, and
-        // once into kconv for a tile of several, which all read them.
-        attention_detail::KvRows kr;
-        if (f16 && nt == 1) {
-          kr = attention_detail::block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd,
-                                            kconv, attention_detail::rows_f32_avx512);
-        } else {
-          kr.f = attention_detail::rows_f32_avx512(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk,
-                                                   hd, kconv, &kr.f_stride);
-        }
-        // V rows, read in place whatever the dtype (F16 and Q8_0 ones
-        // widened as they are summed; off and hd are multiples of 32 for
-        // Q8_0 here), so no buffer.
-        const VRows vr = attention_detail::block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd,
-                                                      nk, hd, nullptr, attention_detail::rows_f32_avx512, true);
-        // The next page's rows, prefetched as the first token's first heads
-        // sum this block's V rows: in address order when this pass reads
-        // whole rows (a decode step on one thread), else this kv head's slice.
-        attention_detail::RowPrefetch pf;
-        if (pi + 1 < n_pages) {
-          const void* nk_block = pool.k_block(pages[pi + 1], layer);
-          const void* nv_block = pool.v_block(pages[pi + 1], layer);
-          pf = whole_rows ? attention_detail::RowPrefetch::whole_blocks(nk_block, nv_block, lay,
-                                                                         (j0 / 16 * n_kv + kv) * block_slots, row_steps)
-                          : attention_detail::RowPrefetch(nk_block, nv_block, lay, j0, off + size_t(kv) * hd, hd);
-        }
-        const attention_detail::RowPrefetch none;
-        const int t_first = std::max(0, p0 - pos0);
-        for (int t = t_first; t < nt; ++t) {  // tokens before p0 see none of the block
-          const int nkt = std::min(nk, pos0 + t - p0 + 1);
-          for (int h = kv * nh; h < (kv + 1) * nh; h += kScoreHeads<nc>) {
-            const int hn = std::min(kScoreHeads<nc>, (kv + 1) * nh - h), r = t * NH + h;
-            const float* qt = q + size_t(t) * q_stride + size_t(h) * hd;
-            (kr.h ? block_softmax_heads<nc, true> : block_softmax_heads<nc, false>)(
-                hn, kr, qt, nkt, scale, mx + r, lsum + r, accs + size_t(r) * hd, e + (h - kv * nh));
+  const int chunk_pages = std::max(1, kAttentionChunk / ps);
+  const int n_chunks = (n_pages + chunk_pages - 1) / chunk_pages;
+  const int c_begin = partial ? chunk : 0, c_end = partial ? chunk + 1 : n_chunks;
+  assert(c_begin < n_chunks);
+  for (int ch = c_begin; ch < c_end; ++ch) {
+    for (int r = 0; r < rows; ++r) {
+      mx[r] = -INFINITY;
+      lsum[r] = _mm512_setzero_ps();
+    }
+    std::fill_n(accs, size_t(rows) * hd, 0.0f);
+    const int page_end = std::min(n_pages, (ch + 1) * chunk_pages);
+    for (int pi = ch * chunk_pages; pi < page_end; ++pi) {
+      const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
+      const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
+      const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
+      for (int j0 = 0; j0 < n_slots; j0 += 16) {
+        const int p0 = pi * ps + j0;  // the block's first position; its 16 lanes
+                                      // may run past the page, into slots the next block rewrites
+        const int nk = std::min(16, n_slots - j0);
+        for (int kv = 0; kv < n_kv; ++kv) {
+          // K rows: F16 ones widened as they are used by a single token, and
+          // once into kconv for a tile of several, which all read them.
+          attention_detail::KvRows kr;
+          if (f16 && nt == 1) {
+            kr = attention_detail::block_rows(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk, hd,
+                                              kconv, attention_detail::rows_f32_avx512);
+          } else {
+            kr.f = attention_detail::rows_f32_avx512(kb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd, nk,
+                                                     hd, kconv, &kr.f_stride);
           }
-          for (int h = kv * nh; h < (kv + 1) * nh; h += kVHeads<nc>) {
-            const float* eh = e[h - kv * nh];
-            float* a = accs + size_t(t * NH + h) * hd;
-            const int hn = std::min(kVHeads<nc>, (kv + 1) * nh - h);
-            const attention_detail::RowPrefetch& p = t == t_first && h == kv * nh ? pf : none;
-            (f16  ? v_accumulate_heads<nc, VSrc::kF16>
-             : q8 ? v_accumulate_heads<nc, VSrc::kQ8>
-                  : v_accumulate_heads<nc, VSrc::kF32>)(hn, vr, eh, 16, nkt, a, p);
+          // V rows, read in place whatever the dtype (F16 and Q8_0 ones
+          // widened as they are summed; off and hd are multiples of 32 for
+          // Q8_0 here), so no buffer.
+          const VRows vr = attention_detail::block_rows(vb + size_t(j0) * lay.row_bytes(), lay, off + size_t(kv) * hd,
+                                                        nk, hd, nullptr, attention_detail::rows_f32_avx512, true);
+          // The next page's rows, prefetched as the first token's first heads
+          // sum this block's V rows: in address order when this pass reads
+          // whole rows (a decode step on one thread), else this kv head's slice.
+          attention_detail::RowPrefetch pf;
+          if (pi + 1 < n_pages) {
+            const void* nk_block = pool.k_block(pages[pi + 1], layer);
+            const void* nv_block = pool.v_block(pages[pi + 1], layer);
+            pf = whole_rows ? attention_detail::RowPrefetch::whole_blocks(nk_block, nv_block, lay,
+                                                                           (j0 / 16 * n_kv + kv) * block_slots,
+                                                                           row_steps)
+                            : attention_detail::RowPrefetch(nk_block, nv_block, lay, j0, off + size_t(kv) * hd, hd);
+          }
+          const attention_detail::RowPrefetch none;
+          const int t_first = std::max(0, p0 - pos0);
+          for (int t = t_first; t < nt; ++t) {  // tokens before p0 see none of the block
+            const int nkt = std::min(nk, pos0 + t - p0 + 1);
+            for (int h = kv * nh; h < (kv + 1) * nh; h += kScoreHeads<nc>) {
+              const int hn = std::min(kScoreHeads<nc>, (kv + 1) * nh - h), r = t * NH + h;
+              const float* qt = q + size_t(t) * q_stride + size_t(h) * hd;
+              (kr.h ? block_softmax_heads<nc, true> : block_softmax_heads<nc, false>)(
+                  hn, kr, qt, nkt, scale, mx + r, lsum + r, accs + size_t(r) * hd, e + (h - kv * nh));
+            }
+            for (int h = kv * nh; h < (kv + 1) * nh; h += kVHeads<nc>) {
+              const float* eh = e[h - kv * nh];
+              float* a = accs + size_t(t * NH + h) * hd;
+              const int hn = std::min(kVHeads<nc>, (kv + 1) * nh - h);
+              const attention_detail::RowPrefetch& p = t == t_first && h == kv * nh ? pf : none;
+              (f16  ? v_accumulate_heads<nc, VSrc::kF16>
+               : q8 ? v_accumulate_heads<nc, VSrc::kQ8>
+                    : v_accumulate_heads<nc, VSrc::kF32>)(hn, vr, eh, 16, nkt, a, p);
+            }
           }
         }
       }
     }
+    if (partial != nullptr) {  // one chunk's state, as it is
+      for (int r = 0; r < rows; ++r) {
+        float* pr = partial + size_t(r) * (kPartialHeader + hd);
+        _mm512_storeu_ps(pr, _mm512_setzero_ps());
+        pr[0] = mx[r];
+        _mm512_storeu_ps(pr + 16, lsum[r]);
+        std::copy_n(accs + size_t(r) * hd, hd, pr + kPartialHeader);
+      }
+      return;
+    }
+    if (ch + 1 == c_end) break;  // the last chunk's state is folded as each row ends, below
+    for (int r = 0; r < rows; ++r) {
+      if (mx[r] == -INFINITY) continue;  // a token before this chunk: it saw none of it
+      float* da = done_accs + size_t(r) * hd;
+      if (done[r].m == -INFINITY) {
+        done[r] = {mx[r], lsum[r]};
+        std::copy_n(accs + size_t(r) * hd, hd, da);
+      } else {
+        fold_chunk<nc>(done[r], da, {mx[r], lsum[r]}, accs + size_t(r) * hd);
+      }
+    }
   }
   for (int r = 0; r < rows; ++r) {
-    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(lsum[r]));
     float* o = out + size_t(r / NH) * q_stride + size_t(r % NH) * hd;
-    const float* a = accs + size_t(r) * hd;
-    for (int c = 0; c < nc; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), inv));
+    float* a = accs + size_t(r) * hd;
+    if (done[r].m == -INFINITY) {  // one chunk: its state as it is
+      finish_row<nc>({mx[r], lsum[r]}, a, o);
+      continue;
+    }
+    float* da = done_accs + size_t(r) * hd;
+    if (mx[r] != -INFINITY) fold_chunk<nc>(done[r], da, {mx[r], lsum[r]}, a);
+    finish_row<nc>(done[r], da, o);
+  }
+}
+
+// attend_token_merge's fold for heads of 16 * NC dims.
+template <int NC>
+void merge_rows(const float* partials, int n_chunks, int n_rows, float* out, float* acc) {
+  constexpr int hd = 16 * NC;
+  const size_t row = kPartialHeader + hd, chunk = size_t(n_rows) * row;
+  for (int r = 0; r < n_rows; ++r) {
+    const float* p0 = partials + size_t(r) * row;
+    RowState t{p0[0], _mm512_loadu_ps(p0 + 16)};
+    std::copy_n(p0 + kPartialHeader, hd, acc);
+    for (int c = 1; c < n_chunks; ++c) {
+      const float* pc = p0 + size_t(c) * chunk;
+      fold_chunk<NC>(t, acc, {pc[0], _mm512_loadu_ps(pc + 16)}, pc + kPartialHeader);
+    }
+    finish_row<NC>(t, acc, out + size_t(r) * hd);
   }
 }
 #endif
@@ -381,7 +488,76 @@ size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
   (void)n_tokens;  // a one-token call may take kAttentionDecodeHeads heads, as many rows as a full tile
   // attend_tile16's V sums (rows x head_dim), or attend_one's one row of
   // scores; the 8-lane tiles need none. No pass stores a score row per head.
-  return std::max(size_t(kAttentionDecodeHeads) * kMaxHeadDim, scores_stride(max_pos, page_size));
+  return std::max(2 * size_t(kAttentionDecodeHeads) * kMaxHeadDim, scores_stride(max_pos, page_size));
+}
+
+namespace {
+
+#if defined(__AVX512F__)
+using Tile16Fn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, int, const float*,
+                          size_t, float*, int, float*, int, float*);
+constexpr Tile16Fn kTiles16[16] = {
+    &attend_tile16<1>,  &attend_tile16<2>,  &attend_tile16<3>,  &attend_tile16<4>,
+    &attend_tile16<5>,  &attend_tile16<6>,  &attend_tile16<7>,  &attend_tile16<8>,
+    &attend_tile16<9>,  &attend_tile16<10>, &attend_tile16<11>, &attend_tile16<12>,
+    &attend_tile16<13>, &attend_tile16<14>, &attend_tile16<15>, &attend_tile16<16>};
+static_assert(16 * 16 == kMaxHeadDim);
+using MergeFn = void (*)(const float*, int, int, float*, float*);
+constexpr MergeFn kMerges16[16] = {
+    &merge_rows<1>,  &merge_rows<2>,  &merge_rows<3>,  &merge_rows<4>,  &merge_rows<5>,  &merge_rows<6>,
+    &merge_rows<7>,  &merge_rows<8>,  &merge_rows<9>,  &merge_rows<10>, &merge_rows<11>, &merge_rows<12>,
+    &merge_rows<13>, &merge_rows<14>, &merge_rows<15>, &merge_rows<16>};
+#endif
+
+// Whether attend_tokens takes heads of hd dims over pages of dtype with
+// the 16-position pass (attend_tile16).
+bool tile16_pass(int hd, KvDtype dtype) {
+#if defined(__AVX512F__)
+  return hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0);
+#else
+  (void)hd;
+  (void)dtype;
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool attention_splits(const AttentionShape& shape, KvDtype dtype) {
+  return tile16_pass(shape.head_dim, dtype) &&
+         shape.n_head / shape.n_head_kv <= kAttentionDecodeHeads;
+}
+
+size_t attention_partial_floats(const AttentionShape& shape, int n_heads) {
+  return size_t(n_heads) * (kPartialHeader + size_t(shape.head_dim));
+}
+
+void attend_token_chunk(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int chunk,
+                        const AttentionShape& shape, const float* q, float* partial, float* scratch,
+                        int head_begin, int head_end) {
+  const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  assert(attention_splits(shape, pool.layout().dtype));
+  assert(head_begin % group == 0 && head_end % group == 0 && head_end - head_begin <= kAttentionDecodeHeads);
+  assert(chunk >= 0 && chunk < attention_chunks(pos));
+#if defined(__AVX512F__)
+  const size_t at = size_t(head_begin) * hd;
+  kTiles16[hd / 16 - 1](pool, layer, pages, pos, 1, hd, size_t(head_begin / group) * hd,
+                        (head_end - head_begin) / group, q + at, 0, nullptr, group, scratch, chunk, partial);
+#else
+  (void)pool, (void)layer, (void)pages, (void)pos, (void)chunk, (void)q, (void)partial, (void)scratch, (void)hd,
+      (void)group, (void)head_begin, (void)head_end;
+#endif
+}
+
+void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, float* out,
+                        float* scratch, int head_begin, int head_end) {
+  assert(n_chunks >= 1 && tile16_pass(shape.head_dim, KvDtype::kF32));
+#if defined(__AVX512F__)
+  kMerges16[shape.head_dim / 16 - 1](partials, n_chunks, head_end - head_begin,
+                                     out + size_t(head_begin) * shape.head_dim, scratch);
+#else
+  (void)partials, (void)n_chunks, (void)shape, (void)out, (void)scratch, (void)head_begin, (void)head_end;
+#endif
 }
 
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
@@ -429,26 +605,18 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   // decode step (one token) over whole kv heads takes them all in one pass.
 #if defined(__AVX512F__)
   static_assert(kMaxGroupHeads == kAttentionGroupHeads);
-  using Tile16Fn = void (*)(const PagePool&, int, std::span<const int32_t>, int, int, int, size_t, int, const float*,
-                            size_t, float*, int, float*);
-  static constexpr Tile16Fn kTiles16[16] = {
-      &attend_tile16<1>,  &attend_tile16<2>,  &attend_tile16<3>,  &attend_tile16<4>,
-      &attend_tile16<5>,  &attend_tile16<6>,  &attend_tile16<7>,  &attend_tile16<8>,
-      &attend_tile16<9>,  &attend_tile16<10>, &attend_tile16<11>, &attend_tile16<12>,
-      &attend_tile16<13>, &attend_tile16<14>, &attend_tile16<15>, &attend_tile16<16>};
-  static_assert(16 * 16 == kMaxHeadDim);
-  const KvDtype dtype = pool.layout().dtype;
-  if (hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0)) {
+  if (tile16_pass(hd, pool.layout().dtype)) {
     const Tile16Fn tile = kTiles16[hd / 16 - 1];
     const bool whole_kv_heads = head_begin % group == 0 && head_end % group == 0;
     if (n_tokens == 1 && whole_kv_heads && head_end - head_begin <= kAttentionDecodeHeads) {
       const size_t at = size_t(head_begin) * hd;
       tile(pool, layer, pages, pos0, 1, hd, size_t(head_begin / group) * hd, (head_end - head_begin) / group, q + at,
-           q_stride, out + at, group, scratch);
+           q_stride, out + at, group, scratch, 0, nullptr);
       return;
     }
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
-      tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, 1, q + at, q_stride, out + at, nh, scratch);
+      tile(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, 1, q + at, q_stride, out + at, nh, scratch, 0,
+           nullptr);
     });
     return;
   }

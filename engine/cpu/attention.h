@@ -45,10 +45,11 @@ constexpr int kAttentionTileTokens = 16;
 constexpr int kAttentionDecodeHeads = kAttentionGroupHeads * kAttentionTileTokens;
 
 // Floats of scratch attend_tokens needs at positions up to max_pos: the V
-// sums of kAttentionDecodeHeads rows of up to 256 head dims (a tile of
-// kAttentionTileTokens tokens x kAttentionGroupHeads heads, or one token's
-// whole kv heads), or the one-token fallback's row of max_pos + 1 scores
-// (whole pages), whichever is more, whatever n_tokens is.
+// sums of kAttentionDecodeHeads rows of up to 256 head dims, twice (the
+// current chunk's and the folded earlier chunks', kAttentionChunk below;
+// rows: a tile of kAttentionTileTokens tokens x kAttentionGroupHeads heads,
+// or one token's whole kv heads), or the one-token fallback's row of
+// max_pos + 1 scores (whole pages), whichever is more, whatever n_tokens is.
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens);
 
 // Attention of n_tokens consecutive tokens of one sequence, at positions
@@ -69,6 +70,51 @@ size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens);
 void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int n_tokens,
                    const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
                    int head_end);
+
+// Positions per chunk of the 16-position pass (AVX-512 builds, head_dim a
+// multiple of 16; attention_splits): each (token, head) row runs its online
+// softmax afresh over positions [c * kAttentionChunk, (c + 1) *
+// kAttentionChunk) of each chunk c it reaches, and the chunks' states (max,
+// sums, V sums) are folded in chunk order, the smaller max's state scaled by
+// exp(its max - the larger). A row within the first chunk (positions below
+// kAttentionChunk) keeps the arithmetic of one pass. The fold is what lets
+// a decode step give a long context's chunks to different threads and merge
+// them after (split-K attention, "Flash-Decoding": Dao, Haziza, Massa and
+// Sizov 2023) with the bits one pass gives: each thread then streams whole
+// K/V rows of its own pages instead of every thread a slice of every row
+// (docs/cpu-kernels.md). A multiple of every page size (a power of two up to
+// 1024).
+constexpr int kAttentionChunk = 1024;
+
+// Chunks a token at position pos reaches.
+inline int attention_chunks(int pos) { return pos / kAttentionChunk + 1; }
+
+// True when attend_token_chunk / attend_token_merge take this shape over
+// pages of dtype: the 16-position pass, and a kv group of at most
+// kAttentionDecodeHeads query heads.
+bool attention_splits(const AttentionShape& shape, KvDtype dtype);
+
+// Floats of one chunk's partial state of n_heads query heads: per head 32
+// (its max and 16 lanes of sums) + head_dim (its V sums).
+size_t attention_partial_floats(const AttentionShape& shape, int n_heads);
+
+// The token at pos, query heads [head_begin, head_end) (whole kv heads, at
+// most kAttentionDecodeHeads), over chunk `chunk` (< attention_chunks(pos))
+// of its positions only: writes their states, unnormalized, to partial
+// (attention_partial_floats(shape, head_end - head_begin) floats). q: the
+// token's [n_head][head_dim]. scratch: attention_scratch_floats(pos, ...).
+// Requires attention_splits(shape, the pool's dtype).
+void attend_token_chunk(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int chunk,
+                        const AttentionShape& shape, const float* q, float* partial, float* scratch,
+                        int head_begin, int head_end);
+
+// Folds n_chunks partial states of heads [head_begin, head_end) (chunk c's
+// at partials + c * attention_partial_floats(shape, head_end - head_begin),
+// from attend_token_chunk) in chunk order and writes those heads of out
+// ([n_head][head_dim]): the bits attend_token gives. scratch: head_dim
+// floats.
+void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, float* out,
+                        float* scratch, int head_begin, int head_end);
 
 // attend_tokens of the one token at pos (a decode step).
 inline void attend_token(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,

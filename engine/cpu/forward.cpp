@@ -37,7 +37,12 @@ namespace larder {
 //    then a V pass; AVX-512 builds attend heads of a multiple of 8 that is
 //    not of 16 (stories260K) with the 8-lane tiles of AVX2 builds, which
 //    are one pass with an online softmax too (2026-12-05).
-constexpr int kCpuArithmeticVersion = 6;
+// 7: the 16-position attention (AVX-512 builds, head_dim % 16 == 0) runs
+//    its online softmax per chunk of kAttentionChunk positions and folds
+//    the chunks in order, so that a decode step can split a long context's
+//    chunks over the threads (attention.h); rows below position 1024 keep
+//    their bits (2026-12-06).
+constexpr int kCpuArithmeticVersion = 7;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -144,6 +149,12 @@ struct CpuForward::Impl {
   struct Tile { int first, n; };  // batch[first, first + n): one sequence, consecutive positions
   std::vector<Tile> tiles;
   std::vector<int> want;         // batch indices of the tokens with want_logits
+  // A split decode step's attention (attention_split): per item (tile, run
+  // of whole kv heads, chunk of positions) its first partial state's offset
+  // in `partials`, and the states themselves.
+  struct SplitItem { int tile, h0, h1, chunk; size_t at; };
+  std::vector<SplitItem> split_items;
+  std::vector<float> partials;
 
   // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
   void matmul(const WeightView& w, const float* in, int n, float* y);
@@ -162,6 +173,11 @@ struct CpuForward::Impl {
   void matmuls(std::initializer_list<Product> products, const float* in, int n);
   void attention(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
                  int layer);
+  // A decode step's attention split by chunks of positions over the threads,
+  // when that applies (returns false, having done nothing, where not). macs:
+  // the step's attention multiply-adds.
+  bool attention_split(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs, int layer,
+                       int64_t macs);
   Status validate(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs) const;
   // Fills token_embd .. layers from the model, copying what is not packed
   // out of the mapping (after the packing). kResourceExhausted when a copy
@@ -294,6 +310,58 @@ void CpuForward::Impl::matmuls(std::initializer_list<Product> products, const fl
   matmul_packed_parallel(threads, std::span<const PackedProduct>(fused, i), n);
 }
 
+bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
+                                       int layer, int64_t macs) {
+  // Split-K attention (attention.h, kAttentionChunk): in a decode step with
+  // fewer tokens than threads, each token's chunks of positions go to the
+  // threads as items of whole kv heads (up to kAttentionDecodeHeads query
+  // heads a run), and each run's chunk states are folded after, in order:
+  // every thread streams whole K/V rows of its own pages, where splitting the
+  // heads had every thread read a slice of every row. Same bits as one pass.
+  // At 16k positions (1B-shaped F16 K/V, 2 threads) a step's attention took
+  // 0.8x as long this way (docs/cpu-kernels.md).
+  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
+  const int n_threads = threads.n_threads();
+  if (n_threads == 1 || macs < kParallelMinMacs || int64_t(tiles.size()) >= n_threads ||
+      !attention_splits(shape, pool.layout().dtype))
+    return false;
+  bool long_context = false;
+  for (const Tile& tile : tiles) long_context = long_context || attention_chunks(batch[tile.first].pos) > 1;
+  if (!long_context) return false;
+  const int group = hp.n_head / hp.n_head_kv;
+  const int run_heads = std::max(1, kAttentionDecodeHeads / group) * group;
+  split_items.clear();
+  size_t at = 0;
+  for (int ti = 0; ti < int(tiles.size()); ++ti) {
+    const int n_chunks = attention_chunks(batch[tiles[size_t(ti)].first].pos);
+    for (int h0 = 0; h0 < hp.n_head; h0 += run_heads) {
+      const int h1 = std::min(hp.n_head, h0 + run_heads);
+      const size_t per_chunk = attention_partial_floats(shape, h1 - h0);
+      for (int c = 0; c < n_chunks; ++c) split_items.push_back({ti, h0, h1, c, at + size_t(c) * per_chunk});
+      at += size_t(n_chunks) * per_chunk;
+    }
+  }
+  grow(partials, at);
+  threads.parallel_for(int64_t(split_items.size()), 1, [&](int64_t b, int64_t e, int thread) {
+    float* sc = scores.data() + size_t(thread) * scores_stride;
+    for (int64_t i = b; i < e; ++i) {
+      const SplitItem& it = split_items[size_t(i)];
+      const Tile& tile = tiles[size_t(it.tile)];
+      const BatchToken& t = batch[tile.first];
+      attend_token_chunk(pool, layer, seqs[t.seq].pages, t.pos, it.chunk, shape,
+                         q.data() + size_t(tile.first) * hp.q_dim(), partials.data() + it.at, sc, it.h0, it.h1);
+    }
+  });
+  // The fold: a few hundred bytes a head and chunk, on this thread.
+  for (const SplitItem& it : split_items) {
+    if (it.chunk != 0) continue;
+    const Tile& tile = tiles[size_t(it.tile)];
+    attend_token_merge(partials.data() + it.at, attention_chunks(batch[tile.first].pos), shape,
+                       att.data() + size_t(tile.first) * hp.q_dim(), scores.data(), it.h0, it.h1);
+  }
+  return true;
+}
+
 void CpuForward::Impl::attention(std::span<const BatchToken> batch,
                                  std::span<const SeqBlockTable> seqs, int layer) {
   const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
@@ -323,6 +391,7 @@ void CpuForward::Impl::attention(std::span<const BatchToken> batch,
   // rows once for all of them rather than one kv head's slice per pass.
   bool decode_step = true;
   for (const Tile& tile : tiles) decode_step = decode_step && tile.n == 1;
+  if (decode_step && attention_split(batch, seqs, layer, macs)) return;
   // A span: the query heads of one kv head (prefill) or of one run of whole
   // kv heads (decode), cut into chunks of up to chunk_heads.
   int span = group, chunk_heads = std::min(group, kAttentionGroupHeads);

@@ -157,12 +157,141 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
   }
 }
 
+// Past kAttentionChunk positions the 16-position pass folds chunks of
+// positions (attention.h): still the double softmax reference, the same
+// bits whatever the head range and tile, and attend_token_chunk for each
+// chunk folded by attend_token_merge gives attend_token's bits.
+TEST_CASE("attention over several chunks of positions matches the reference and splits by chunk",
+          "[cpu][attention]") {
+  struct Case { int n_head, n_head_kv, head_dim, page_size; KvDtype dtype; };
+  for (const Case c : {Case{8, 2, 64, 16, KvDtype::kF16}, Case{8, 2, 64, 16, KvDtype::kF32},
+                       Case{8, 2, 64, 16, KvDtype::kQ8_0}, Case{8, 4, 32, 4, KvDtype::kF16},
+                       Case{4, 1, 128, 1024, KvDtype::kF16}, Case{16, 2, 64, 16, KvDtype::kF16},
+                       Case{6, 3, 48, 8, KvDtype::kF32},
+                       // heads of 8 and 20 dims: passes without chunks, the same checks
+                       Case{8, 4, 8, 16, KvDtype::kF16}, Case{6, 3, 20, 16, KvDtype::kF32}}) {
+    INFO("heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " page " << c.page_size
+                  << " " << kv_dtype_name(c.dtype));
+    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
+    const int kv_dim = shape.kv_dim(), max_pos = 2 * kAttentionChunk + 52;
+    const KvLayout lay{1, kv_dim, c.page_size, c.dtype};
+    const int n_pages = max_pos / c.page_size + 1;
+    auto pool = PagePool::create(lay, n_pages).value();
+    std::vector<int32_t> pages;
+    for (int i = 0; i < n_pages; ++i) pages.push_back(*pool->allocate());
+    std::reverse(pages.begin(), pages.end());
+    std::mt19937 rng(c.head_dim * 17 + c.page_size);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<double> kref(size_t(max_pos + 1) * kv_dim), vref(kref.size());
+    std::vector<float> k(kv_dim), v(kv_dim);
+    for (int p = 0; p <= max_pos; ++p) {
+      // |K| rises to the middle of the context and falls after, so that the
+      // second chunk's maxima pass the first's and the third's fall below
+      // (both sides of the fold).
+      const float drift = 1.0f + 2.0f * std::sin(3.14159265f * float(p) / float(max_pos));
+      for (int i = 0; i < kv_dim; ++i) {
+        k[i] = drift * nd(rng);
+        v[i] = nd(rng);
+      }
+      std::vector<BlockQ8_0> qk(kv_dim / 32 + 1), qv(kv_dim / 32 + 1);
+      if (c.dtype == KvDtype::kQ8_0) {
+        quantize_rows_q8_0(k.data(), 1, kv_dim, qk.data());
+        quantize_rows_q8_0(v.data(), 1, kv_dim, qv.data());
+      }
+      for (int i = 0; i < kv_dim; ++i) {
+        const size_t at = size_t(p) * kv_dim + i;
+        if (c.dtype == KvDtype::kQ8_0) {
+          kref[at] = half_to_double(qk[i / 32].d) * qk[i / 32].qs[i % 32];
+          vref[at] = half_to_double(qv[i / 32].d) * qv[i / 32].qs[i % 32];
+        } else {
+          kref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(k[i])) : k[i];
+          vref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(v[i])) : v[i];
+        }
+      }
+      kv_write(*pool, 0, pages, p, k.data(), v.data());
+    }
+    const size_t qd = size_t(c.n_head) * c.head_dim;
+    std::vector<float> qs(qd * 40);
+    for (float& x : qs) x = nd(rng);
+    std::vector<float> scratch(attention_scratch_floats(max_pos, c.page_size, kAttentionTileTokens));
+    const int group = c.n_head / c.n_head_kv;
+    const bool splits = attention_splits(shape, c.dtype);
+#if defined(__AVX512F__)
+    CHECK(splits == (c.head_dim % 16 == 0));
+#else
+    CHECK(!splits);
+#endif
+    for (int pos : {kAttentionChunk - 1, kAttentionChunk, kAttentionChunk + 1, 2 * kAttentionChunk - 1,
+                    2 * kAttentionChunk, max_pos}) {
+      INFO("pos " << pos);
+      const float* q = qs.data() + qd * size_t(pos % 40);
+      std::vector<float> out(qd, NAN);
+      attend_token(*pool, 0, pages, pos, shape, q, out.data(), scratch.data(), 0, c.n_head);
+      for (int h = 0; h < c.n_head; ++h) {
+        const int g = h / group;
+        std::vector<double> sc(pos + 1);
+        double mx = -INFINITY, sum = 0;
+        for (int p = 0; p <= pos; ++p) {
+          double d = 0;
+          for (int i = 0; i < c.head_dim; ++i)
+            d += double(q[size_t(h) * c.head_dim + i]) * kref[size_t(p) * kv_dim + g * c.head_dim + i];
+          sc[p] = d / std::sqrt(double(c.head_dim));
+          mx = std::max(mx, sc[p]);
+        }
+        for (double& x : sc) sum += (x = std::exp(x - mx));
+        for (int i = 0; i < c.head_dim; ++i) {
+          double o = 0;
+          for (int p = 0; p <= pos; ++p) o += sc[p] / sum * vref[size_t(p) * kv_dim + g * c.head_dim + i];
+          REQUIRE(std::fabs(double(out[size_t(h) * c.head_dim + i]) - o) <= 2e-4);
+        }
+      }
+      std::vector<float> split(qd, NAN);
+      for (int h = 0; h < c.n_head; ++h)
+        attend_token(*pool, 0, pages, pos, shape, q, split.data(), scratch.data(), h, h + 1);
+      REQUIRE(std::memcmp(split.data(), out.data(), out.size() * sizeof(float)) == 0);
+      if (!splits) continue;
+      // By chunks: all heads at once, and one kv head's group at a time,
+      // the chunks computed in reverse order.
+      const int n_chunks = attention_chunks(pos);
+      REQUIRE(n_chunks == pos / kAttentionChunk + 1);
+      for (int hb : {0, -1}) {
+        const int h0 = hb < 0 ? 0 : hb, per = hb < 0 ? group : c.n_head;
+        std::vector<float> merged(qd, NAN);
+        for (int h = h0; h < c.n_head; h += per) {
+          const size_t each = attention_partial_floats(shape, per);
+          std::vector<float> partials(each * n_chunks, NAN);
+          for (int ch = n_chunks - 1; ch >= 0; --ch)
+            attend_token_chunk(*pool, 0, pages, pos, ch, shape, q, partials.data() + each * ch, scratch.data(), h,
+                               h + per);
+          attend_token_merge(partials.data(), n_chunks, shape, merged.data(), scratch.data(), h, h + per);
+        }
+        REQUIRE(std::memcmp(merged.data(), out.data(), out.size() * sizeof(float)) == 0);
+      }
+    }
+    // Tiles of a prefill chunk across chunk boundaries give each token the
+    // bits it gets alone.
+    struct Tile { int pos0, n; };
+    for (const Tile t : {Tile{kAttentionChunk - 8, 16}, Tile{kAttentionChunk - 3, 30},
+                         Tile{2 * kAttentionChunk - 16, 16}, Tile{2 * kAttentionChunk + 1, 5}}) {
+      INFO("tile at " << t.pos0 << " of " << t.n);
+      std::vector<float> alone(qd * t.n, NAN), tiled(qd * t.n, NAN);
+      for (int i = 0; i < t.n; ++i)
+        attend_token(*pool, 0, pages, t.pos0 + i, shape, qs.data() + qd * i, alone.data() + qd * i,
+                     scratch.data(), 0, c.n_head);
+      attend_tokens(*pool, 0, pages, t.pos0, t.n, shape, qs.data(), tiled.data(), scratch.data(), 0, c.n_head);
+      REQUIRE(std::memcmp(tiled.data(), alone.data(), tiled.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 // Decode attention at a long context, as a 1B model's decode step runs it
 // (hidden: `test_cpu "[.bench-attention]"`): 16 layers, 32 query heads over
 // 8 kv heads of 64 dims, F16 pages of 16 tokens, one token at position
 // LARDER_BENCH_CONTEXT - 1 (default 16384); per layer the kv heads are split
-// over a ThreadPool one per call, or as the forward pass does (a share of
-// whole kv heads per thread, one call each); then a prefill tile of 16
+// over a ThreadPool one per call, or a share of whole kv heads per thread,
+// one call each (the forward pass within kAttentionChunk positions), or by
+// chunks of positions (attend_token_chunk, folded by attend_token_merge: the
+// forward pass past that on several threads); then a prefill tile of 16
 // tokens at the same depth (kv heads split over the threads). Printed, not
 // asserted: GB/s of K/V bytes beside a plain read of the same pages on the
 // same threads. LARDER_BENCH_PAGES=N has every page id repeat the first N
@@ -224,6 +353,24 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
                   "%.1f GB/s; plain read %.1f GB/s (%.2f)\n",
                   ctx, kv_bytes / 1e6, dtype_name.c_str(), threads, per_call, ts * 1e3, kv_bytes / ts / 1e9, kv_bytes / tr / 1e9, tr / ts);
     }
+    // Split by chunks of positions, all kv heads an item, then folded on
+    // this thread, as CpuForward does for a decode step on several threads.
+    const int n_chunks = attention_chunks(ctx - 1);
+    const size_t per_chunk = attention_partial_floats(shape, n_head);
+    std::vector<float> partials(per_chunk * n_chunks);
+    const double tsplit = testing::best_seconds([&] {
+      for (int l = 0; l < n_layer; ++l) {
+        tp.parallel_for(n_chunks, 1, [&](int64_t b, int64_t e, int t) {
+          for (int64_t c = b; c < e; ++c)
+            attend_token_chunk(*pool, l, pages, ctx - 1, int(c), shape, q.data(), partials.data() + per_chunk * c,
+                               scratch.data() + per * t, 0, n_head);
+        });
+        attend_token_merge(partials.data(), n_chunks, shape, out, scratch.data(), 0, n_head);
+      }
+    });
+    std::printf("decode attention, context %d, %d thread(s), split into %d chunks of positions: %.2f ms, %.1f GB/s "
+                "(%.2f of the plain read)\n",
+                ctx, threads, n_chunks, tsplit * 1e3, kv_bytes / tsplit / 1e9, tr / tsplit);
     const size_t per_tile = attention_scratch_floats(ctx - 1, ps, kTile);
     std::vector<float> tile_scratch(per_tile * threads);
     const double tp16 = testing::best_seconds([&] {

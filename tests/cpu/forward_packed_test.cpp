@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu/attention.h"
 #include "tests/cpu/forward_harness.h"
 #include "tests/support/random_llama.h"
 #include "tests/support/temp_dir.h"
@@ -26,8 +27,9 @@ using testing::argmax;
 using testing::ForwardHarness;
 
 // 256 wide, 4 heads of 64 (2 kv heads), FFN 512: Q4_K needs rows of 256.
-std::string write_model(const testing::TempDir& dir, GgmlType type, testing::WeightMix mix) {
+std::string write_model(const testing::TempDir& dir, GgmlType type, testing::WeightMix mix, int n_ctx = 512) {
   testing::RandomLlamaSpec s;
+  s.n_ctx = n_ctx;
   s.n_vocab = 640;
   s.n_embd = 256;
   s.n_head = 4;
@@ -87,6 +89,53 @@ TEST_CASE("packed kernels and 16-position attention keep prefill chunks and deco
         CHECK(std::memcmp(both.data() + h.n_vocab(), alone.data(), alone.size() * sizeof(float)) == 0);
       }
     }
+  }
+}
+
+// Past kAttentionChunk positions the 16-position attention folds chunks of
+// positions, and a decode step on several threads splits them over the
+// threads (attention.h): at 2,060 positions (three chunks) a decode step on 2
+// threads gives the bits of a one-thread prefill of the same token, and a
+// prefill on 2 threads those of one thread; with two sequences in the batch
+// (no split) each gets the bits it gets alone.
+TEST_CASE("a context of several attention chunks: split decode steps keep prefill and decode bit-identical",
+          "[cpu][model][packed]") {
+  testing::TempDir dir("fwd-packed-long");
+  // F16 weights: their products take the f32 activations as they are, so a
+  // last-bit difference in an attention output reaches the logits (Q8_0
+  // products quantize it away).
+  const std::string path = write_model(dir, GgmlType::kF16, testing::WeightMix::kUniform, 4096);
+  const std::vector<int32_t> prompt = prompt_of(2 * kAttentionChunk + 12, 21);
+  const int n = int(prompt.size()), n_pos = n + 1;
+  const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
+    INFO("KV " << dtype_label(dtype));
+#if defined(__AVX512F__)
+    CHECK(attention_splits(AttentionShape{4, 2, 64}, dtype));  // the split path runs below
+#endif
+    ForwardHarness one(path, dtype, 1, 2 * (n_pos / 16 + 1));
+    ForwardHarness two(path, dtype, 2, 3 * (n_pos / 16 + 1));
+    const int a1 = one.new_seq(n_pos), b1 = one.new_seq(n_pos);
+    const std::vector<float> whole = one.prefill(a1, prompt);
+    one.prefill(b1, head);
+    const std::vector<float> step1 = one.decode({{prompt.back(), n - 1, b1, true}});
+    REQUIRE(std::memcmp(whole.data(), step1.data(), whole.size() * sizeof(float)) == 0);
+    const int a2 = two.new_seq(n_pos), b2 = two.new_seq(n_pos), c2 = two.new_seq(n_pos);
+    const std::vector<float> whole2 = two.prefill(a2, prompt);
+    REQUIRE(std::memcmp(whole.data(), whole2.data(), whole.size() * sizeof(float)) == 0);
+    CHECK(one.page_record(a1, n / 16 - 1) == two.page_record(a2, n / 16 - 1));
+    two.prefill(b2, head);
+    const std::vector<float> step2 = two.decode({{prompt.back(), n - 1, b2, true}});
+    REQUIRE(std::memcmp(whole.data(), step2.data(), whole.size() * sizeof(float)) == 0);
+    // The next token, alone (split) and beside another sequence (not split).
+    const int32_t t = argmax(whole.data(), two.n_vocab());
+    two.prefill(c2, prompt);
+    const std::vector<float> alone = two.decode({{t, n, a2, true}});
+    const std::vector<float> both = two.decode({{t, n, b2, true}, {t, n, c2, true}});
+    const std::vector<float> one_alone = one.decode({{t, n, a1, true}});
+    REQUIRE(std::memcmp(alone.data(), one_alone.data(), alone.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(both.data(), alone.data(), alone.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(both.data() + two.n_vocab(), alone.data(), alone.size() * sizeof(float)) == 0);
   }
 }
 

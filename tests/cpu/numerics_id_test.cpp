@@ -22,6 +22,7 @@
 // looked into on that machine, not fail every build).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -53,6 +54,7 @@ struct Config {
   testing::WeightMix mix;
   int n_embd, n_head, n_head_kv;
   KvDtype kv;
+  int n_prompt = 150;
 };
 
 constexpr Config kConfigs[] = {
@@ -62,11 +64,14 @@ constexpr Config kConfigs[] = {
     {"q4_k_m-hd64-kvf16", GgmlType::kQ4_K, testing::WeightMix::kQ4_K_M, 256, 4, 2, KvDtype::kF16},
     {"f16-hd64-kvf16", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"f32-hd8-kvf16", GgmlType::kF32, testing::WeightMix::kUniform, 64, 8, 4, KvDtype::kF16},
+    // Past two chunks of attention positions (kAttentionChunk, attention.h):
+    // F16 products keep attention's last bits in the logits.
+    {"f16-hd64-kvf16-ctx2100", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16, 2100},
 };
 
-// The hash of one config: a 150-token prompt prefilled in one batch, then two
-// greedy decode steps; the logits of all three calls, then every written
-// K and V row of every layer in position order.
+// The hash of one config: an n_prompt-token prompt prefilled in one batch,
+// then two greedy decode steps (on 2 threads); the logits of all three
+// calls, then every written K and V row of every layer in position order.
 uint64_t run_config(const testing::TempDir& dir, const Config& c) {
   testing::RandomLlamaSpec s;
   s.n_vocab = 640;
@@ -78,11 +83,12 @@ uint64_t run_config(const testing::TempDir& dir, const Config& c) {
   s.weight_type = c.type;
   s.mix = c.mix;
   s.weight_stddev = 0.08f;
+  s.n_ctx = std::max(512, c.n_prompt + 16);
   const std::string path = dir.sub(std::string(c.name) + ".gguf");
   REQUIRE(testing::write_random_llama_gguf(path, s).is_ok());
   testing::ForwardHarness h(path, c.kv, 2);
   std::mt19937 rng(11);
-  std::vector<int32_t> prompt(150);
+  std::vector<int32_t> prompt(size_t(c.n_prompt));
   for (int32_t& t : prompt) t = int32_t(3 + rng() % 600);
   const int n_pos = int(prompt.size()) + 2;
   const int seq = h.new_seq(n_pos);
@@ -114,26 +120,29 @@ struct Recorded {
 
 // Recorded by this test (see the top of the file), on the Zen 5 machine.
 constexpr Recorded kRecorded[] = {
-    {"cpu-6-avx512vnni", "q8_0-hd64-kvf16", 0x37c1a599a6ac5864ull},
-    {"cpu-6-avx512vnni", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
-    {"cpu-6-avx512vnni", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
-    {"cpu-6-avx512vnni", "q4_k_m-hd64-kvf16", 0x381229790661f984ull},
-    {"cpu-6-avx512vnni", "f16-hd64-kvf16", 0x29ffbd8de1383f08ull},
-    {"cpu-6-avx512vnni", "f32-hd8-kvf16", 0x27b973b6581fd978ull},
+    {"cpu-7-avx512vnni", "q8_0-hd64-kvf16", 0x37c1a599a6ac5864ull},
+    {"cpu-7-avx512vnni", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
+    {"cpu-7-avx512vnni", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
+    {"cpu-7-avx512vnni", "q4_k_m-hd64-kvf16", 0x381229790661f984ull},
+    {"cpu-7-avx512vnni", "f16-hd64-kvf16", 0x29ffbd8de1383f08ull},
+    {"cpu-7-avx512vnni", "f32-hd8-kvf16", 0x27b973b6581fd978ull},
+    {"cpu-7-avx512vnni", "f16-hd64-kvf16-ctx2100", 0xeb7128d9a3e5a523ull},
     // An AVX2 build (-march=x86-64-v3), recorded on an AVX-512 machine.
-    {"cpu-6-avx2", "q8_0-hd64-kvf16", 0xbc4ee93ebb7cc78aull},
-    {"cpu-6-avx2", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
-    {"cpu-6-avx2", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
-    {"cpu-6-avx2", "q4_k_m-hd64-kvf16", 0xce3c973dbf2bf708ull},
-    {"cpu-6-avx2", "f16-hd64-kvf16", 0xafd584631bde7d53ull},
-    {"cpu-6-avx2", "f32-hd8-kvf16", 0xc69729f46889393full},
+    {"cpu-7-avx2", "q8_0-hd64-kvf16", 0xbc4ee93ebb7cc78aull},
+    {"cpu-7-avx2", "q8_0-hd64-kvf32", 0xd08caa1854076344ull},
+    {"cpu-7-avx2", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
+    {"cpu-7-avx2", "q4_k_m-hd64-kvf16", 0xce3c973dbf2bf708ull},
+    {"cpu-7-avx2", "f16-hd64-kvf16", 0xafd584631bde7d53ull},
+    {"cpu-7-avx2", "f32-hd8-kvf16", 0xc69729f46889393full},
+    {"cpu-7-avx2", "f16-hd64-kvf16-ctx2100", 0x1e675712d1060e39ull},
     // A portable build (-DLARDER_NATIVE=OFF, no -march flags), GCC 12.
-    {"cpu-6-scalar", "q8_0-hd64-kvf16", 0xf3d88b0ff4e9aa9bull},
-    {"cpu-6-scalar", "q8_0-hd64-kvf32", 0x28eb53611f52f2f1ull},
-    {"cpu-6-scalar", "q8_0-hd64-kvq8_0", 0x8d13e0a7814bee69ull},
-    {"cpu-6-scalar", "q4_k_m-hd64-kvf16", 0x3f7ca96944e99168ull},
-    {"cpu-6-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},
-    {"cpu-6-scalar", "f32-hd8-kvf16", 0xe30c674453a244a4ull},
+    {"cpu-7-scalar", "q8_0-hd64-kvf16", 0xf3d88b0ff4e9aa9bull},
+    {"cpu-7-scalar", "q8_0-hd64-kvf32", 0x28eb53611f52f2f1ull},
+    {"cpu-7-scalar", "q8_0-hd64-kvq8_0", 0x8d13e0a7814bee69ull},
+    {"cpu-7-scalar", "q4_k_m-hd64-kvf16", 0x3f7ca96944e99168ull},
+    {"cpu-7-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},
+    {"cpu-7-scalar", "f32-hd8-kvf16", 0xe30c674453a244a4ull},
+    {"cpu-7-scalar", "f16-hd64-kvf16-ctx2100", 0x46c94e5e0cc548f0ull},
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,54 @@
 namespace larder {
 
 using testing::half_to_double;
+
+namespace {
+
+// Writes k and v ([kv_dim] f32) at position p with kv_write and records the
+// values as stored (F16-rounded, Q8_0 as d * q, F32 as they are) at
+// kref / vref[p * kv_dim ..], for the reference below.
+void store_kv(PagePool& pool, std::span<const int32_t> pages, int p, const std::vector<float>& k,
+              const std::vector<float>& v, std::vector<double>& kref, std::vector<double>& vref) {
+  const KvDtype dtype = pool.layout().dtype;
+  const int kv_dim = int(k.size());
+  std::vector<BlockQ8_0> qk(kv_dim / 32 + 1), qv(kv_dim / 32 + 1);
+  if (dtype == KvDtype::kQ8_0) {
+    quantize_rows_q8_0(k.data(), 1, kv_dim, qk.data());
+    quantize_rows_q8_0(v.data(), 1, kv_dim, qv.data());
+  }
+  for (int i = 0; i < kv_dim; ++i) {
+    const size_t at = size_t(p) * kv_dim + i;
+    if (dtype == KvDtype::kQ8_0) {
+      kref[at] = half_to_double(qk[i / 32].d) * qk[i / 32].qs[i % 32];
+      vref[at] = half_to_double(qv[i / 32].d) * qv[i / 32].qs[i % 32];
+    } else {
+      kref[at] = dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(k[i])) : k[i];
+      vref[at] = dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(v[i])) : v[i];
+    }
+  }
+  kv_write(pool, 0, pages, p, k.data(), v.data());
+}
+
+// Query head h of q ([n_head][head_dim]) attending over positions 0..pos of
+// kref / vref ([pos][kv_dim] as stored), in double: softmax(q.k / sqrt(hd)) v.
+std::vector<double> reference_head(const float* q, const std::vector<double>& kref, const std::vector<double>& vref,
+                                   const AttentionShape& shape, int h, int pos) {
+  const int hd = shape.head_dim, kv_dim = shape.kv_dim(), g = h / (shape.n_head / shape.n_head_kv);
+  std::vector<double> s(pos + 1), o(hd, 0.0);
+  double mx = -INFINITY, sum = 0;
+  for (int p = 0; p <= pos; ++p) {
+    double d = 0;
+    for (int i = 0; i < hd; ++i) d += double(q[size_t(h) * hd + i]) * kref[size_t(p) * kv_dim + g * hd + i];
+    s[p] = d / std::sqrt(double(hd));
+    mx = std::max(mx, s[p]);
+  }
+  for (double& x : s) sum += (x = std::exp(x - mx));
+  for (int p = 0; p <= pos; ++p)
+    for (int i = 0; i < hd; ++i) o[i] += s[p] / sum * vref[size_t(p) * kv_dim + g * hd + i];
+  return o;
+}
+
+}  // namespace
 
 TEST_CASE("attention matches a double softmax reference for any head range", "[cpu][attention]") {
   struct Case { int n_head, n_head_kv, head_dim, page_size; KvDtype dtype; };
@@ -77,20 +126,8 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
       for (int i = 0; i < kv_dim; ++i) {
         k[i] = 2.0f * nd(rng);
         v[i] = nd(rng);
-        const size_t at = size_t(p) * kv_dim + i;
-        kref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(k[i])) : k[i];
-        vref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(v[i])) : v[i];
       }
-      if (c.dtype == KvDtype::kQ8_0) {  // stored as d * q per block of 32
-        std::vector<BlockQ8_0> qk(kv_dim / 32), qv(kv_dim / 32);
-        quantize_rows_q8_0(k.data(), 1, kv_dim, qk.data());
-        quantize_rows_q8_0(v.data(), 1, kv_dim, qv.data());
-        for (int i = 0; i < kv_dim; ++i) {
-          kref[size_t(p) * kv_dim + i] = half_to_double(qk[i / 32].d) * qk[i / 32].qs[i % 32];
-          vref[size_t(p) * kv_dim + i] = half_to_double(qv[i / 32].d) * qv[i / 32].qs[i % 32];
-        }
-      }
-      kv_write(*pool, 0, pages, p, k.data(), v.data());
+      store_kv(*pool, pages, p, k, v, kref, vref);
     }
     std::vector<float> q(size_t(c.n_head) * c.head_dim);
     for (float& x : q) x = nd(rng);
@@ -101,24 +138,11 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
       std::vector<float> out(q.size(), NAN);
       attend_token(*pool, 0, pages, pos, shape, q.data(), out.data(), scores.data(), 0, c.n_head);
       for (int h = 0; h < c.n_head; ++h) {
-        const int g = h / group;
-        std::vector<double> s(pos + 1);
-        double mx = -INFINITY, sum = 0;
-        for (int p = 0; p <= pos; ++p) {
-          double d = 0;
-          for (int i = 0; i < c.head_dim; ++i)
-            d += double(q[size_t(h) * c.head_dim + i]) * kref[size_t(p) * kv_dim + g * c.head_dim + i];
-          s[p] = d / std::sqrt(double(c.head_dim));
-          mx = std::max(mx, s[p]);
-        }
-        for (double& x : s) sum += (x = std::exp(x - mx));
-        for (int i = 0; i < c.head_dim; ++i) {
-          double o = 0;
-          for (int p = 0; p <= pos; ++p) o += s[p] / sum * vref[size_t(p) * kv_dim + g * c.head_dim + i];
-          // Scores carry ~hd * 2^-24 relative error each (|s| up to ~30), exp
-          // a few ulp: the output is a weighted mean of |v| <~ 5.
-          REQUIRE(std::fabs(double(out[size_t(h) * c.head_dim + i]) - o) <= 2e-4);
-        }
+        const std::vector<double> o = reference_head(q.data(), kref, vref, shape, h, pos);
+        // Scores carry ~hd * 2^-24 relative error each (|s| up to ~30), exp
+        // a few ulp: the output is a weighted mean of |v| <~ 5.
+        for (int i = 0; i < c.head_dim; ++i)
+          REQUIRE(std::fabs(double(out[size_t(h) * c.head_dim + i]) - o[i]) <= 2e-4);
       }
       // Any split of the heads (one at a time, odd ranges across kv groups)
       // gives the same bits.
@@ -193,22 +217,7 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
         k[i] = drift * nd(rng);
         v[i] = nd(rng);
       }
-      std::vector<BlockQ8_0> qk(kv_dim / 32 + 1), qv(kv_dim / 32 + 1);
-      if (c.dtype == KvDtype::kQ8_0) {
-        quantize_rows_q8_0(k.data(), 1, kv_dim, qk.data());
-        quantize_rows_q8_0(v.data(), 1, kv_dim, qv.data());
-      }
-      for (int i = 0; i < kv_dim; ++i) {
-        const size_t at = size_t(p) * kv_dim + i;
-        if (c.dtype == KvDtype::kQ8_0) {
-          kref[at] = half_to_double(qk[i / 32].d) * qk[i / 32].qs[i % 32];
-          vref[at] = half_to_double(qv[i / 32].d) * qv[i / 32].qs[i % 32];
-        } else {
-          kref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(k[i])) : k[i];
-          vref[at] = c.dtype == KvDtype::kF16 ? half_to_double(fp32_to_fp16(v[i])) : v[i];
-        }
-      }
-      kv_write(*pool, 0, pages, p, k.data(), v.data());
+      store_kv(*pool, pages, p, k, v, kref, vref);
     }
     const size_t qd = size_t(c.n_head) * c.head_dim;
     std::vector<float> qs(qd * 40);
@@ -228,22 +237,9 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
       std::vector<float> out(qd, NAN);
       attend_token(*pool, 0, pages, pos, shape, q, out.data(), scratch.data(), 0, c.n_head);
       for (int h = 0; h < c.n_head; ++h) {
-        const int g = h / group;
-        std::vector<double> sc(pos + 1);
-        double mx = -INFINITY, sum = 0;
-        for (int p = 0; p <= pos; ++p) {
-          double d = 0;
-          for (int i = 0; i < c.head_dim; ++i)
-            d += double(q[size_t(h) * c.head_dim + i]) * kref[size_t(p) * kv_dim + g * c.head_dim + i];
-          sc[p] = d / std::sqrt(double(c.head_dim));
-          mx = std::max(mx, sc[p]);
-        }
-        for (double& x : sc) sum += (x = std::exp(x - mx));
-        for (int i = 0; i < c.head_dim; ++i) {
-          double o = 0;
-          for (int p = 0; p <= pos; ++p) o += sc[p] / sum * vref[size_t(p) * kv_dim + g * c.head_dim + i];
-          REQUIRE(std::fabs(double(out[size_t(h) * c.head_dim + i]) - o) <= 2e-4);
-        }
+        const std::vector<double> o = reference_head(q, kref, vref, shape, h, pos);
+        for (int i = 0; i < c.head_dim; ++i)
+          REQUIRE(std::fabs(double(out[size_t(h) * c.head_dim + i]) - o[i]) <= 2e-4);
       }
       std::vector<float> split(qd, NAN);
       for (int h = 0; h < c.n_head; ++h)

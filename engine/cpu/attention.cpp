@@ -352,17 +352,21 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   alignas(64) float e[kMaxRows][16];  // one block's e_p for the query heads of one kv head and token
   float mx[kMaxRows];                 // running max m per row
   __m512 lsum[kMaxRows];              // l per row
-  RowState done[kMaxRows];            // the chunks before this one, folded (m = -inf: none yet)
-  for (int r = 0; r < rows; ++r) done[r] = {-INFINITY, _mm512_setzero_ps()};
+  RowState done[kMaxRows];            // the chunks before this one, folded
   const bool f16 = lay.dtype == KvDtype::kF16, q8 = lay.dtype == KvDtype::kQ8_0;
   // Rows summed over a whole page (each of its blocks of up to 16 slots,
   // for every kv head), and whether this pass reads every kv head of them.
   const int block_slots = std::min(16, ps), row_steps = ps * n_kv;
   const bool whole_rows = off == 0 && size_t(n_kv) * hd == size_t(lay.kv_dim);
-  const int chunk_pages = std::max(1, kAttentionChunk / ps);
+  assert(ps <= kAttentionChunk);  // CpuForward::create checks it
+  const int chunk_pages = kAttentionChunk / ps;
   const int n_chunks = (n_pages + chunk_pages - 1) / chunk_pages;
+  assert(n_chunks == attention_chunks(last));
   const int c_begin = partial ? chunk : 0, c_end = partial ? chunk + 1 : n_chunks;
   assert(c_begin < n_chunks);
+  // Whether row r's token reaches chunk ch (by position, whatever its
+  // scores: non-finite K/V fold as attend_token_merge folds them).
+  auto reaches = [&](int r, int ch) { return pos0 + r / NH >= ch * kAttentionChunk; };
   for (int ch = c_begin; ch < c_end; ++ch) {
     for (int r = 0; r < rows; ++r) {
       mx[r] = -INFINITY;
@@ -441,9 +445,9 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
     }
     if (ch + 1 == c_end) break;  // the last chunk's state is folded as each row ends, below
     for (int r = 0; r < rows; ++r) {
-      if (mx[r] == -INFINITY) continue;  // a token before this chunk: it saw none of it
+      if (!reaches(r, ch)) continue;  // a token before this chunk: it saw none of it
       float* da = done_accs + size_t(r) * hd;
-      if (done[r].m == -INFINITY) {
+      if (ch == 0) {  // every token reaches chunk 0
         done[r] = {mx[r], lsum[r]};
         std::copy_n(accs + size_t(r) * hd, hd, da);
       } else {
@@ -454,12 +458,12 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   for (int r = 0; r < rows; ++r) {
     float* o = out + size_t(r / NH) * q_stride + size_t(r % NH) * hd;
     float* a = accs + size_t(r) * hd;
-    if (done[r].m == -INFINITY) {  // one chunk: its state as it is
+    if (n_chunks == 1) {  // one chunk: its state as it is
       finish_row<nc>({mx[r], lsum[r]}, a, o);
       continue;
     }
     float* da = done_accs + size_t(r) * hd;
-    if (mx[r] != -INFINITY) fold_chunk<nc>(done[r], da, {mx[r], lsum[r]}, a);
+    if (reaches(r, n_chunks - 1)) fold_chunk<nc>(done[r], da, {mx[r], lsum[r]}, a);
     finish_row<nc>(done[r], da, o);
   }
 }

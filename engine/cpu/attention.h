@@ -72,7 +72,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    int head_end);
 
 // Positions per chunk of the 16-position pass (AVX-512 builds, head_dim a
-// multiple of 16; attention_splits): each (token, head) row runs its online
+// multiple of 16 up to 256, of 32 over Q8_0 pages): each (token, head) row runs its online
 // softmax afresh over positions [c * kAttentionChunk, (c + 1) *
 // kAttentionChunk) of each chunk c it reaches, and the chunks' states (max,
 // sums, V sums) are folded in chunk order, the smaller max's state scaled by
@@ -82,8 +82,10 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
 // them after (split-K attention, "Flash-Decoding": Dao, Haziza, Massa and
 // Sizov 2023) with the bits one pass gives: each thread then streams whole
 // K/V rows of its own pages instead of every thread a slice of every row
-// (docs/cpu-kernels.md). A multiple of every page size (a power of two up to
-// 1024).
+// (docs/cpu-kernels.md). Which chunks a row folds goes by its position
+// alone, whatever its scores, so non-finite K/V fold alike in both. A
+// multiple of every page size CpuForward takes (a power of two up to 1024;
+// it rejects longer pages).
 constexpr int kAttentionChunk = 1024;
 
 // Chunks a token at position pos reaches.

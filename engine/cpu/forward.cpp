@@ -155,6 +155,7 @@ struct CpuForward::Impl {
   struct SplitItem { int tile, h0, h1, chunk; size_t at; };
   std::vector<SplitItem> split_items;
   std::vector<float> partials;
+  int64_t split_calls = 0;       // attention_split calls that split (CpuForward::split_attention_calls)
 
   // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
   void matmul(const WeightView& w, const float* in, int n, float* y);
@@ -319,7 +320,9 @@ bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::s
   // every thread streams whole K/V rows of its own pages, where splitting the
   // heads had every thread read a slice of every row. Same bits as one pass.
   // At 16k positions (1B-shaped F16 K/V, 2 threads) a step's attention took
-  // 0.8x as long this way (docs/cpu-kernels.md).
+  // 0.81-0.87x as long this way (docs/cpu-kernels.md). Runs are cut smaller
+  // where the chunks alone would leave threads idle (below); any run of
+  // whole kv heads gives the same bits.
   const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
   const int n_threads = threads.n_threads();
   if (n_threads == 1 || macs < kParallelMinMacs || int64_t(tiles.size()) >= n_threads ||
@@ -328,12 +331,21 @@ bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::s
   bool long_context = false;
   for (const Tile& tile : tiles) long_context = long_context || attention_chunks(batch[tile.first].pos) > 1;
   if (!long_context) return false;
-  const int group = hp.n_head / hp.n_head_kv;
-  const int run_heads = std::max(1, kAttentionDecodeHeads / group) * group;
+  const int group = hp.n_head / hp.n_head_kv, n_tiles = int(tiles.size());
+  const int per_tile = (n_threads + n_tiles - 1) / n_tiles;  // items wanted per token
   split_items.clear();
   size_t at = 0;
-  for (int ti = 0; ti < int(tiles.size()); ++ti) {
-    const int n_chunks = attention_chunks(batch[tiles[size_t(ti)].first].pos);
+  for (int ti = 0; ti < n_tiles; ++ti) {
+    const int pos = batch[tiles[size_t(ti)].first].pos, n_chunks = attention_chunks(pos);
+    // The most kv heads a run takes such that one whole chunk of it is at
+    // most a thread's share of the token's work (pos + 1 positions x
+    // n_head_kv kv heads over per_tile threads), so that a short last chunk
+    // leaves no thread idle: at 16k on 2 threads, all 8 kv heads of a 1B
+    // model; at 1.1k, 4 (runs of 4 x chunks of 1024 and 77 positions).
+    const int kv_per_run = int(std::clamp<int64_t>(
+        int64_t(pos + 1) * hp.n_head_kv / (int64_t(per_tile) * kAttentionChunk), 1,
+        std::min(hp.n_head_kv, std::max(1, kAttentionDecodeHeads / group))));
+    const int run_heads = kv_per_run * group;
     for (int h0 = 0; h0 < hp.n_head; h0 += run_heads) {
       const int h1 = std::min(hp.n_head, h0 + run_heads);
       const size_t per_chunk = attention_partial_floats(shape, h1 - h0);
@@ -342,6 +354,7 @@ bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::s
     }
   }
   grow(partials, at);
+  ++split_calls;
   threads.parallel_for(int64_t(split_items.size()), 1, [&](int64_t b, int64_t e, int thread) {
     float* sc = scores.data() + size_t(thread) * scores_stride;
     for (int64_t i = b; i < e; ++i) {
@@ -466,6 +479,10 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
     return Status::unsupported("head layout n_head " + std::to_string(hp.n_head) + ", n_head_kv " +
                                std::to_string(hp.n_head_kv) + ", n_rot " +
                                std::to_string(hp.n_rot));
+  if (lay.page_size < 1 || lay.page_size > kAttentionChunk || kAttentionChunk % lay.page_size != 0)
+    return Status::invalid_argument("page_size " + std::to_string(lay.page_size) +
+                                    ": the CPU backend takes a power of two up to " +
+                                    std::to_string(kAttentionChunk));
   if (lay.dtype == KvDtype::kQ8_0 && hp.head_dim > 256)
     return Status::unsupported("kv_dtype q8_0 with head_dim " + std::to_string(hp.head_dim) +
                                " (at most 256); use f16");
@@ -531,6 +548,8 @@ CpuForward::~CpuForward() = default;
 int CpuForward::n_threads() const { return impl_->threads.n_threads(); }
 
 bool CpuForward::reads_embedding_rows() const { return impl_->embd_by_read; }
+
+int64_t CpuForward::split_attention_calls() const { return impl_->split_calls; }
 
 Status CpuForward::forward(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
                            bool prefill, float* logits_out) {

@@ -86,6 +86,9 @@ class CpuForward {
   // than CpuForwardOptions::embd_copy_bytes, and not shared with an output
   // matrix that was copied); false when the embedding was copied at load.
   bool reads_embedding_rows() const;
+  // Layer attentions so far that a decode step split by chunks of positions
+  // over the threads (attention.h, kAttentionChunk); for tests.
+  int64_t split_attention_calls() const;
 
  private:
   CpuForward() = default;

@@ -191,7 +191,8 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
   for (const Case c : {Case{8, 2, 64, 16, KvDtype::kF16}, Case{8, 2, 64, 16, KvDtype::kF32},
                        Case{8, 2, 64, 16, KvDtype::kQ8_0}, Case{8, 4, 32, 4, KvDtype::kF16},
                        Case{4, 1, 128, 1024, KvDtype::kF16}, Case{16, 2, 64, 16, KvDtype::kF16},
-                       Case{6, 3, 48, 8, KvDtype::kF32},
+                       Case{6, 3, 48, 8, KvDtype::kF32}, Case{8, 2, 64, 1, KvDtype::kF16},
+                       Case{8, 4, 32, 2, KvDtype::kQ8_0},
                        // heads of 8 and 20 dims: passes without chunks, the same checks
                        Case{8, 4, 8, 16, KvDtype::kF16}, Case{6, 3, 20, 16, KvDtype::kF32}}) {
     INFO("heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " page " << c.page_size
@@ -209,10 +210,10 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
     std::vector<double> kref(size_t(max_pos + 1) * kv_dim), vref(kref.size());
     std::vector<float> k(kv_dim), v(kv_dim);
     for (int p = 0; p <= max_pos; ++p) {
-      // |K| rises to the middle of the context and falls after, so that the
-      // second chunk's maxima pass the first's and the third's fall below
-      // (both sides of the fold).
-      const float drift = 1.0f + 2.0f * std::sin(3.14159265f * float(p) / float(max_pos));
+      // |K| rises to 1.5 chunks and falls after, so that the second chunk's
+      // maxima pass the first's and the third's stay below the second's
+      // (both sides of the fold; each fails the test without its exp).
+      const float drift = 1.0f + 2.0f * std::sin(3.14159265f * float(p) / float(3 * kAttentionChunk));
       for (int i = 0; i < kv_dim; ++i) {
         k[i] = drift * nd(rng);
         v[i] = nd(rng);
@@ -276,6 +277,47 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
                      scratch.data(), 0, c.n_head);
       attend_tokens(*pool, 0, pages, t.pos0, t.n, shape, qs.data(), tiled.data(), scratch.data(), 0, c.n_head);
       REQUIRE(std::memcmp(tiled.data(), alone.data(), tiled.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+// Non-finite K/V (an F16 overflow, a NaN from a broken model) in a chunk
+// give the same bits split by chunks as in one pass, whatever they are.
+TEST_CASE("attention split by chunks keeps one pass's bits on non-finite K/V", "[cpu][attention]") {
+  const AttentionShape shape{8, 2, 64};
+  if (!attention_splits(shape, KvDtype::kF32)) return;  // no 16-position pass in this build
+  const int kv_dim = shape.kv_dim(), max_pos = 2 * kAttentionChunk + 20;
+  const KvLayout lay{1, kv_dim, 16, KvDtype::kF32};
+  auto pool = PagePool::create(lay, max_pos / 16 + 1).value();
+  std::vector<int32_t> pages;
+  for (int i = 0; i <= max_pos / 16; ++i) pages.push_back(*pool->allocate());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(size_t(shape.n_head) * shape.head_dim), scratch(attention_scratch_floats(max_pos, 16, 1));
+  for (float& x : q) x = nd(rng);
+  struct Bad { int pos; float k, v; };
+  for (const Bad bad : {Bad{2 * kAttentionChunk, -INFINITY, INFINITY}, Bad{2 * kAttentionChunk, 1.0f, NAN},
+                        Bad{kAttentionChunk + 5, INFINITY, 1.0f}, Bad{7, NAN, 1.0f}}) {
+    std::vector<float> k(kv_dim), v(kv_dim);
+    for (int p = 0; p <= max_pos; ++p) {
+      for (int i = 0; i < kv_dim; ++i) {
+        k[i] = p == bad.pos ? bad.k : nd(rng);
+        v[i] = p == bad.pos ? bad.v : nd(rng);
+      }
+      kv_write(*pool, 0, pages, p, k.data(), v.data());
+    }
+    for (int pos : {bad.pos, bad.pos + 3, max_pos}) {
+      INFO("bad K " << bad.k << " V " << bad.v << " at " << bad.pos << ", pos " << pos);
+      std::vector<float> out(q.size()), merged(q.size());
+      attend_token(*pool, 0, pages, pos, shape, q.data(), out.data(), scratch.data(), 0, shape.n_head);
+      const int n_chunks = attention_chunks(pos);
+      const size_t each = attention_partial_floats(shape, shape.n_head);
+      std::vector<float> partials(each * n_chunks);
+      for (int c = 0; c < n_chunks; ++c)
+        attend_token_chunk(*pool, 0, pages, pos, c, shape, q.data(), partials.data() + each * c, scratch.data(), 0,
+                           shape.n_head);
+      attend_token_merge(partials.data(), n_chunks, shape, merged.data(), scratch.data(), 0, shape.n_head);
+      REQUIRE(std::memcmp(merged.data(), out.data(), out.size() * sizeof(float)) == 0);
     }
   }
 }

@@ -93,11 +93,12 @@ TEST_CASE("packed kernels and 16-position attention keep prefill chunks and deco
 }
 
 // Past kAttentionChunk positions the 16-position attention folds chunks of
-// positions, and a decode step on several threads splits them over the
-// threads (attention.h): at 2,060 positions (three chunks) a decode step on 2
-// threads gives the bits of a one-thread prefill of the same token, and a
-// prefill on 2 threads those of one thread; with two sequences in the batch
-// (no split) each gets the bits it gets alone.
+// positions, and a decode step with fewer sequences than threads splits them
+// over the threads (attention.h): at 2,060 positions (three chunks) a decode
+// step on 2 threads gives the bits of a one-thread prefill of the same
+// token, and a prefill on 2 threads those of one thread; two sequences in
+// one batch on 2 threads (not split) and on 4 (split, both at once), and one
+// on 4 (runs of one kv head x chunks), give each the bits it gets alone.
 TEST_CASE("a context of several attention chunks: split decode steps keep prefill and decode bit-identical",
           "[cpu][model][packed]") {
   testing::TempDir dir("fwd-packed-long");
@@ -110,11 +111,14 @@ TEST_CASE("a context of several attention chunks: split decode steps keep prefil
   const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
     INFO("KV " << dtype_label(dtype));
+    // Whether this build splits (the 16-position pass: AVX-512 builds).
+    const bool splits = attention_splits(AttentionShape{4, 2, 64}, dtype);
 #if defined(__AVX512F__)
-    CHECK(attention_splits(AttentionShape{4, 2, 64}, dtype));  // the split path runs below
+    CHECK(splits);
 #endif
     ForwardHarness one(path, dtype, 1, 2 * (n_pos / 16 + 1));
     ForwardHarness two(path, dtype, 2, 3 * (n_pos / 16 + 1));
+    ForwardHarness four(path, dtype, 4, 2 * (n_pos / 16 + 1));
     const int a1 = one.new_seq(n_pos), b1 = one.new_seq(n_pos);
     const std::vector<float> whole = one.prefill(a1, prompt);
     one.prefill(b1, head);
@@ -125,17 +129,34 @@ TEST_CASE("a context of several attention chunks: split decode steps keep prefil
     REQUIRE(std::memcmp(whole.data(), whole2.data(), whole.size() * sizeof(float)) == 0);
     CHECK(one.page_record(a1, n / 16 - 1) == two.page_record(a2, n / 16 - 1));
     two.prefill(b2, head);
+    REQUIRE(two.fwd->split_attention_calls() == 0);  // prefill does not split
     const std::vector<float> step2 = two.decode({{prompt.back(), n - 1, b2, true}});
     REQUIRE(std::memcmp(whole.data(), step2.data(), whole.size() * sizeof(float)) == 0);
+    CHECK(two.fwd->split_attention_calls() == (splits ? 2 : 0));  // one per layer
     // The next token, alone (split) and beside another sequence (not split).
     const int32_t t = argmax(whole.data(), two.n_vocab());
     two.prefill(c2, prompt);
     const std::vector<float> alone = two.decode({{t, n, a2, true}});
+    CHECK(two.fwd->split_attention_calls() == (splits ? 4 : 0));
     const std::vector<float> both = two.decode({{t, n, b2, true}, {t, n, c2, true}});
+    CHECK(two.fwd->split_attention_calls() == (splits ? 4 : 0));
     const std::vector<float> one_alone = one.decode({{t, n, a1, true}});
+    CHECK(one.fwd->split_attention_calls() == 0);
     REQUIRE(std::memcmp(alone.data(), one_alone.data(), alone.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(both.data(), alone.data(), alone.size() * sizeof(float)) == 0);
     CHECK(std::memcmp(both.data() + two.n_vocab(), alone.data(), alone.size() * sizeof(float)) == 0);
+    // On 4 threads: one token (two runs of one kv head, three chunks each),
+    // then two tokens at once (two tiles split together).
+    const int a4 = four.new_seq(n_pos), b4 = four.new_seq(n_pos);
+    four.prefill(a4, prompt);
+    four.prefill(b4, prompt);
+    const std::vector<float> alone4 = four.decode({{t, n, a4, true}});
+    CHECK(four.fwd->split_attention_calls() == (splits ? 2 : 0));
+    REQUIRE(std::memcmp(alone4.data(), one_alone.data(), alone.size() * sizeof(float)) == 0);
+    const std::vector<float> both4 = four.decode({{t, n, b4, true}, {t, n, a4, true}});
+    CHECK(four.fwd->split_attention_calls() == (splits ? 4 : 0));
+    CHECK(std::memcmp(both4.data(), alone.data(), alone.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(both4.data() + four.n_vocab(), alone.data(), alone.size() * sizeof(float)) == 0);
   }
 }
 

@@ -218,6 +218,25 @@ TEST_CASE("forward rejects malformed batches", "[cpu][model]") {
   CHECK(run({1, 15, s, true}) == StatusCode::kOk);
 }
 
+TEST_CASE("forward rejects a page pool it cannot attend over", "[cpu][model]") {
+  LARDER_REQUIRE_MODEL(path, "stories260K.gguf");
+  auto m = Model::load(path);
+  REQUIRE(m.is_ok());
+  const LlamaHparams& hp = m.value()->hparams();
+  // Pages longer than an attention chunk (kAttentionChunk, 1024 positions),
+  // and a layout other than the model's.
+  for (const KvLayout lay : {KvLayout{hp.n_layer, hp.kv_dim(), 2048, KvDtype::kF16},
+                             KvLayout{hp.n_layer + 1, hp.kv_dim(), 16, KvDtype::kF16}}) {
+    auto pool = PagePool::create(lay, 2);
+    REQUIRE(pool.is_ok());
+    auto f = CpuForward::create(*m.value(), *pool.value(), CpuForwardOptions{});
+    CHECK(f.status().code() == StatusCode::kInvalidArgument);
+  }
+  auto pool = PagePool::create(KvLayout{hp.n_layer, hp.kv_dim(), 1024, KvDtype::kF16}, 2);
+  REQUIRE(pool.is_ok());
+  CHECK(CpuForward::create(*m.value(), *pool.value(), CpuForwardOptions{}).is_ok());
+}
+
 TEST_CASE("decode speed on stories260K (printed, not asserted)", "[cpu][model][speed]") {
   LARDER_REQUIRE_MODEL(path, "stories260K.gguf");
   for (int n_threads : {1, 2}) {

@@ -490,8 +490,9 @@ void merge_rows(const float* partials, int n_chunks, int n_rows, float* out, flo
 
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
   (void)n_tokens;  // a one-token call may take kAttentionDecodeHeads heads, as many rows as a full tile
-  // attend_tile16's V sums (rows x head_dim), or attend_one's one row of
-  // scores; the 8-lane tiles need none. No pass stores a score row per head.
+  // attend_tile16's V sums (rows x head_dim, for the current chunk and the
+  // folded ones), or attend_one's one row of scores; the 8-lane tiles need
+  // none. No pass stores a score row per head.
   return std::max(2 * size_t(kAttentionDecodeHeads) * kMaxHeadDim, scores_stride(max_pos, page_size));
 }
 
@@ -511,6 +512,21 @@ constexpr MergeFn kMerges16[16] = {
     &merge_rows<1>,  &merge_rows<2>,  &merge_rows<3>,  &merge_rows<4>,  &merge_rows<5>,  &merge_rows<6>,
     &merge_rows<7>,  &merge_rows<8>,  &merge_rows<9>,  &merge_rows<10>, &merge_rows<11>, &merge_rows<12>,
     &merge_rows<13>, &merge_rows<14>, &merge_rows<15>, &merge_rows<16>};
+#endif
+
+#if defined(__AVX512F__)
+// attend_tile16 for the one token at pos over query heads [head_begin,
+// head_end), whole kv heads: into out (q_stride apart per token, one token
+// here) or, with partial set, chunk `chunk`'s states into partial.
+void tile16_whole_kv_heads(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
+                           const AttentionShape& shape, const float* q, size_t q_stride, float* out,
+                           float* scratch, int head_begin, int head_end, int chunk, float* partial) {
+  const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  const size_t at = size_t(head_begin) * hd;
+  kTiles16[hd / 16 - 1](pool, layer, pages, pos, 1, hd, size_t(head_begin / group) * hd,
+                        (head_end - head_begin) / group, q + at, q_stride, out ? out + at : nullptr, group, scratch,
+                        chunk, partial);
+}
 #endif
 
 // Whether attend_tokens takes heads of hd dims over pages of dtype with
@@ -539,17 +555,15 @@ size_t attention_partial_floats(const AttentionShape& shape, int n_heads) {
 void attend_token_chunk(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int chunk,
                         const AttentionShape& shape, const float* q, float* partial, float* scratch,
                         int head_begin, int head_end) {
-  const int hd = shape.head_dim, group = shape.n_head / shape.n_head_kv;
+  [[maybe_unused]] const int group = shape.n_head / shape.n_head_kv;
   assert(attention_splits(shape, pool.layout().dtype));
   assert(head_begin % group == 0 && head_end % group == 0 && head_end - head_begin <= kAttentionDecodeHeads);
   assert(chunk >= 0 && chunk < attention_chunks(pos));
 #if defined(__AVX512F__)
-  const size_t at = size_t(head_begin) * hd;
-  kTiles16[hd / 16 - 1](pool, layer, pages, pos, 1, hd, size_t(head_begin / group) * hd,
-                        (head_end - head_begin) / group, q + at, 0, nullptr, group, scratch, chunk, partial);
+  tile16_whole_kv_heads(pool, layer, pages, pos, shape, q, 0, nullptr, scratch, head_begin, head_end, chunk, partial);
 #else
-  (void)pool, (void)layer, (void)pages, (void)pos, (void)chunk, (void)q, (void)partial, (void)scratch, (void)hd,
-      (void)group, (void)head_begin, (void)head_end;
+  (void)pool, (void)layer, (void)pages, (void)pos, (void)chunk, (void)q, (void)partial, (void)scratch,
+      (void)head_begin, (void)head_end;
 #endif
 }
 
@@ -613,9 +627,8 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
     const Tile16Fn tile = kTiles16[hd / 16 - 1];
     const bool whole_kv_heads = head_begin % group == 0 && head_end % group == 0;
     if (n_tokens == 1 && whole_kv_heads && head_end - head_begin <= kAttentionDecodeHeads) {
-      const size_t at = size_t(head_begin) * hd;
-      tile(pool, layer, pages, pos0, 1, hd, size_t(head_begin / group) * hd, (head_end - head_begin) / group, q + at,
-           q_stride, out + at, group, scratch, 0, nullptr);
+      tile16_whole_kv_heads(pool, layer, pages, pos0, shape, q, q_stride, out, scratch, head_begin, head_end, 0,
+                            nullptr);
       return;
     }
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {

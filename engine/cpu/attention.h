@@ -72,9 +72,9 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    int head_end);
 
 // Positions per chunk of the 16-position pass (AVX-512 builds, head_dim a
-// multiple of 16 up to 256, of 32 over Q8_0 pages): each (token, head) row runs its online
-// softmax afresh over positions [c * kAttentionChunk, (c + 1) *
-// kAttentionChunk) of each chunk c it reaches, and the chunks' states (max,
+// multiple of 16 up to 256, of 32 over Q8_0 pages): each (token, head) row
+// runs its online softmax afresh over positions [c * kAttentionChunk, (c +
+// 1) * kAttentionChunk) of each chunk c it reaches, and the chunks' states (max,
 // sums, V sums) are folded in chunk order, the smaller max's state scaled by
 // exp(its max - the larger). A row within the first chunk (positions below
 // kAttentionChunk) keeps the arithmetic of one pass. The fold is what lets

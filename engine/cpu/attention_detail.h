@@ -1,4 +1,4 @@
-// What attend_tokens' passes share (attention.cpp: AVX-512, attention_avx2.cpp:
+// What attend_tokens' passes share (attention_avx512.cpp: AVX-512, attention_avx2.cpp:
 // AVX2 with FMA and F16C, attention_one.cpp: the one-token fallback). Private
 // to engine/cpu.
 #pragma once
@@ -24,6 +24,13 @@
 #endif
 
 namespace larder::attention_detail {
+
+// Head sizes the vector passes take at most (CpuForward::create checks it).
+constexpr size_t kMaxHeadDim = 256;
+
+// Floats before a row's V sums in a partial state (attend_token_chunk): its
+// max in the first of 16, then the 16 lanes of its sums.
+constexpr size_t kPartialHeader = 32;
 
 // Prefetches the next page's K and V rows into L1 while a pass reads the
 // current page's, a few cache lines beside each V row it sums (row_at(j)),
@@ -143,7 +150,7 @@ inline const float* q8_slice(const void* block, const KvLayout& lay, int j, size
 // blocks are read in place (*stride = kv_dim), F16 and Q8_0 ones widened
 // exactly into dst ([n][hd], *stride = hd; Q8_0 as q8_slice does), 16 values
 // per instruction where the head is aligned to them. Inline: the tiles of
-// attention.cpp call it per 16-row block (defined there with external
+// attention_avx512.cpp call it per 16-row block (defined there with external
 // linkage instead, a 16-token prefill tile took 1.02-1.04x as long).
 inline const float* rows_f32_avx512(const void* block, const KvLayout& lay, size_t off, int n, int hd, float* dst,
                                     size_t* stride) {
@@ -188,6 +195,32 @@ inline const float* rows_f32_avx512(const void* block, const KvLayout& lay, size
 void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
                 const AttentionShape& shape, const float* q, float* out, float* scores, int head_begin,
                 int head_end);
+
+#if defined(__AVX512F__)
+// The AVX-512 pass (attention_avx512.cpp).
+
+// True when tile16 takes heads of hd dims over pages of dtype: hd a multiple
+// of 16 up to kMaxHeadDim, of 32 over Q8_0 pages.
+bool tile16_supported(int hd, KvDtype dtype);
+
+// n_kv kv heads from the one at value offset `off` of a K/V row, nh query
+// heads each (n_kv * nh * nt <= kAttentionDecodeHeads rows; n_kv > 1 only
+// with nt = 1), of nt consecutive tokens at pos0 .. pos0 + nt - 1: token t's
+// heads at q + t * q_stride, out likewise. scratch: 2 * rows * hd floats.
+// With partial set (nt = 1), only chunk `chunk` of the positions, each row's
+// state written to partial (row r at r * (kPartialHeader + hd)) instead of
+// out. Every row keeps the arithmetic of attention_avx512.cpp, whatever nt,
+// n_kv or nh.
+void tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
+            size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch, int chunk,
+            float* partial);
+
+// Folds n_chunks chunk states of n_rows rows (attend_token_merge's layout:
+// chunk c's row r at (c * n_rows + r) * (kPartialHeader + hd)) in chunk
+// order and writes each row's hd outputs to out (rows hd apart). acc: hd
+// floats of scratch.
+void merge16(const float* partials, int n_chunks, int n_rows, int hd, float* out, float* acc);
+#endif
 
 // The AVX2 pass (attention_avx2.cpp).
 

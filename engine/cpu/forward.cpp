@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/cpu/attention.h"
-#include "engine/cpu/cache_line_vector.h"
+#include "engine/cpu/forward_impl.h"
 #include "engine/cpu/huge_pages.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
@@ -60,17 +60,8 @@ std::string cpu_numerics_id() {
 
 namespace {
 
-// Below this many multiply-adds the attention of a batch runs on the calling
-// thread (as matmul_parallel does for a matmul).
-constexpr int64_t kParallelMinMacs = kMatmulParallelMinMacs;
-
 bool embd_type_supported(GgmlType t) {
   return ggml_type_supported(t);  // dequantize_row handles every supported type
-}
-
-template <class Vec>
-void grow(Vec& v, size_t n) {
-  if (v.size() < n) v.resize(n);
 }
 
 // RoPE tables with linear scaling and Llama 3 frequency factors, as llama.cpp
@@ -100,96 +91,6 @@ void add_bias_rows(float* y, const WeightView& bias, int n, int dim) {
 
 }  // namespace
 
-struct CpuForward::Impl {
-  Impl(const Model& m, PagePool& p, int n_threads)
-      : model(m), pool(p), hp(m.hparams()), threads(n_threads) {}
-
-  const Model& model;
-  PagePool& pool;
-  const LlamaHparams& hp;
-  ThreadPool threads;
-  Q8Path q8_path = default_q8_path();
-
-  // Scratch, grown on demand to the largest batch seen (n = tokens in batch).
-  CacheLineVector<float> x;      // (n, n_embd) residual stream
-  CacheLineVector<float> xb;     // (n, n_embd) rmsnorm output, matmul input
-  CacheLineVector<float> xb2;    // (n, n_embd) matmul output before the residual add
-  CacheLineVector<float> q;      // (n, q_dim)
-  CacheLineVector<float> k;      // (n, kv_dim)
-  CacheLineVector<float> v;      // (n, kv_dim)
-  CacheLineVector<float> att;    // (n, q_dim) attention output
-  CacheLineVector<float> hb;     // (n, n_ff) gate, then silu(gate) * up
-  CacheLineVector<float> hb2;    // (n, n_ff) up
-  std::vector<float> rope_cos;   // (n, n_rot / 2)
-  std::vector<float> rope_sin;   // (n, n_rot / 2)
-  MatmulInput act;               // the current matmul's activations, prepared once
-  MatmulInput act2;              // a fused job's second kind of activations (matmuls)
-  // Q8_0, Q4_K, Q6_K and F16 matrices repacked (matmul_packed.h), by
-  // their data pointer in the model; empty when the build has no such kernels.
-  std::unordered_map<const uint8_t*, PackedMatrix> packed;
-  // The weights the forward pass reads, as the model's views but with every
-  // tensor that is not repacked copied out of the file mapping (create()):
-  // once loaded, nothing reads the mapping, so a model file truncated or
-  // rewritten in place while serving cannot fault the process (SIGBUS).
-  // A packed matrix keeps the mapping's address, the key of `packed`. A
-  // token_embd over CpuForwardOptions::embd_copy_bytes is not copied: its
-  // rows are read with pread (GgufFile::read_at) into embd_row, and a file
-  // that shrank fails the forward call with an error. (A tied output
-  // matrix that is not packed and the embedding share one copy.)
-  WeightView token_embd, output_norm, output, rope_freqs;
-  std::vector<LayerWeights> layers;
-  bool embd_by_read = false;
-  std::vector<uint8_t> embd_row;
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-  };
-  std::vector<std::unique_ptr<void, FreeDeleter>> owned;  // the copies
-  CacheLineVector<float> scores; // (n_threads, attention_scratch_floats)
-  size_t scores_stride = 0;
-  struct Tile { int first, n; };  // batch[first, first + n): one sequence, consecutive positions
-  std::vector<Tile> tiles;
-  std::vector<int> want;         // batch indices of the tokens with want_logits
-  // A split decode step's attention (attention_split): per item (tile, run
-  // of whole kv heads, chunk of positions) its first partial state's offset
-  // in `partials`, and the states themselves.
-  struct SplitItem { int tile, h0, h1, chunk; size_t at; };
-  std::vector<SplitItem> split_items;
-  std::vector<float> partials;
-  int64_t split_calls = 0;       // attention_split calls that split (CpuForward::split_attention_calls)
-
-  // y[t][r] = W x[t] for all rows of W, t in [0, n): y is (n, rows).
-  void matmul(const WeightView& w, const float* in, int n, float* y);
-  // The activations w's packed kernel reads: `in` itself for F16 (those
-  // kernels take the f32 rows), else `into` prepared for w's type.
-  const void* packed_input(const WeightView& w, MatmulInput& into, const float* in, int n) const;
-  // y_i = W_i in for products that share their input (a layer's q, k and v;
-  // gate and up), each as matmul() computes it: one fused parallel job
-  // (matmul_packed.h) when every W_i is packed, with one row length, and
-  // they need at most two kinds of prepared activations (Q4_K_M files mix
-  // Q4_K and Q6_K); else one matmul() each.
-  struct Product {
-    const WeightView* w;
-    float* y;
-  };
-  void matmuls(std::initializer_list<Product> products, const float* in, int n);
-  void attention(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
-                 int layer);
-  // A decode step's attention split by chunks of positions over the threads,
-  // when that applies (returns false, having done nothing, where not). macs:
-  // the step's attention multiply-adds.
-  bool attention_split(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs, int layer,
-                       int64_t macs);
-  Status validate(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs) const;
-  // Fills token_embd .. layers from the model, copying what is not packed
-  // out of the mapping (after the packing). kResourceExhausted when a copy
-  // cannot be allocated.
-  // Embeddings up to embd_copy_bytes are copied; larger ones (128k-token
-  // vocabularies: 280 MB for the 1B-shaped Q8_0 file) are read a row at a
-  // time, a pread of a few KB per token instead of their bytes in memory.
-  Status own_weights(size_t embd_copy_bytes);
-  // Token `token`'s embedding row, dequantized into out [n_embd].
-  Status embed(int32_t token, float* out);
-};
 
 namespace {
 size_t view_bytes(const WeightView& w) { return size_t(std::max<int64_t>(1, w.ne[1])) * w.row_bytes; }
@@ -309,132 +210,6 @@ void CpuForward::Impl::matmuls(std::initializer_list<Product> products, const fl
     return;
   }
   matmul_packed_parallel(threads, std::span<const PackedProduct>(fused, i), n);
-}
-
-bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::span<const SeqBlockTable> seqs,
-                                       int layer, int64_t macs) {
-  // Split-K attention (attention.h, kAttentionChunk): in a decode step with
-  // fewer tokens than threads, each token's chunks of positions go to the
-  // threads as items of whole kv heads (up to kAttentionDecodeHeads query
-  // heads a run), and each run's chunk states are folded after, in order:
-  // every thread streams whole K/V rows of its own pages, where splitting the
-  // heads had every thread read a slice of every row. Same bits as one pass.
-  // At 16k positions (1B-shaped F16 K/V, 2 threads) a step's attention took
-  // 0.81-0.87x as long this way (docs/cpu-kernels.md). Runs are cut smaller
-  // where the chunks alone would leave threads idle (below); any run of
-  // whole kv heads gives the same bits.
-  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
-  const int n_threads = threads.n_threads();
-  if (n_threads == 1 || macs < kParallelMinMacs || int64_t(tiles.size()) >= n_threads ||
-      !attention_splits(shape, pool.layout().dtype))
-    return false;
-  bool long_context = false;
-  for (const Tile& tile : tiles) long_context = long_context || attention_chunks(batch[tile.first].pos) > 1;
-  if (!long_context) return false;
-  const int group = hp.n_head / hp.n_head_kv, n_tiles = int(tiles.size());
-  const int per_tile = (n_threads + n_tiles - 1) / n_tiles;  // items wanted per token
-  split_items.clear();
-  size_t at = 0;
-  for (int ti = 0; ti < n_tiles; ++ti) {
-    const int pos = batch[tiles[size_t(ti)].first].pos, n_chunks = attention_chunks(pos);
-    // The most kv heads a run takes such that one whole chunk of it is at
-    // most a thread's share of the token's work (pos + 1 positions x
-    // n_head_kv kv heads over per_tile threads), so that a short last chunk
-    // leaves no thread idle: at 16k on 2 threads, all 8 kv heads of a 1B
-    // model; at 1.1k, 4 (runs of 4 x chunks of 1024 and 77 positions).
-    const int kv_per_run = int(std::clamp<int64_t>(
-        int64_t(pos + 1) * hp.n_head_kv / (int64_t(per_tile) * kAttentionChunk), 1,
-        std::min(hp.n_head_kv, std::max(1, kAttentionDecodeHeads / group))));
-    const int run_heads = kv_per_run * group;
-    for (int h0 = 0; h0 < hp.n_head; h0 += run_heads) {
-      const int h1 = std::min(hp.n_head, h0 + run_heads);
-      const size_t per_chunk = attention_partial_floats(shape, h1 - h0);
-      for (int c = 0; c < n_chunks; ++c) split_items.push_back({ti, h0, h1, c, at + size_t(c) * per_chunk});
-      at += size_t(n_chunks) * per_chunk;
-    }
-  }
-  grow(partials, at);
-  ++split_calls;
-  threads.parallel_for(int64_t(split_items.size()), 1, [&](int64_t b, int64_t e, int thread) {
-    float* sc = scores.data() + size_t(thread) * scores_stride;
-    for (int64_t i = b; i < e; ++i) {
-      const SplitItem& it = split_items[size_t(i)];
-      const Tile& tile = tiles[size_t(it.tile)];
-      const BatchToken& t = batch[tile.first];
-      attend_token_chunk(pool, layer, seqs[t.seq].pages, t.pos, it.chunk, shape,
-                         q.data() + size_t(tile.first) * hp.q_dim(), partials.data() + it.at, sc, it.h0, it.h1);
-    }
-  });
-  // The fold: a few hundred bytes a head and chunk, on this thread.
-  for (const SplitItem& it : split_items) {
-    if (it.chunk != 0) continue;
-    const Tile& tile = tiles[size_t(it.tile)];
-    attend_token_merge(partials.data() + it.at, attention_chunks(batch[tile.first].pos), shape,
-                       att.data() + size_t(tile.first) * hp.q_dim(), scores.data(), it.h0, it.h1);
-  }
-  return true;
-}
-
-void CpuForward::Impl::attention(std::span<const BatchToken> batch,
-                                 std::span<const SeqBlockTable> seqs, int layer) {
-  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
-  const int n = int(batch.size());
-  int64_t macs = 0;
-  for (const BatchToken& t : batch) macs += int64_t(t.pos + 1) * 2 * hp.q_dim();
-  // Tiles: runs of batch tokens of one sequence at consecutive positions (a
-  // prefill chunk), up to kAttentionTileTokens each; a decode step's tokens are tiles
-  // of one. Head chunks: up to kAttentionGroupHeads query heads of one kv head.
-  tiles.clear();
-  for (int i = 0; i < n; ++i) {
-    const bool extends = !tiles.empty() && tiles.back().n < kAttentionTileTokens &&
-                         batch[i].seq == batch[i - 1].seq && batch[i].pos == batch[i - 1].pos + 1;
-    if (extends) {
-      ++tiles.back().n;
-    } else {
-      tiles.push_back({i, 1});
-    }
-  }
-  const int group = hp.n_head / hp.n_head_kv;
-  const int64_t n_tiles = int64_t(tiles.size());
-  // Items are (head chunk, tile) pairs, chunk-major: consecutive items read
-  // the same kv head's K/V. A chunk is up to kAttentionGroupHeads query heads
-  // of one kv head; in a decode step (every tile one token) it is instead a
-  // run of whole kv heads (up to kAttentionDecodeHeads query heads), as few
-  // runs as keep the threads busy, so that attend_tokens reads a page's K/V
-  // rows once for all of them rather than one kv head's slice per pass.
-  bool decode_step = true;
-  for (const Tile& tile : tiles) decode_step = decode_step && tile.n == 1;
-  if (decode_step && attention_split(batch, seqs, layer, macs)) return;
-  // A span: the query heads of one kv head (prefill) or of one run of whole
-  // kv heads (decode), cut into chunks of up to chunk_heads.
-  int span = group, chunk_heads = std::min(group, kAttentionGroupHeads);
-  if (decode_step) {
-    const int64_t per_tile = std::max<int64_t>(1, (threads.n_threads() + n_tiles - 1) / n_tiles);
-    const int kv_per_run = std::clamp(int((hp.n_head_kv + per_tile - 1) / per_tile), 1,
-                                      std::max(1, kAttentionDecodeHeads / group));
-    span = chunk_heads = kv_per_run * group;
-  }
-  const int chunks_per_span = (span + chunk_heads - 1) / chunk_heads;
-  const int n_chunks = (hp.n_head + span - 1) / span * chunks_per_span;
-  auto run = [&](int64_t b, int64_t e, int thread) {
-    float* sc = scores.data() + size_t(thread) * scores_stride;
-    for (int64_t it = b; it < e; ++it) {
-      const int chunk = int(it / n_tiles);
-      const Tile& tile = tiles[size_t(it % n_tiles)];
-      const int h0 = chunk / chunks_per_span * span + chunk % chunks_per_span * chunk_heads;
-      const int h1 = std::min({h0 + chunk_heads, (chunk / chunks_per_span + 1) * span, hp.n_head});
-      const BatchToken& t = batch[tile.first];
-      attend_tokens(pool, layer, seqs[t.seq].pages, t.pos, tile.n, shape,
-                    q.data() + size_t(tile.first) * hp.q_dim(), att.data() + size_t(tile.first) * hp.q_dim(), sc,
-                    h0, h1);
-    }
-  };
-  const int64_t items = int64_t(n_chunks) * n_tiles;
-  if (macs < kParallelMinMacs || threads.n_threads() == 1) {
-    run(0, items, 0);
-  } else {
-    threads.parallel_for(items, 1, run);
-  }
 }
 
 Status CpuForward::Impl::validate(std::span<const BatchToken> batch,

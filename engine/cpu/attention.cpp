@@ -1,8 +1,10 @@
+// attend_tokens' dispatch to the vector passes (attention_avx512.cpp,
+// attention_avx2.cpp) or the one-token fallback (attention_one.cpp),
+// kv_write, and the split-K API of attention.h.
 #include "engine/cpu/attention.h"
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 
 #include "engine/cpu/attention_detail.h"
 #include "engine/cpu/matmul.h"

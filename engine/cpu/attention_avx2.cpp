@@ -1,9 +1,9 @@
 // Attention of query heads sharing one kv head, 8 lanes wide (head_dim a
 // multiple of 8): in AVX2 builds for every such head size, in AVX-512 builds
-// for those the 16-lane pass of attention_avx512.cpp does not take (not a multiple
-// of 16). A tile of consecutive tokens (as attend_tile16); F16 K/V rows
-// are widened in registers as they are used, each chunk once for a token's
-// query heads of one kv head in groups of 4, 2 or 1 (block_scores,
+// for those the 16-lane pass of attention_avx512.cpp does not take (not a
+// multiple of 16). A tile of consecutive tokens (as attend_tile16); F16 K/V
+// rows are widened in registers as they are used, each chunk once for a
+// token's query heads of one kv head in groups of 4, 2 or 1 (block_scores,
 // block_v_sums), Q8_0 ones once per block for all of the tile's rows.
 //
 // Arithmetic per query head h (fixed, whatever the batch, the head range or
@@ -19,8 +19,8 @@
 //   l      += e_b (8 lanes)
 //   acc    += sum_{p in b} e_p v_p, one FMA per p in increasing p
 //   out_h   = acc * (1 / hsum8(l))
-// (the online softmax of attention_avx512.cpp's 16-lane pass: no score rows are
-// stored, and a block's K and V rows are read together, once).
+// (the online softmax of attention_avx512.cpp's 16-lane pass: no score rows
+// are stored, and a block's K and V rows are read together, once).
 // K/V are read in the page dtype (F16 widened exactly to f32, Q8_0 as d * q).
 #include "engine/cpu/attention_detail.h"
 

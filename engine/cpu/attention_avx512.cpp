@@ -499,11 +499,13 @@ bool tile16_supported(int hd, KvDtype dtype) {
 void tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
             size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch, int chunk,
             float* partial) {
+  assert(hd % 16 == 0 && size_t(hd) <= kMaxHeadDim);
   kTiles16[hd / 16 - 1](pool, layer, pages, pos0, nt, hd, off, n_kv, q, q_stride, out, nh, scratch, chunk,
                         partial);
 }
 
 void merge16(const float* partials, int n_chunks, int n_rows, int hd, float* out, float* acc) {
+  assert(hd % 16 == 0 && size_t(hd) <= kMaxHeadDim);
   kMerges16[hd / 16 - 1](partials, n_chunks, n_rows, out, acc);
 }
 

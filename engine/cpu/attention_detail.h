@@ -1,6 +1,6 @@
-// What attend_tokens' passes share (attention_avx512.cpp: AVX-512, attention_avx2.cpp:
-// AVX2 with FMA and F16C, attention_one.cpp: the one-token fallback). Private
-// to engine/cpu.
+// What attend_tokens' passes share (attention_avx512.cpp: AVX-512,
+// attention_avx2.cpp: AVX2 with FMA and F16C, attention_one.cpp: the
+// one-token fallback). Private to engine/cpu.
 #pragma once
 
 #include <xmmintrin.h>

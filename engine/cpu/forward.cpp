@@ -57,7 +57,6 @@ std::string cpu_numerics_id() {
   return "cpu-" + std::to_string(kCpuArithmeticVersion) + "-" + isa;
 }
 
-
 namespace {
 
 bool embd_type_supported(GgmlType t) {
@@ -90,7 +89,6 @@ void add_bias_rows(float* y, const WeightView& bias, int n, int dim) {
 }
 
 }  // namespace
-
 
 namespace {
 size_t view_bytes(const WeightView& w) { return size_t(std::max<int64_t>(1, w.ne[1])) * w.row_bytes; }

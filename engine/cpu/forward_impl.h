@@ -12,7 +12,6 @@
 
 #include "engine/cpu/cache_line_vector.h"
 #include "engine/cpu/forward.h"
-#include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_packed.h"
 #include "engine/cpu/thread_pool.h"

@@ -50,22 +50,10 @@ void tile16_whole_kv_heads(const PagePool& pool, int layer, std::span<const int3
 }
 #endif
 
-// Whether attend_tokens takes heads of hd dims over pages of dtype with
-// the 16-position pass (attend_tile16).
-bool tile16_pass(int hd, KvDtype dtype) {
-#if defined(__AVX512F__)
-  return attention_detail::tile16_supported(hd, dtype);
-#else
-  (void)hd;
-  (void)dtype;
-  return false;
-#endif
-}
-
 }  // namespace
 
 bool attention_splits(const AttentionShape& shape, KvDtype dtype) {
-  return tile16_pass(shape.head_dim, dtype) &&
+  return attention_detail::tile16_supported(shape.head_dim, dtype) &&
          shape.n_head / shape.n_head_kv <= kAttentionDecodeHeads;
 }
 
@@ -90,7 +78,7 @@ void attend_token_chunk(const PagePool& pool, int layer, std::span<const int32_t
 
 void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, float* out,
                         float* scratch, int head_begin, int head_end) {
-  assert(n_chunks >= 1 && tile16_pass(shape.head_dim, KvDtype::kF32));
+  assert(n_chunks >= 1 && attention_detail::tile16_supported(shape.head_dim, KvDtype::kF32));
 #if defined(__AVX512F__)
   attention_detail::merge16(partials, n_chunks, head_end - head_begin, shape.head_dim,
                             out + size_t(head_begin) * shape.head_dim, scratch);
@@ -143,7 +131,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   // up to kAttentionTileTokens tokens x the heads of one kv head per call; a
   // decode step (one token) over whole kv heads takes them all in one pass.
 #if defined(__AVX512F__)
-  if (tile16_pass(hd, pool.layout().dtype)) {
+  if (attention_detail::tile16_supported(hd, pool.layout().dtype)) {
     const bool whole_kv_heads = head_begin % group == 0 && head_end % group == 0;
     if (n_tokens == 1 && whole_kv_heads && head_end - head_begin <= kAttentionDecodeHeads) {
       tile16_whole_kv_heads(pool, layer, pages, pos0, shape, q, q_stride, out, scratch, head_begin, head_end, 0,

@@ -492,10 +492,6 @@ constexpr MergeFn kMerges16[16] = {
 
 }  // namespace
 
-bool tile16_supported(int hd, KvDtype dtype) {
-  return hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0);
-}
-
 void tile16(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
             size_t off, int n_kv, const float* q, size_t q_stride, float* out, int nh, float* scratch, int chunk,
             float* partial) {

@@ -196,12 +196,21 @@ void attend_one(const PagePool& pool, int layer, std::span<const int32_t> pages,
                 const AttentionShape& shape, const float* q, float* out, float* scores, int head_begin,
                 int head_end);
 
-#if defined(__AVX512F__)
 // The AVX-512 pass (attention_avx512.cpp).
 
-// True when tile16 takes heads of hd dims over pages of dtype: hd a multiple
-// of 16 up to kMaxHeadDim, of 32 over Q8_0 pages.
-bool tile16_supported(int hd, KvDtype dtype);
+// True when tile16 takes heads of hd dims over pages of dtype: in AVX-512
+// builds, hd a multiple of 16 up to kMaxHeadDim, of 32 over Q8_0 pages.
+inline bool tile16_supported(int hd, KvDtype dtype) {
+#if defined(__AVX512F__)
+  return hd % 16 == 0 && size_t(hd) <= kMaxHeadDim && (dtype != KvDtype::kQ8_0 || hd % 32 == 0);
+#else
+  (void)hd;
+  (void)dtype;
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__)
 
 // n_kv kv heads from the one at value offset `off` of a K/V row, nh query
 // heads each (n_kv * nh * nt <= kAttentionDecodeHeads rows; n_kv > 1 only

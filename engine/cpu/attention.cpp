@@ -28,8 +28,8 @@ size_t scores_stride(int max_pos, int page_size) {
 size_t attention_scratch_floats(int max_pos, int page_size, int n_tokens) {
   (void)n_tokens;  // a one-token call may take kAttentionDecodeHeads heads, as many rows as a full tile
   // attend_tile16's V sums (rows x head_dim, for the current chunk and the
-  // folded ones), or attend_one's one row of scores; the 8-lane tiles need
-  // none. No pass stores a score row per head.
+  // folded ones; the 8-lane tiles keep the current chunk's in out), or
+  // attend_one's one row of scores. No pass stores a score row per head.
   return std::max(2 * size_t(kAttentionDecodeHeads) * kMaxHeadDim, scores_stride(max_pos, page_size));
 }
 
@@ -52,9 +52,24 @@ void tile16_whole_kv_heads(const PagePool& pool, int layer, std::span<const int3
 
 }  // namespace
 
+namespace {
+
+// Which pass attend_tokens takes for heads of hd dims over pages of dtype:
+// the 16-position one, the 8-position one, or the one-token fallback.
+enum class Pass { k16, k8, kOne };
+
+Pass pass_for(int hd, KvDtype dtype) {
+  if (attention_detail::tile16_supported(hd, dtype)) return Pass::k16;
+#if defined(LARDER_ATTENTION_AVX2)
+  if (attention_detail::heads8_supported(hd)) return Pass::k8;
+#endif
+  return Pass::kOne;
+}
+
+}  // namespace
+
 bool attention_splits(const AttentionShape& shape, KvDtype dtype) {
-  return attention_detail::tile16_supported(shape.head_dim, dtype) &&
-         shape.n_head / shape.n_head_kv <= kAttentionDecodeHeads;
+  return pass_for(shape.head_dim, dtype) != Pass::kOne && shape.n_head / shape.n_head_kv <= kAttentionDecodeHeads;
 }
 
 size_t attention_partial_floats(const AttentionShape& shape, int n_heads) {
@@ -64,27 +79,52 @@ size_t attention_partial_floats(const AttentionShape& shape, int n_heads) {
 void attend_token_chunk(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos, int chunk,
                         const AttentionShape& shape, const float* q, float* partial, float* scratch,
                         int head_begin, int head_end) {
+  const int hd = shape.head_dim;
   [[maybe_unused]] const int group = shape.n_head / shape.n_head_kv;
   assert(attention_splits(shape, pool.layout().dtype));
   assert(head_begin % group == 0 && head_end % group == 0 && head_end - head_begin <= kAttentionDecodeHeads);
   assert(chunk >= 0 && chunk < attention_chunks(pos));
+  const Pass pass = pass_for(hd, pool.layout().dtype);
 #if defined(__AVX512F__)
-  tile16_whole_kv_heads(pool, layer, pages, pos, shape, q, 0, nullptr, scratch, head_begin, head_end, chunk, partial);
-#else
-  (void)pool, (void)layer, (void)pages, (void)pos, (void)chunk, (void)q, (void)partial, (void)scratch,
-      (void)head_begin, (void)head_end;
+  if (pass == Pass::k16) {
+    tile16_whole_kv_heads(pool, layer, pages, pos, shape, q, 0, nullptr, scratch, head_begin, head_end, chunk,
+                          partial);
+    return;
+  }
 #endif
+#if defined(LARDER_ATTENTION_AVX2)
+  if (pass == Pass::k8) {  // one kv head a pass, its query heads in groups of up to kMaxHeads
+    const size_t row = kPartialHeader + size_t(hd);
+    for (int h = head_begin; h < head_end;) {
+      const int kv = h / group, nh = std::min({(kv + 1) * group - h, attention_detail::kMaxHeads});
+      attention_detail::attend_tile8(pool, layer, pages, pos, 1, hd, size_t(kv) * hd, q + size_t(h) * hd, 0,
+                                     nullptr, nh, scratch, chunk, partial + size_t(h - head_begin) * row);
+      h += nh;
+    }
+    return;
+  }
+#endif
+  (void)pool, (void)layer, (void)pages, (void)pos, (void)chunk, (void)q, (void)partial, (void)scratch, (void)pass;
 }
 
-void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, float* out,
+void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, KvDtype dtype, float* out,
                         float* scratch, int head_begin, int head_end) {
-  assert(n_chunks >= 1 && attention_detail::tile16_supported(shape.head_dim, KvDtype::kF32));
+  assert(n_chunks >= 1 && attention_splits(shape, dtype));
+  const int hd = shape.head_dim;
+  const Pass pass = pass_for(hd, dtype);
 #if defined(__AVX512F__)
-  attention_detail::merge16(partials, n_chunks, head_end - head_begin, shape.head_dim,
-                            out + size_t(head_begin) * shape.head_dim, scratch);
-#else
-  (void)partials, (void)n_chunks, (void)shape, (void)out, (void)scratch, (void)head_begin, (void)head_end;
+  if (pass == Pass::k16) {
+    attention_detail::merge16(partials, n_chunks, head_end - head_begin, hd, out + size_t(head_begin) * hd, scratch);
+    return;
+  }
 #endif
+#if defined(LARDER_ATTENTION_AVX2)
+  if (pass == Pass::k8) {
+    attention_detail::merge8(partials, n_chunks, head_end - head_begin, hd, out + size_t(head_begin) * hd, scratch);
+    return;
+  }
+#endif
+  (void)partials, (void)out, (void)scratch, (void)head_begin, (void)head_end, (void)pass;
 }
 
 void kv_write(PagePool& pool, int layer, std::span<const int32_t> pages, int pos,
@@ -151,7 +191,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   if (attention_detail::heads8_supported(hd)) {
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
       attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
-                                     out + at, nh);
+                                     out + at, nh, scratch, 0, nullptr);
     });
     return;
   }

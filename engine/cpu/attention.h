@@ -71,33 +71,36 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
                    const AttentionShape& shape, const float* q, float* out, float* scratch, int head_begin,
                    int head_end);
 
-// Positions per chunk of the 16-position pass (AVX-512 builds, head_dim a
-// multiple of 16 up to 256, of 32 over Q8_0 pages): each (token, head) row
-// runs its online softmax afresh over positions [c * kAttentionChunk, (c +
-// 1) * kAttentionChunk) of each chunk c it reaches, and the chunks' states (max,
-// sums, V sums) are folded in chunk order, the smaller max's state scaled by
-// exp(its max - the larger). A row within the first chunk (positions below
-// kAttentionChunk) keeps the arithmetic of one pass. The fold is what lets
-// a decode step give a long context's chunks to different threads and merge
-// them after (split-K attention, "Flash-Decoding": Dao, Haziza, Massa and
-// Sizov 2023) with the bits one pass gives: each thread then streams whole
-// K/V rows of its own pages instead of every thread a slice of every row
-// (docs/cpu-kernels.md). Which chunks a row folds goes by its position
-// alone, whatever its scores, so non-finite K/V fold alike in both. A
-// multiple of every page size CpuForward takes (a power of two up to 1024;
-// it rejects longer pages).
+// Positions per chunk of the vector passes (the 16-position pass of AVX-512
+// builds, head_dim a multiple of 16 up to 256, of 32 over Q8_0 pages; the
+// 8-position pass of AVX2 builds and of AVX-512 builds' other multiples of
+// 8): each (token, head) row runs its online softmax afresh over positions
+// [c * kAttentionChunk, (c + 1) * kAttentionChunk) of each chunk c it
+// reaches, and the chunks' states (max, sums, V sums) are folded in chunk
+// order, the smaller max's state scaled by exp(its max - the larger). A row
+// within the first chunk (positions below kAttentionChunk) keeps the
+// arithmetic of one pass. The fold is what lets a decode step give a long
+// context's chunks to different threads and merge them after (split-K
+// attention, "Flash-Decoding": Dao, Haziza, Massa and Sizov 2023) with the
+// bits one pass gives: each thread then streams K/V rows of its own pages
+// (whole rows in the 16-position pass, which takes several kv heads at once)
+// instead of every thread a slice of every row, and more threads than kv
+// heads find work (docs/cpu-kernels.md). Which chunks a row folds goes by
+// its position alone, whatever its scores, so non-finite K/V fold alike in
+// both. A multiple of every page size CpuForward takes (a power of two up to
+// 1024; it rejects longer pages).
 constexpr int kAttentionChunk = 1024;
 
 // Chunks a token at position pos reaches.
 inline int attention_chunks(int pos) { return pos / kAttentionChunk + 1; }
 
 // True when attend_token_chunk / attend_token_merge take this shape over
-// pages of dtype: the 16-position pass, and a kv group of at most
-// kAttentionDecodeHeads query heads.
+// pages of dtype: a vector pass (16- or 8-position) takes the head size, and
+// a kv group has at most kAttentionDecodeHeads query heads.
 bool attention_splits(const AttentionShape& shape, KvDtype dtype);
 
 // Floats of one chunk's partial state of n_heads query heads: per head 32
-// (its max and 16 lanes of sums) + head_dim (its V sums).
+// (its max and up to 16 lanes of sums) + head_dim (its V sums).
 size_t attention_partial_floats(const AttentionShape& shape, int n_heads);
 
 // The token at pos, query heads [head_begin, head_end) (whole kv heads, at
@@ -112,10 +115,10 @@ void attend_token_chunk(const PagePool& pool, int layer, std::span<const int32_t
 
 // Folds n_chunks partial states of heads [head_begin, head_end) (chunk c's
 // at partials + c * attention_partial_floats(shape, head_end - head_begin),
-// from attend_token_chunk) in chunk order and writes those heads of out
-// ([n_head][head_dim]): the bits attend_token gives. scratch: head_dim
-// floats.
-void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, float* out,
+// from attend_token_chunk over pages of dtype) in chunk order and writes
+// those heads of out ([n_head][head_dim]): the bits attend_token gives.
+// scratch: head_dim floats. Requires attention_splits(shape, dtype).
+void attend_token_merge(const float* partials, int n_chunks, const AttentionShape& shape, KvDtype dtype, float* out,
                         float* scratch, int head_begin, int head_end);
 
 // attend_tokens of the one token at pos (a decode step).

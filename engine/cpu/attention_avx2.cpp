@@ -1,15 +1,15 @@
 // Attention of query heads sharing one kv head, 8 lanes wide (head_dim a
 // multiple of 8): in AVX2 builds for every such head size, in AVX-512 builds
 // for those the 16-lane pass of attention_avx512.cpp does not take (not a
-// multiple of 16). A tile of consecutive tokens (as attend_tile16); F16 K/V
+// multiple of 16; over Q8_0 pages, not of 32). A tile of consecutive tokens (as attend_tile16); F16 K/V
 // rows are widened in registers as they are used, each chunk once for a
 // token's query heads of one kv head in groups of 4, 2 or 1 (block_scores,
 // block_v_sums), Q8_0 ones once per block for all of the tile's rows.
 //
 // Arithmetic per query head h (fixed, whatever the batch, the head range or
-// the thread, so a token's output depends only on its q and the pages), in
-// one pass over its positions in blocks b of 8 (8 consecutive positions of a
-// page from its slot 0; the token's last block masked at its own position):
+// the thread, so a token's output depends only on its q and the pages), over
+// its positions in blocks b of 8 (8 consecutive positions of a page from its
+// slot 0; the token's last block masked at its own position):
 //   score_p = hsum8(sum_c q_c * k_{p,c}) * scale   (c: 8-lane chunks of the
 //             head dims in order, one FMA each; hsum8: the fixed tree of
 //             hsum8x8 below)
@@ -20,13 +20,17 @@
 //   acc    += sum_{p in b} e_p v_p, one FMA per p in increasing p
 //   out_h   = acc * (1 / hsum8(l))
 // (the online softmax of attention_avx512.cpp's 16-lane pass: no score rows
-// are stored, and a block's K and V rows are read together, once).
+// are stored, and a block's K and V rows are read together, once). As there,
+// the blocks go in chunks of kAttentionChunk positions (attention.h): m, l
+// and acc start afresh in each chunk, and the chunks' (m, l, acc) are folded
+// in chunk order by fold_chunk8 before out_h is taken from the fold.
 // K/V are read in the page dtype (F16 widened exactly to f32, Q8_0 as d * q).
 #include "engine/cpu/attention_detail.h"
 
 #ifdef LARDER_ATTENTION_AVX2
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <utility>
 
@@ -233,28 +237,65 @@ inline void block_step(const KvRows& k, const KvRows& v, const float* qh, float*
   block_v_sums<NC, HN, F16>(v, e, nkt, oh, hd, pf);
 }
 
-// NC = hd / 8 as a template argument (0: a run-time count) so that the dot
-// products' and V sums' registers stay registers, as in attend_tile16.
+// The running state of one row's online softmax over a run of positions: m
+// (the max score) and l (8 lanes of sums of e_p); its V sums are kept apart.
+struct RowState8 {
+  float m;
+  __m256 l;
+};
+
+// Folds chunk state (s, s_acc) into the state (t, t_acc) of the chunks
+// before it, both nonempty: the state with the smaller max is scaled by
+// exp_avx2(its max - the larger), once, by one FMA per lane into the other
+// (equal maxima: s is scaled, by exp(0) = 1). The 16-lane pass's fold_chunk
+// at 8 lanes; attend_tile8 and merge8 fold with this alone, so a split
+// attention and one pass give the same bits.
+template <int NC>
+[[gnu::always_inline]] inline void fold_chunk8(RowState8& t, float* t_acc, const RowState8& s, const float* s_acc,
+                                               int hd) {
+  const int nc = NC > 0 ? NC : hd / 8;
+  const bool s_larger = s.m > t.m;
+  const __m256 f = exp_avx2(_mm256_set1_ps(s_larger ? t.m - s.m : s.m - t.m));
+  if (s_larger) {
+    t.l = _mm256_fmadd_ps(t.l, f, s.l);
+    for (int c = 0; c < nc; ++c)
+      _mm256_storeu_ps(t_acc + 8 * c,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(t_acc + 8 * c), f, _mm256_loadu_ps(s_acc + 8 * c)));
+    t.m = s.m;
+  } else {
+    t.l = _mm256_fmadd_ps(s.l, f, t.l);
+    for (int c = 0; c < nc; ++c)
+      _mm256_storeu_ps(t_acc + 8 * c,
+                       _mm256_fmadd_ps(_mm256_loadu_ps(s_acc + 8 * c), f, _mm256_loadu_ps(t_acc + 8 * c)));
+  }
+}
+
+// out = acc / (hsum8 of l), as every row ends (acc and out may be the same).
+template <int NC>
+[[gnu::always_inline]] inline void finish_row8(const RowState8& st, const float* acc, float* out, int hd) {
+  const int nc = NC > 0 ? NC : hd / 8;
+  const __m256 inv = _mm256_set1_ps(1.0f / hsum8(st.l));
+  for (int c = 0; c < nc; ++c) _mm256_storeu_ps(out + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(acc + 8 * c), inv));
+}
+
+// The online softmax of rows r = t * nh + h (nt tokens at pos0.., nh query
+// heads of the kv head at offset off) over pages [pi_begin, pi_end) of the
+// token's pages: running max mx[r], sums lsum[r], V sums at acc_base + t *
+// acc_stride + h * hd. One chunk's pages, in a function of its own: inlined
+// into attend_tile8_t with the chunk loop around it, a 16k decode step took
+// 1.05-1.1x as long (GCC 12).
 template <int NC, bool F16>
-void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                    size_t off, const float* q, size_t q_stride, float* out, int nh) {
+[[gnu::noinline]] void chunk_pages_pass(const PagePool& pool, int layer, std::span<const int32_t> pages, int pi_begin,
+                                        int pi_end, int pos0, int nt, int hd, size_t off, const float* q,
+                                        size_t q_stride, float* acc_base, size_t acc_stride, int nh, float* mx,
+                                        __m256* lsum) {
   const KvLayout& lay = pool.layout();
   const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1;
-  const int nc = NC > 0 ? NC : hd / 8;
-  const int rows = nt * nh;  // row r = t * nh + h; its V sums accumulate in its out slice
   const float scale = float(1.0 / std::sqrt(double(hd)));
   alignas(32) float kconv[kBlock * 256];  // 8 Q8_0 K rows of up to 256 head dims, widened
   alignas(32) float vconv[kBlock * 256];  // 8 Q8_0 V rows likewise
-  float mx[kMaxTileRows];                 // running max m per row
-  __m256 lsum[kMaxTileRows];              // l per row
-  for (int r = 0; r < rows; ++r) {
-    mx[r] = -INFINITY;
-    lsum[r] = _mm256_setzero_ps();
-    float* o = out + size_t(r / nh) * q_stride + size_t(r % nh) * hd;
-    for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_setzero_ps());
-  }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int pi = 0; pi < n_pages; ++pi) {
+  for (int pi = pi_begin; pi < pi_end; ++pi) {
     const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
     const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
     const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
@@ -277,7 +318,7 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
         for (int h = 0; h < nh;) {
           const int hn = nh - h >= 4 ? 4 : nh - h >= 2 ? 2 : 1, r = t * nh + h;
           const float* qh = q + size_t(t) * q_stride + size_t(h) * hd;
-          float* oh = out + size_t(t) * q_stride + size_t(h) * hd;
+          float* oh = acc_base + size_t(t) * acc_stride + size_t(h) * hd;
           const RowPrefetch* p = t == t_first && h == 0 ? &pf : nullptr;
           if (hn == 4)
             block_step<NC, 4, F16>(k, v, qh, oh, hd, nkt, scale, keep, mx + r, lsum + r, p);
@@ -290,27 +331,133 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
       }
     }
   }
+}
+
+// NC = hd / 8 as a template argument (0: a run-time count) so that the dot
+// products' and V sums' registers stay registers, as in attend_tile16.
+// Positions go in chunks of kAttentionChunk (attention.h): each row's online
+// softmax starts afresh in each chunk, its V sums in its out slice, and the
+// chunks' states are folded in order into scratch (fold_chunk8). With
+// partial set (nt = 1), only chunk `chunk`, each row's state written to
+// partial (row r at r * (kPartialHeader + hd)) instead of out, which is then
+// scratch for the V sums.
+template <int NC, bool F16>
+void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
+                    size_t off, const float* q, size_t q_stride, float* out, int nh, float* scratch, int chunk,
+                    float* partial) {
+  const KvLayout& lay = pool.layout();
+  const int ps = lay.page_size, last = pos0 + nt - 1, n_pages = last / ps + 1;
+  const int nc = NC > 0 ? NC : hd / 8;
+  const int rows = nt * nh;  // row r = t * nh + h
+  assert(partial == nullptr || nt == 1);
+  float mx[kMaxTileRows];                 // running max m per row
+  __m256 lsum[kMaxTileRows];              // l per row
+  RowState8 done[kMaxTileRows];           // the chunks before the current one, folded
+  // Row r = t * nh + h's V sums, at acc_base + t * acc_stride + h * hd: in
+  // its out slice, or (a chunk's state alone) in scratch.
+  float* const acc_base = partial ? scratch : out;
+  const size_t acc_stride = partial ? size_t(nh) * hd : q_stride;
+  auto acc_of = [&](int r) { return acc_base + size_t(r / nh) * acc_stride + size_t(r % nh) * hd; };
+  float* done_accs = partial ? nullptr : scratch;  // [rows][hd] V sums of the folded chunks
+  assert(ps <= kAttentionChunk);  // CpuForward::create checks it
+  const int chunk_pages = kAttentionChunk / ps;
+  const int n_chunks = (n_pages + chunk_pages - 1) / chunk_pages;
+  assert(n_chunks == attention_chunks(last));
+  const int c_begin = partial ? chunk : 0, c_end = partial ? chunk + 1 : n_chunks;
+  assert(c_begin < n_chunks);
+  // Whether row r's token reaches chunk ch (by position, whatever its
+  // scores: non-finite K/V fold as merge8 folds them).
+  auto reaches = [&](int r, int ch) { return pos0 + r / nh >= ch * kAttentionChunk; };
+  for (int ch = c_begin; ch < c_end; ++ch) {
+    for (int r = 0; r < rows; ++r) {
+      mx[r] = -INFINITY;
+      lsum[r] = _mm256_setzero_ps();
+      float* o = acc_of(r);
+      for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_setzero_ps());
+    }
+    const int page_end = std::min(n_pages, (ch + 1) * chunk_pages);
+    chunk_pages_pass<NC, F16>(pool, layer, pages, ch * chunk_pages, page_end, pos0, nt, hd, off, q, q_stride,
+                              acc_base, acc_stride, nh, mx, lsum);
+    if (partial != nullptr) {  // one chunk's state, as it is
+      for (int r = 0; r < rows; ++r) {
+        float* pr = partial + size_t(r) * (kPartialHeader + hd);
+        std::fill_n(pr, kPartialHeader, 0.0f);
+        pr[0] = mx[r];
+        pr[1] = 8.0f;  // lanes of sums (kPartialHeader)
+        _mm256_storeu_ps(pr + 16, lsum[r]);
+        std::copy_n(acc_of(r), hd, pr + kPartialHeader);
+      }
+      return;
+    }
+    if (ch + 1 == c_end) break;  // the last chunk's state is folded as each row ends, below
+    for (int r = 0; r < rows; ++r) {
+      if (!reaches(r, ch)) continue;  // a token before this chunk: it saw none of it
+      float* da = done_accs + size_t(r) * hd;
+      if (ch == 0) {  // every token reaches chunk 0
+        done[r] = {mx[r], lsum[r]};
+        std::copy_n(acc_of(r), hd, da);
+      } else {
+        fold_chunk8<NC>(done[r], da, {mx[r], lsum[r]}, acc_of(r), hd);
+      }
+    }
+  }
   for (int r = 0; r < rows; ++r) {
-    const __m256 inv = _mm256_set1_ps(1.0f / hsum8(lsum[r]));
-    float* o = out + size_t(r / nh) * q_stride + size_t(r % nh) * hd;
-    for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * c), inv));
+    float* o = acc_of(r);
+    if (n_chunks == 1) {  // one chunk: its state as it is
+      finish_row8<NC>({mx[r], lsum[r]}, o, o, hd);
+      continue;
+    }
+    float* da = done_accs + size_t(r) * hd;
+    if (reaches(r, n_chunks - 1)) fold_chunk8<NC>(done[r], da, {mx[r], lsum[r]}, o, hd);
+    finish_row8<NC>(done[r], da, o, hd);
+  }
+}
+
+// merge8's fold for heads of 8 * NC dims (NC = 0: hd / 8 at run time).
+template <int NC>
+void merge_rows8(const float* partials, int n_chunks, int n_rows, int hd, float* out, float* acc) {
+  const size_t row = kPartialHeader + size_t(hd), chunk = size_t(n_rows) * row;
+  for (int r = 0; r < n_rows; ++r) {
+    const float* p0 = partials + size_t(r) * row;
+    assert(p0[1] == 8.0f);  // written by the 8-lane pass
+    RowState8 t{p0[0], _mm256_loadu_ps(p0 + 16)};
+    std::copy_n(p0 + kPartialHeader, hd, acc);
+    for (int c = 1; c < n_chunks; ++c) {
+      const float* pc = p0 + size_t(c) * chunk;
+      fold_chunk8<NC>(t, acc, {pc[0], _mm256_loadu_ps(pc + 16)}, pc + kPartialHeader, hd);
+    }
+    finish_row8<NC>(t, acc, out + size_t(r) * hd, hd);
   }
 }
 
 }  // namespace
 
 void attend_tile8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                  size_t off, const float* q, size_t q_stride, float* out, int nh) {
+                  size_t off, const float* q, size_t q_stride, float* out, int nh, float* scratch, int chunk,
+                  float* partial) {
+  assert(heads8_supported(hd) && nh <= kMaxHeads && nt <= kMaxTileTokens);
   const bool f16 = pool.layout().dtype == KvDtype::kF16;
   auto run = [&]<int NC>() {
-    f16 ? attend_tile8_t<NC, true>(pool, layer, pages, pos0, nt, hd, off, q, q_stride, out, nh)
-        : attend_tile8_t<NC, false>(pool, layer, pages, pos0, nt, hd, off, q, q_stride, out, nh);
+    f16 ? attend_tile8_t<NC, true>(pool, layer, pages, pos0, nt, hd, off, q, q_stride, out, nh, scratch, chunk,
+                                   partial)
+        : attend_tile8_t<NC, false>(pool, layer, pages, pos0, nt, hd, off, q, q_stride, out, nh, scratch, chunk,
+                                    partial);
   };
   switch (hd / 8) {  // the head sizes of the models larder runs, then any
     case 1: run.template operator()<1>(); break;
     case 8: run.template operator()<8>(); break;
     case 16: run.template operator()<16>(); break;
     default: run.template operator()<0>(); break;
+  }
+}
+
+void merge8(const float* partials, int n_chunks, int n_rows, int hd, float* out, float* acc) {
+  assert(heads8_supported(hd));
+  switch (hd / 8) {
+    case 1: merge_rows8<1>(partials, n_chunks, n_rows, hd, out, acc); break;
+    case 8: merge_rows8<8>(partials, n_chunks, n_rows, hd, out, acc); break;
+    case 16: merge_rows8<16>(partials, n_chunks, n_rows, hd, out, acc); break;
+    default: merge_rows8<0>(partials, n_chunks, n_rows, hd, out, acc); break;
   }
 }
 

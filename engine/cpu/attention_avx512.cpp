@@ -429,6 +429,7 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
         float* pr = partial + size_t(r) * (kPartialHeader + hd);
         _mm512_storeu_ps(pr, _mm512_setzero_ps());
         pr[0] = mx[r];
+        pr[1] = 16.0f;  // lanes of sums (kPartialHeader)
         _mm512_storeu_ps(pr + 16, lsum[r]);
         std::copy_n(accs + size_t(r) * hd, hd, pr + kPartialHeader);
       }
@@ -466,6 +467,7 @@ void merge_rows(const float* partials, int n_chunks, int n_rows, float* out, flo
   const size_t row = kPartialHeader + hd, chunk = size_t(n_rows) * row;
   for (int r = 0; r < n_rows; ++r) {
     const float* p0 = partials + size_t(r) * row;
+    assert(p0[1] == 16.0f);  // written by the 16-lane pass
     RowState t{p0[0], _mm512_loadu_ps(p0 + 16)};
     std::copy_n(p0 + kPartialHeader, hd, acc);
     for (int c = 1; c < n_chunks; ++c) {

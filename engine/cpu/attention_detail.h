@@ -17,8 +17,8 @@
 #include "engine/kv/page_pool.h"
 
 // The AVX2 pass: the attention of AVX2 builds, and in AVX-512 builds that of
-// head sizes a multiple of 8 but not of 16 (stories260K's 8), which the
-// 16-lane pass does not take.
+// the head sizes of a multiple of 8 that the 16-lane pass does not take (not
+// a multiple of 16, as stories260K's 8; over Q8_0 pages, not of 32).
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define LARDER_ATTENTION_AVX2 1
 #endif
@@ -29,7 +29,9 @@ namespace larder::attention_detail {
 constexpr size_t kMaxHeadDim = 256;
 
 // Floats before a row's V sums in a partial state (attend_token_chunk): its
-// max in the first of 16, then the 16 lanes of its sums.
+// max in the first of 16 and the count of lanes of its sums (16 or 8: which
+// pass wrote it, for merge16 / merge8 to assert) in the second, then the 16
+// lanes of its sums (8 from the 8-lane pass, the other 8 then 0).
 constexpr size_t kPartialHeader = 32;
 
 // Prefetches the next page's K and V rows into L1 while a pass reads the
@@ -246,9 +248,21 @@ constexpr int kMaxTileRows = kMaxHeads * kMaxTileTokens;
 // Heads [0, nh) (nh <= kMaxHeads, all of one kv head at offset `off` of a K/V
 // row) of nt <= kMaxTileTokens consecutive tokens at positions pos0 .. pos0 +
 // nt - 1: token t's heads at q + t * q_stride, out likewise. Each (token,
-// head) row gets the arithmetic of attention_avx2.cpp whatever nt; no
-// scratch (out holds the V sums until the end).
+// head) row gets the arithmetic of attention_avx2.cpp whatever nt, its
+// positions in chunks of kAttentionChunk folded in order as tile16 folds
+// them. scratch: nt * nh * hd floats (the V sums of the chunks before the
+// current one; the current chunk's accumulate in out). With partial set (nt
+// = 1), only chunk `chunk` of the positions, each row's state written to
+// partial (row r at r * (kPartialHeader + hd): its max at 0, 8 (lanes) at 1,
+// 8 lanes of sums at 16, the rest of the header 0) instead of out (which may be null).
 void attend_tile8(const PagePool& pool, int layer, std::span<const int32_t> pages, int pos0, int nt, int hd,
-                  size_t off, const float* q, size_t q_stride, float* out, int nh);
+                  size_t off, const float* q, size_t q_stride, float* out, int nh, float* scratch, int chunk,
+                  float* partial);
+
+// Folds n_chunks chunk states of n_rows rows (attend_tile8's partial layout,
+// chunk c's row r at (c * n_rows + r) * (kPartialHeader + hd)) in chunk order
+// as attend_tile8 does and writes each row's hd outputs to out (rows hd
+// apart). acc: hd floats of scratch.
+void merge8(const float* partials, int n_chunks, int n_rows, int hd, float* out, float* acc);
 
 }  // namespace larder::attention_detail

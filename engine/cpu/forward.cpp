@@ -42,7 +42,12 @@ namespace larder {
 //    the chunks in order, so that a decode step can split a long context's
 //    chunks over the threads (attention.h); rows below position 1024 keep
 //    their bits (2026-12-06).
-constexpr int kCpuArithmeticVersion = 7;
+// 8: the 8-position attention (AVX2 builds; AVX-512 builds' heads of a
+//    multiple of 8 that the 16-position pass does not take) folds chunks of kAttentionChunk
+//    positions as the 16-position one does, so that AVX2 builds split a long
+//    context's decode attention by chunks too; rows below position 1024
+//    keep their bits (2026-12-06).
+constexpr int kCpuArithmeticVersion = 8;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)
@@ -50,7 +55,7 @@ std::string cpu_numerics_id() {
 #elif defined(__AVX512F__)
   const char* isa = "avx512";      // Q8_0 by dequantize + FMA: other bits
 #elif defined(LARDER_PACKED_AVX2)
-  const char* isa = "avx2";        // the packed tiles' bits, the portable attention path
+  const char* isa = "avx2";        // the packed AVX2 tiles and the 8-lane attention
 #else
   const char* isa = "scalar";
 #endif

@@ -50,8 +50,8 @@ struct SeqBlockTable {
 };
 
 // The CPU arithmetic's identity for the cache's root hash
-// (Backend::numerics_id): "cpu-<version>-<isa>", isa "avx512vnni", "avx512" or "scalar"
-// (the build's kernels; their sums differ in the last bits). The version is
+// (Backend::numerics_id): "cpu-<version>-<isa>", isa "avx512vnni", "avx512", "avx2"
+// or "scalar" (the build's kernels; their sums differ in the last bits). The version is
 // kCpuArithmeticVersion in forward.cpp: bump it with every change to a
 // kernel's arithmetic (not to its speed alone), so that pages written by
 // older builds are recomputed rather than restored.

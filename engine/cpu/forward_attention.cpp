@@ -14,10 +14,11 @@ bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::s
   // fewer tokens than threads, each token's chunks of positions go to the
   // threads as items of whole kv heads (up to kAttentionDecodeHeads query
   // heads a run), and each run's chunk states are folded after, in order:
-  // every thread streams whole K/V rows of its own pages, where splitting the
-  // heads had every thread read a slice of every row. Same bits as one pass.
-  // At 16k positions (1B-shaped F16 K/V, 2 threads) a step's attention took
-  // 0.81-0.87x as long this way (docs/cpu-kernels.md). Runs are cut smaller
+  // every thread streams K/V rows of its own pages (whole rows in AVX-512
+  // builds), where splitting the heads had every thread read a slice of every
+  // row. Same bits as one pass. At 16k positions (1B-shaped F16 K/V, 2
+  // threads) a step's attention took 0.81-0.87x as long this way in AVX-512
+  // builds, 0.87-0.9x in AVX2 ones (docs/cpu-kernels.md). Runs are cut smaller
   // where the chunks alone would leave threads idle (below); any run of
   // whole kv heads gives the same bits.
   const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
@@ -66,7 +67,7 @@ bool CpuForward::Impl::attention_split(std::span<const BatchToken> batch, std::s
   for (const SplitItem& it : split_items) {
     if (it.chunk != 0) continue;
     const Tile& tile = tiles[size_t(it.tile)];
-    attend_token_merge(partials.data() + it.at, attention_chunks(batch[tile.first].pos), shape,
+    attend_token_merge(partials.data() + it.at, attention_chunks(batch[tile.first].pos), shape, pool.layout().dtype,
                        att.data() + size_t(tile.first) * hp.q_dim(), scores.data(), it.h0, it.h1);
   }
   return true;

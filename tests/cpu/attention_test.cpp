@@ -181,8 +181,8 @@ TEST_CASE("attention matches a double softmax reference for any head range", "[c
   }
 }
 
-// Past kAttentionChunk positions the 16-position pass folds chunks of
-// positions (attention.h): still the double softmax reference, the same
+// Past kAttentionChunk positions the 16- and 8-position passes fold chunks
+// of positions (attention.h): still the double softmax reference, the same
 // bits whatever the head range and tile, and attend_token_chunk for each
 // chunk folded by attend_token_merge gives attend_token's bits.
 TEST_CASE("attention over several chunks of positions matches the reference and splits by chunk",
@@ -193,8 +193,15 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
                        Case{4, 1, 128, 1024, KvDtype::kF16}, Case{16, 2, 64, 16, KvDtype::kF16},
                        Case{6, 3, 48, 8, KvDtype::kF32}, Case{8, 2, 64, 1, KvDtype::kF16},
                        Case{8, 4, 32, 2, KvDtype::kQ8_0},
-                       // heads of 8 and 20 dims: passes without chunks, the same checks
-                       Case{8, 4, 8, 16, KvDtype::kF16}, Case{6, 3, 20, 16, KvDtype::kF32}}) {
+                       // the 8-position pass in AVX-512 builds too (heads of
+                       // 8, 24 and 40 dims: template and run-time sizes; of
+                       // 48 over Q8_0 pages, which the 16-position pass
+                       // does not take) and groups of 4, 2 + 1 and 4 + 1 heads
+                       Case{8, 4, 8, 16, KvDtype::kF16}, Case{6, 2, 24, 8, KvDtype::kF16},
+                       Case{10, 2, 40, 16, KvDtype::kF32}, Case{16, 4, 8, 4, KvDtype::kQ8_0},
+                       Case{8, 2, 48, 16, KvDtype::kQ8_0},
+                       // heads of 20 dims: the one-token fallback, without chunks
+                       Case{6, 3, 20, 16, KvDtype::kF32}}) {
     INFO("heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.head_dim << " page " << c.page_size
                   << " " << kv_dtype_name(c.dtype));
     const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim};
@@ -226,8 +233,8 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
     std::vector<float> scratch(attention_scratch_floats(max_pos, c.page_size, kAttentionTileTokens));
     const int group = c.n_head / c.n_head_kv;
     const bool splits = attention_splits(shape, c.dtype);
-#if defined(__AVX512F__)
-    CHECK(splits == (c.head_dim % 16 == 0));
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
+    CHECK(splits == (c.head_dim % 8 == 0));  // the 16- or 8-position pass
 #else
     CHECK(!splits);
 #endif
@@ -260,7 +267,7 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
           for (int ch = n_chunks - 1; ch >= 0; --ch)
             attend_token_chunk(*pool, 0, pages, pos, ch, shape, q, partials.data() + each * ch, scratch.data(), h,
                                h + per);
-          attend_token_merge(partials.data(), n_chunks, shape, merged.data(), scratch.data(), h, h + per);
+          attend_token_merge(partials.data(), n_chunks, shape, c.dtype, merged.data(), scratch.data(), h, h + per);
         }
         REQUIRE(std::memcmp(merged.data(), out.data(), out.size() * sizeof(float)) == 0);
       }
@@ -284,10 +291,15 @@ TEST_CASE("attention over several chunks of positions matches the reference and 
 // Non-finite K/V (an F16 overflow, a NaN from a broken model) in a chunk
 // give the same bits split by chunks as in one pass, whatever they are.
 TEST_CASE("attention split by chunks keeps one pass's bits on non-finite K/V", "[cpu][attention]") {
-  const AttentionShape shape{8, 2, 64};
-  if (!attention_splits(shape, KvDtype::kF32)) return;  // no 16-position pass in this build
+  // Heads of 64 (the 16-position pass in AVX-512 builds, the 8-position one
+  // in AVX2 builds) and of 24 (the 8-position pass in both).
+  // Pages of F32 and of F16 (kv_write keeps inf and NaN in F16).
+  const int hd = GENERATE(64, 24);
+  const KvDtype dtype = GENERATE(KvDtype::kF32, KvDtype::kF16);
+  const AttentionShape shape{8, 2, hd};
+  if (!attention_splits(shape, dtype)) return;  // no vector pass in this build
   const int kv_dim = shape.kv_dim(), max_pos = 2 * kAttentionChunk + 20;
-  const KvLayout lay{1, kv_dim, 16, KvDtype::kF32};
+  const KvLayout lay{1, kv_dim, 16, dtype};
   auto pool = PagePool::create(lay, max_pos / 16 + 1).value();
   std::vector<int32_t> pages;
   for (int i = 0; i <= max_pos / 16; ++i) pages.push_back(*pool->allocate());
@@ -307,7 +319,8 @@ TEST_CASE("attention split by chunks keeps one pass's bits on non-finite K/V", "
       kv_write(*pool, 0, pages, p, k.data(), v.data());
     }
     for (int pos : {bad.pos, bad.pos + 3, max_pos}) {
-      INFO("bad K " << bad.k << " V " << bad.v << " at " << bad.pos << ", pos " << pos);
+      INFO("hd " << hd << " " << kv_dtype_name(dtype) << ", bad K " << bad.k << " V " << bad.v << " at " << bad.pos
+                 << ", pos " << pos);
       std::vector<float> out(q.size()), merged(q.size());
       attend_token(*pool, 0, pages, pos, shape, q.data(), out.data(), scratch.data(), 0, shape.n_head);
       const int n_chunks = attention_chunks(pos);
@@ -316,7 +329,7 @@ TEST_CASE("attention split by chunks keeps one pass's bits on non-finite K/V", "
       for (int c = 0; c < n_chunks; ++c)
         attend_token_chunk(*pool, 0, pages, pos, c, shape, q.data(), partials.data() + each * c, scratch.data(), 0,
                            shape.n_head);
-      attend_token_merge(partials.data(), n_chunks, shape, merged.data(), scratch.data(), 0, shape.n_head);
+      attend_token_merge(partials.data(), n_chunks, shape, dtype, merged.data(), scratch.data(), 0, shape.n_head);
       REQUIRE(std::memcmp(merged.data(), out.data(), out.size() * sizeof(float)) == 0);
     }
   }
@@ -403,7 +416,7 @@ TEST_CASE("decode attention bandwidth at a long context", "[.bench-attention]") 
             attend_token_chunk(*pool, l, pages, ctx - 1, int(c), shape, q.data(), partials.data() + per_chunk * c,
                                scratch.data() + per * t, 0, n_head);
         });
-        attend_token_merge(partials.data(), n_chunks, shape, out, scratch.data(), 0, n_head);
+        attend_token_merge(partials.data(), n_chunks, shape, dtype, out, scratch.data(), 0, n_head);
       }
     });
     std::printf("decode attention, context %d, %d thread(s), split into %d chunks of positions: %.2f ms, %.1f GB/s "

@@ -1,9 +1,10 @@
 // The determinism contract of engine/cpu/forward.h on small random models
 // shaped like real ones (head_dim 64, every matrix a multiple of 16 rows), so
-// that the repacked Q8_0 / Q4_K kernels and the 16-position attention run
-// through the whole forward pass, with every KV dtype: a prompt prefilled in
-// two chunks (what a restored prefix does) gives the logits of one cold
-// prefill bit for bit, on 1 and 2 threads, and decode steps equal prefills.
+// that the repacked Q8_0 / Q4_K kernels and the 16-position attention (the
+// 8-position one in AVX2 builds) run through the whole forward pass, with
+// every KV dtype: a prompt prefilled in two chunks (what a restored prefix
+// does) gives the logits of one cold prefill bit for bit, on 1 and 2
+// threads, and decode steps equal prefills.
 // Also measures the logit difference of F16 and Q8_0 K/V against F32 K/V.
 #include <catch2/catch.hpp>
 
@@ -92,8 +93,8 @@ TEST_CASE("packed kernels and 16-position attention keep prefill chunks and deco
   }
 }
 
-// Past kAttentionChunk positions the 16-position attention folds chunks of
-// positions, and a decode step with fewer sequences than threads splits them
+// Past kAttentionChunk positions the 16-position attention (the 8-position
+// one in AVX2 builds) folds chunks of positions, and a decode step with fewer sequences than threads splits them
 // over the threads (attention.h): at 2,060 positions (three chunks) a decode
 // step on 2 threads gives the bits of a one-thread prefill of the same
 // token, and a prefill on 2 threads those of one thread; two sequences in
@@ -111,9 +112,10 @@ TEST_CASE("a context of several attention chunks: split decode steps keep prefil
   const std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
     INFO("KV " << dtype_label(dtype));
-    // Whether this build splits (the 16-position pass: AVX-512 builds).
+    // Whether this build splits (the 16- or 8-position pass: AVX-512 and
+    // AVX2 builds).
     const bool splits = attention_splits(AttentionShape{4, 2, 64}, dtype);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
     CHECK(splits);
 #endif
     ForwardHarness one(path, dtype, 1, 2 * (n_pos / 16 + 1));

@@ -44,14 +44,14 @@ fi
 # builds for the other x86 levels the README lists: x86-64-v3 (AVX2 + FMA +
 # F16C) under an AVX-512 one, and x86-64 (the portable code) under either.
 # LARDER_TEST_LEVELS=0 skips them.
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 if [ "${LARDER_TEST_LEVELS:-1}" != 0 ] && [ "$(uname -m)" = x86_64 ]; then
   levels=()
   flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
   has() { [[ " $flags " == *" $1 "* ]]; }
   if has avx512f && has avx2 && has fma && has f16c; then levels+=(x86-64-v3); fi
   if has avx2 || has avx512f; then levels+=(x86-64); fi
-  generator=()
-  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   for level in "${levels[@]}"; do
     level_dir="${build_dir%/}-$level"
     echo "== test_cpu built for $level ($level_dir)"
@@ -69,6 +69,23 @@ if [ "${LARDER_TEST_LEVELS:-1}" != 0 ] && [ "$(uname -m)" = x86_64 ]; then
       status=1
     fi
   done
+fi
+# test_cpu once more in a Debug build of this CPU's kernels (-O1, asserts
+# on; every other build here is Release, where assert() is compiled out):
+# the kernels' asserts run, and the numerics tripwire checks that another
+# optimization level gives the bits its numerics id names (CMakeLists.txt:
+# -ffp-contract=off). LARDER_TEST_DEBUG=0 skips it.
+if [ "${LARDER_TEST_DEBUG:-1}" != 0 ]; then
+  debug_dir="${build_dir%/}-debug"
+  echo "== test_cpu in a Debug build ($debug_dir)"
+  # shellcheck disable=SC2086
+  if cmake -S . -B "$debug_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 \
+        -DCMAKE_C_FLAGS_DEBUG=-O1 ${LARDER_CMAKE_ARGS:-} -DLARDER_CUDA=OFF >/dev/null &&
+      cmake --build "$debug_dir" -j"$(nproc)" --target test_cpu; then
+    LARDER_SKIP_LOG= timeout 900 "$debug_dir/tests/test_cpu" || status=1
+  else
+    status=1
+  fi
 fi
 # A short run of every fuzz target (clang, ASan + UBSan): bench/fuzz.sh runs
 # them longer. LARDER_FUZZ_SECONDS sets the time per target (0: skip).

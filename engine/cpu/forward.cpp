@@ -46,7 +46,10 @@ namespace larder {
 //    multiple of 8 that the 16-position pass does not take) folds chunks of kAttentionChunk
 //    positions as the 16-position one does, so that AVX2 builds split a long
 //    context's decode attention by chunks too; rows below position 1024
-//    keep their bits (2026-12-06).
+//    keep their bits. And no build fuses multiply-adds the kernels do not
+//    ask for (-ffp-contract=off in CMakeLists.txt): the plain C++ of every
+//    build gave other last bits, and Debug and Release builds differed
+//    under one id (2026-12-06).
 constexpr int kCpuArithmeticVersion = 8;
 
 std::string cpu_numerics_id() {

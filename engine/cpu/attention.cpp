@@ -170,8 +170,9 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
   // The vector pass for this head size and page dtype, if any: one tile of
   // up to kAttentionTileTokens tokens x the heads of one kv head per call; a
   // decode step (one token) over whole kv heads takes them all in one pass.
+  [[maybe_unused]] const Pass pass = pass_for(hd, pool.layout().dtype);
 #if defined(__AVX512F__)
-  if (attention_detail::tile16_supported(hd, pool.layout().dtype)) {
+  if (pass == Pass::k16) {
     const bool whole_kv_heads = head_begin % group == 0 && head_end % group == 0;
     if (n_tokens == 1 && whole_kv_heads && head_end - head_begin <= kAttentionDecodeHeads) {
       tile16_whole_kv_heads(pool, layer, pages, pos0, shape, q, q_stride, out, scratch, head_begin, head_end, 0,
@@ -188,7 +189,7 @@ void attend_tokens(const PagePool& pool, int layer, std::span<const int32_t> pag
 #if defined(LARDER_ATTENTION_AVX2)
   static_assert(attention_detail::kMaxHeads == kAttentionGroupHeads);
   static_assert(attention_detail::kMaxTileTokens == kAttentionTileTokens);
-  if (attention_detail::heads8_supported(hd)) {
+  if (pass == Pass::k8) {
     for_each_tile([&](int t0, int nt, int kv, int nh, size_t at) {
       attention_detail::attend_tile8(pool, layer, pages, pos0 + t0, nt, hd, size_t(kv) * hd, q + at, q_stride,
                                      out + at, nh, scratch, 0, nullptr);

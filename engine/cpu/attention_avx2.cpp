@@ -359,25 +359,17 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
   const size_t acc_stride = partial ? size_t(nh) * hd : q_stride;
   auto acc_of = [&](int r) { return acc_base + size_t(r / nh) * acc_stride + size_t(r % nh) * hd; };
   float* done_accs = partial ? nullptr : scratch;  // [rows][hd] V sums of the folded chunks
-  assert(ps <= kAttentionChunk);  // CpuForward::create checks it
-  const int chunk_pages = kAttentionChunk / ps;
-  const int n_chunks = (n_pages + chunk_pages - 1) / chunk_pages;
-  assert(n_chunks == attention_chunks(last));
-  const int c_begin = partial ? chunk : 0, c_end = partial ? chunk + 1 : n_chunks;
-  assert(c_begin < n_chunks);
-  // Whether row r's token reaches chunk ch (by position, whatever its
-  // scores: non-finite K/V fold as merge8 folds them).
-  auto reaches = [&](int r, int ch) { return pos0 + r / nh >= ch * kAttentionChunk; };
-  for (int ch = c_begin; ch < c_end; ++ch) {
+  const ChunkPlan plan(ps, n_pages, last, partial != nullptr, chunk);
+  auto reaches = [&](int r, int ch) { return ChunkPlan::reaches(pos0 + r / nh, ch); };
+  for (int ch = plan.begin; ch < plan.end; ++ch) {
     for (int r = 0; r < rows; ++r) {
       mx[r] = -INFINITY;
       lsum[r] = _mm256_setzero_ps();
       float* o = acc_of(r);
       for (int c = 0; c < nc; ++c) _mm256_storeu_ps(o + 8 * c, _mm256_setzero_ps());
     }
-    const int page_end = std::min(n_pages, (ch + 1) * chunk_pages);
-    chunk_pages_pass<NC, F16>(pool, layer, pages, ch * chunk_pages, page_end, pos0, nt, hd, off, q, q_stride,
-                              acc_base, acc_stride, nh, mx, lsum);
+    chunk_pages_pass<NC, F16>(pool, layer, pages, plan.page_begin(ch), plan.page_end(ch), pos0, nt, hd, off, q,
+                              q_stride, acc_base, acc_stride, nh, mx, lsum);
     if (partial != nullptr) {  // one chunk's state, as it is
       for (int r = 0; r < rows; ++r) {
         float* pr = partial + size_t(r) * (kPartialHeader + hd);
@@ -389,7 +381,7 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
       }
       return;
     }
-    if (ch + 1 == c_end) break;  // the last chunk's state is folded as each row ends, below
+    if (ch + 1 == plan.end) break;  // the last chunk's state is folded as each row ends, below
     for (int r = 0; r < rows; ++r) {
       if (!reaches(r, ch)) continue;  // a token before this chunk: it saw none of it
       float* da = done_accs + size_t(r) * hd;
@@ -403,12 +395,12 @@ void attend_tile8_t(const PagePool& pool, int layer, std::span<const int32_t> pa
   }
   for (int r = 0; r < rows; ++r) {
     float* o = acc_of(r);
-    if (n_chunks == 1) {  // one chunk: its state as it is
+    if (plan.n_chunks == 1) {  // one chunk: its state as it is
       finish_row8<NC>({mx[r], lsum[r]}, o, o, hd);
       continue;
     }
     float* da = done_accs + size_t(r) * hd;
-    if (reaches(r, n_chunks - 1)) fold_chunk8<NC>(done[r], da, {mx[r], lsum[r]}, o, hd);
+    if (reaches(r, plan.n_chunks - 1)) fold_chunk8<NC>(done[r], da, {mx[r], lsum[r]}, o, hd);
     finish_row8<NC>(done[r], da, o, hd);
   }
 }

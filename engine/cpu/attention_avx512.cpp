@@ -349,23 +349,15 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   // for every kv head), and whether this pass reads every kv head of them.
   const int block_slots = std::min(16, ps), row_steps = ps * n_kv;
   const bool whole_rows = off == 0 && size_t(n_kv) * hd == size_t(lay.kv_dim);
-  assert(ps <= kAttentionChunk);  // CpuForward::create checks it
-  const int chunk_pages = kAttentionChunk / ps;
-  const int n_chunks = (n_pages + chunk_pages - 1) / chunk_pages;
-  assert(n_chunks == attention_chunks(last));
-  const int c_begin = partial ? chunk : 0, c_end = partial ? chunk + 1 : n_chunks;
-  assert(c_begin < n_chunks);
-  // Whether row r's token reaches chunk ch (by position, whatever its
-  // scores: non-finite K/V fold as attend_token_merge folds them).
-  auto reaches = [&](int r, int ch) { return pos0 + r / NH >= ch * kAttentionChunk; };
-  for (int ch = c_begin; ch < c_end; ++ch) {
+  const attention_detail::ChunkPlan plan(ps, n_pages, last, partial != nullptr, chunk);
+  auto reaches = [&](int r, int ch) { return attention_detail::ChunkPlan::reaches(pos0 + r / NH, ch); };
+  for (int ch = plan.begin; ch < plan.end; ++ch) {
     for (int r = 0; r < rows; ++r) {
       mx[r] = -INFINITY;
       lsum[r] = _mm512_setzero_ps();
     }
     std::fill_n(accs, size_t(rows) * hd, 0.0f);
-    const int page_end = std::min(n_pages, (ch + 1) * chunk_pages);
-    for (int pi = ch * chunk_pages; pi < page_end; ++pi) {
+    for (int pi = plan.page_begin(ch); pi < plan.page_end(ch); ++pi) {
       const int n_slots = pi + 1 < n_pages ? ps : last - pi * ps + 1;
       const uint8_t* kb = static_cast<const uint8_t*>(pool.k_block(pages[pi], layer));
       const uint8_t* vb = static_cast<const uint8_t*>(pool.v_block(pages[pi], layer));
@@ -435,7 +427,7 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
       }
       return;
     }
-    if (ch + 1 == c_end) break;  // the last chunk's state is folded as each row ends, below
+    if (ch + 1 == plan.end) break;  // the last chunk's state is folded as each row ends, below
     for (int r = 0; r < rows; ++r) {
       if (!reaches(r, ch)) continue;  // a token before this chunk: it saw none of it
       float* da = done_accs + size_t(r) * hd;
@@ -450,12 +442,12 @@ void attend_tile16(const PagePool& pool, int layer, std::span<const int32_t> pag
   for (int r = 0; r < rows; ++r) {
     float* o = out + size_t(r / NH) * q_stride + size_t(r % NH) * hd;
     float* a = accs + size_t(r) * hd;
-    if (n_chunks == 1) {  // one chunk: its state as it is
+    if (plan.n_chunks == 1) {  // one chunk: its state as it is
       finish_row<nc>({mx[r], lsum[r]}, a, o);
       continue;
     }
     float* da = done_accs + size_t(r) * hd;
-    if (reaches(r, n_chunks - 1)) fold_chunk<nc>(done[r], da, {mx[r], lsum[r]}, a);
+    if (reaches(r, plan.n_chunks - 1)) fold_chunk<nc>(done[r], da, {mx[r], lsum[r]}, a);
     finish_row<nc>(done[r], da, o);
   }
 }

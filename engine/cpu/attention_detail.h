@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -99,6 +101,36 @@ struct RowPrefetch {
       _mm_prefetch(v + size_t(j) * row + 64 * size_t(i), _MM_HINT_T0);
     }
   }
+};
+
+// The chunks of kAttentionChunk positions (attention.h) that a vector pass
+// over the n_pages pages of positions 0 .. last (pages of page_size slots)
+// walks: every one, or with one_chunk only chunk `chunk` (the pass then
+// writes that chunk's partial state, for attend_token_merge).
+struct ChunkPlan {
+  int chunk_pages = 0;  // pages per chunk
+  int n_pages = 0;
+  int n_chunks = 0;     // chunks of positions 0 .. last
+  int begin = 0;        // the chunks walked: [begin, end)
+  int end = 0;
+
+  ChunkPlan(int page_size, int n_pages_, int last, bool one_chunk, int chunk) : n_pages(n_pages_) {
+    assert(page_size <= kAttentionChunk);  // CpuForward::create checks it
+    chunk_pages = kAttentionChunk / page_size;
+    n_chunks = (n_pages + chunk_pages - 1) / chunk_pages;
+    assert(n_chunks == attention_chunks(last));
+    (void)last;
+    begin = one_chunk ? chunk : 0;
+    end = one_chunk ? chunk + 1 : n_chunks;
+    assert(begin < n_chunks);
+  }
+  // Chunk ch's pages: [page_begin(ch), page_end(ch)).
+  int page_begin(int ch) const { return ch * chunk_pages; }
+  int page_end(int ch) const { return std::min(n_pages, (ch + 1) * chunk_pages); }
+  // Whether a token at position pos reaches chunk ch: by position, whatever
+  // its scores, so that non-finite K/V fold alike in one pass and in
+  // attend_token_merge.
+  static bool reaches(int pos, int ch) { return pos >= ch * kAttentionChunk; }
 };
 
 // A block's K or V rows of one kv head as a vector pass reads them: F16 in

@@ -70,6 +70,9 @@ constexpr Config kConfigs[] = {
     // Past two chunks of attention positions (kAttentionChunk, attention.h):
     // F16 products keep attention's last bits in the logits.
     {"f16-hd64-kvf16-ctx2100", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16, 2100},
+    // The same past two chunks for heads of 8, which every vector build gives
+    // to the 8-position pass (attention_avx2.cpp), AVX-512 builds included.
+    {"f32-hd8-kvf16-ctx2100", GgmlType::kF32, testing::WeightMix::kUniform, 64, 8, 4, KvDtype::kF16, 2100},
 };
 
 // The hash of one config: an n_prompt-token prompt prefilled in one batch,
@@ -130,6 +133,7 @@ constexpr Recorded kRecorded[] = {
     {"cpu-8-avx512vnni", "f16-hd64-kvf16", 0xc13a0851b45e975full},
     {"cpu-8-avx512vnni", "f32-hd8-kvf16", 0xa615be5ea97336dbull},
     {"cpu-8-avx512vnni", "f16-hd64-kvf16-ctx2100", 0x00885827844910a7ull},
+    {"cpu-8-avx512vnni", "f32-hd8-kvf16-ctx2100", 0x5fcea8bef0c9f352ull},
     // An AVX2 build (-march=x86-64-v3), recorded on an AVX-512 machine.
     {"cpu-8-avx2", "q8_0-hd64-kvf16", 0xf736fbcacaaad600ull},
     {"cpu-8-avx2", "q8_0-hd64-kvf32", 0x5c2d7100daa43368ull},
@@ -138,6 +142,7 @@ constexpr Recorded kRecorded[] = {
     {"cpu-8-avx2", "f16-hd64-kvf16", 0x9611db7cd53bd9b3ull},
     {"cpu-8-avx2", "f32-hd8-kvf16", 0x340ee8e2ef22d572ull},
     {"cpu-8-avx2", "f16-hd64-kvf16-ctx2100", 0x742f517d11de86ecull},
+    {"cpu-8-avx2", "f32-hd8-kvf16-ctx2100", 0xad3edc43342a3175ull},
     // A portable build (-DLARDER_NATIVE=OFF, no -march flags), GCC 12.
     {"cpu-8-scalar", "q8_0-hd64-kvf16", 0xf3d88b0ff4e9aa9bull},
     {"cpu-8-scalar", "q8_0-hd64-kvf32", 0x28eb53611f52f2f1ull},
@@ -146,6 +151,7 @@ constexpr Recorded kRecorded[] = {
     {"cpu-8-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},
     {"cpu-8-scalar", "f32-hd8-kvf16", 0xe30c674453a244a4ull},
     {"cpu-8-scalar", "f16-hd64-kvf16-ctx2100", 0x46c94e5e0cc548f0ull},
+    {"cpu-8-scalar", "f32-hd8-kvf16-ctx2100", 0x5fb932bf4d05fe50ull},
 };
 
 }  // namespace

@@ -254,6 +254,9 @@ const KeySpec kSpecs[] = {
      if (v.s != "auto" && v.s != "cuda" && v.s != "cpu") return bad();
      c.engine.device = v.s; return Status::ok(); },
    [](const DaemonConfig& c) { return of_string(c.engine.device); }},
+  {"engine", "device_check", Kind::kBool, "true or false",
+   [](const Value& v, DaemonConfig& c) { c.engine.device_check = v.b; return Status::ok(); },
+   [](const DaemonConfig& c) { Value v; v.b = c.engine.device_check; return v; }},
   {"engine", "max_running", Kind::kInt, "an integer between 1 and 1024",
    [](const Value& v, DaemonConfig& c) {
      LARDER_RETURN_IF_ERROR(int_in(v.i, 1, 1024)); c.engine.max_running = int(v.i); return Status::ok(); },

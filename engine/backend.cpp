@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "engine/backend_check.h"
+
 #if defined(LARDER_WITH_CUDA)
 #include "engine/cuda/cuda_backend.h"
 #endif
@@ -18,11 +20,17 @@ namespace {
 // Forward arithmetic is CpuForward's, unchanged.
 class CpuBackend final : public Backend {
  public:
-  static Result<std::unique_ptr<Backend>> create(const Model& model, const BackendOptions& options) {
+  // The references of the start-up check (backend_check.h) read the weights
+  // in place, on int8 or on f32 activations (CpuForwardOptions).
+  enum class Kind { kServing, kReference, kF32Reference };
+  static Result<std::unique_ptr<Backend>> create(const Model& model, const BackendOptions& options,
+                                                 Kind kind = Kind::kServing) {
     std::unique_ptr<CpuBackend> b(new CpuBackend());
     LARDER_ASSIGN_OR_RETURN(b->pool_, PagePool::create(options.layout, options.n_pages));
     CpuForwardOptions fopt;
     fopt.n_threads = options.n_threads;
+    fopt.weights_in_place = kind != Kind::kServing;
+    fopt.f32_activations = kind == Kind::kF32Reference;
     LARDER_ASSIGN_OR_RETURN(b->forward_, CpuForward::create(model, *b->pool_, fopt));
     return std::unique_ptr<Backend>(std::move(b));
   }
@@ -104,30 +112,104 @@ Status cuda_supports_model(const LlamaHparams& hp) {
                              hp.architecture + "') yet");
 }
 
+Result<std::unique_ptr<Backend>> create_cpu_reference(const Model& model, const BackendOptions& options,
+                                                      bool f32_activations) {
+  return CpuBackend::create(model, options,
+                            f32_activations ? CpuBackend::Kind::kF32Reference : CpuBackend::Kind::kReference);
+}
+
+Accelerator cuda_accelerator() {
+  Accelerator a;
+  a.name = "cuda";
+  a.device_count = [] { return cuda_device_count(); };
+  a.supports = [](const Model& model) { return cuda_supports_model(model.hparams()); };
+  a.create = [](const Model& model, const BackendOptions& options) -> Result<std::unique_ptr<Backend>> {
+#if defined(LARDER_WITH_CUDA)
+    return create_cuda_backend(model, options);
+#else
+    (void)model;
+    (void)options;
+    return Status::unsupported("larder was built without CUDA");
+#endif
+  };
+  return a;
+}
+
+namespace {
+
+// The start-up check of `candidate` (backend_check.h) against two CPU passes
+// that read the weights in place. OK(true) passed, OK(false) failed (logged,
+// with the reason in *why); an error when the CPU reference could not run.
+Result<bool> passes_check(Backend& candidate, const Model& model, const BackendOptions& options,
+                          std::string* why) {
+  BackendOptions ref = options;
+  ref.device = "cpu";
+  ref.n_pages = backend_check_pages(options.layout.page_size);
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, create_cpu_reference(model, ref, false));
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu_f32, create_cpu_reference(model, ref, true));
+  LARDER_ASSIGN_OR_RETURN(BackendCheck c, check_backend(candidate, *cpu, *cpu_f32, model.hparams().n_vocab));
+  if (c.passed) {
+    spdlog::info("engine.device = {}: start-up check of the {} backend against the CPU {}", options.device,
+                 candidate.name(), c.summary());
+  } else {
+    spdlog::error("engine.device = {}: start-up check of the {} backend against the CPU {}", options.device,
+                  candidate.name(), c.summary());
+  }
+  *why = c.summary();
+  return c.passed;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options) {
+  return create_backend(model, options, cuda_accelerator());
+}
+
+Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options,
+                                                const Accelerator& accelerator) {
   const std::string& d = options.device;
   if (d != "auto" && d != "cuda" && d != "cpu")
     return Status::invalid_argument("engine.device = '" + d + "': must be auto, cuda or cpu");
   if (d == "cpu") return CpuBackend::create(model, options);
-  Result<int> n = cuda_device_count();
+  const std::string& acc = accelerator.name;
+  Result<int> n = accelerator.device_count();
   if (d == "cuda") {
     if (!n.is_ok()) return Status(n.status().code(), "engine.device = 'cuda': " + n.status().message());
-    if (n.value() == 0) return Status::not_found("engine.device = 'cuda': no CUDA device found");
+    if (n.value() == 0) return Status::not_found("engine.device = 'cuda': no " + acc + " device found");
   } else if (!n.is_ok() || n.value() == 0) {
-    spdlog::info("engine.device = auto: no usable CUDA device ({}); running on the CPU",
+    spdlog::info("engine.device = auto: no usable {} device ({}); running on the CPU", acc,
                  n.is_ok() ? std::string("0 devices") : n.status().message());
     return CpuBackend::create(model, options);
   }
-  if (Status st = cuda_supports_model(model.hparams()); !st.is_ok()) {
+  if (Status st = accelerator.supports(model); !st.is_ok()) {
     if (d == "cuda") return Status(st.code(), "engine.device = 'cuda': " + st.message());
     spdlog::info("engine.device = auto: {}; running on the CPU", st.message());
     return CpuBackend::create(model, options);
   }
-#if defined(LARDER_WITH_CUDA)
-  return create_cuda_backend(model, options);
-#else
-  return Status::unsupported("larder was built without CUDA");
-#endif
+  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, accelerator.create(model, options));
+  if (!options.check_device) {
+    spdlog::warn("engine.device = {}: the {} backend serves without its start-up check (engine.device_check = false)",
+                 d, acc);
+    return backend;
+  }
+  std::string why;
+  Result<bool> passed = passes_check(*backend, model, options, &why);
+  if (!passed.is_ok()) {
+    const std::string msg = "the start-up check of the " + acc + " backend could not run: " + passed.status().message();
+    if (d == "cuda") return Status(passed.status().code(), "engine.device = 'cuda': " + msg);
+    spdlog::warn("engine.device = auto: {}; running on the CPU", msg);
+    backend.reset();
+    return CpuBackend::create(model, options);
+  }
+  if (passed.value()) return backend;
+  if (d == "cuda") {
+    return Status::internal("engine.device = 'cuda': the " + acc + " backend failed its start-up check against the CPU, " +
+                            why + "; set engine.device = \"cpu\" (or \"auto\", which falls back to the CPU), or "
+                            "engine.device_check = false to serve on it unchecked");
+  }
+  spdlog::warn("engine.device = auto: the {} backend failed its start-up check; running on the CPU", acc);
+  backend.reset();  // its device memory, before the CPU's pool is allocated
+  return CpuBackend::create(model, options);
 }
 
 }  // namespace larder

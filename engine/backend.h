@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,9 +26,14 @@
 namespace larder {
 
 struct BackendOptions {
-  // "auto": CUDA when a device is present (else the CPU, with one log line);
-  // "cuda": CUDA or an error; "cpu": the CPU.
+  // "auto": CUDA when a device is present and passes the start-up check
+  // (else the CPU, with the reason logged); "cuda": CUDA or an error; "cpu":
+  // the CPU.
   std::string device = "auto";
+  // The start-up check of the accelerator against the CPU
+  // (engine/backend_check.h; config [engine] device_check). Off: the
+  // accelerator serves unchecked.
+  bool check_device = true;
   KvLayout layout;               // must match the model (n_layer, kv_dim)
   int n_pages = 0;               // KV pages in the pool (host or device)
   int n_threads = 0;             // CPU backend: worker threads, 0 = all cores
@@ -111,6 +117,34 @@ Result<DeviceCeilings> measure_cuda_ceilings();
 // frequency factors or scaling). device = "auto" then runs on the CPU.
 Status cuda_supports_model(const LlamaHparams& hp);
 
+// The CPU passes the start-up check compares with (engine/backend_check.h):
+// the weights read in place (CpuForwardOptions::weights_in_place), the
+// activations quantized as the serving CPU quantizes them, or f32
+// (f32_activations). options.layout and n_pages as for the CPU backend.
+Result<std::unique_ptr<Backend>> create_cpu_reference(const Model& model, const BackendOptions& options,
+                                                      bool f32_activations);
+
+// The accelerator that create_backend tries for "auto" and "cuda": CUDA in
+// larderd (cuda_accelerator()); tests give a stand-in (a CPU backend made to
+// err) to check the choices create_backend makes.
+struct Accelerator {
+  std::string name = "cuda";
+  // Usable devices; an error when the runtime is missing (as cuda_device_count).
+  std::function<Result<int>()> device_count;
+  // OK when the backend computes everything the model needs; else
+  // kUnsupported naming what it lacks ("auto" then runs on the CPU).
+  std::function<Status(const Model&)> supports;
+  std::function<Result<std::unique_ptr<Backend>>(const Model&, const BackendOptions&)> create;
+};
+Accelerator cuda_accelerator();
+
+// Creates the backend options.device names. For "auto" and "cuda", once the
+// accelerator's backend is made, and unless options.check_device is false,
+// it is checked against the CPU (check_backend, engine/backend_check.h;
+// the result is logged): failing it, "auto" logs why and runs on the CPU,
+// "cuda" fails with kInternal and the numbers. Errors as listed above.
+Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options,
+                                                const Accelerator& accelerator);
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options);
 
 }  // namespace larder

@@ -40,6 +40,8 @@ struct EngineOptions {
   // Empty: none.
   std::string draft_model;
   std::string device = "auto";       // "auto" | "cuda" | "cpu" (engine/backend.h)
+  // The accelerator's start-up check against the CPU (engine/backend_check.h).
+  bool device_check = true;
   // strftime_now(format) for chat templates (Llama 3.x print "Today Date");
   // empty: the local clock. Tests fix it to compare renderings.
   std::function<std::string(const std::string& format)> strftime_now;

@@ -102,12 +102,16 @@ namespace {
 size_t view_bytes(const WeightView& w) { return size_t(std::max<int64_t>(1, w.ne[1])) * w.row_bytes; }
 }  // namespace
 
-Status CpuForward::Impl::own_weights(size_t embd_copy_bytes) {
+void CpuForward::Impl::weights_in_place() {
   token_embd = model.token_embd();
   output_norm = model.output_norm();
   output = model.output();
   rope_freqs = model.rope_freq_factors();
   layers = model.layers();
+}
+
+Status CpuForward::Impl::own_weights(size_t embd_copy_bytes) {
+  weights_in_place();
   std::unordered_map<const uint8_t*, const uint8_t*> copied;  // mapping address -> copy
   auto copy = [&](WeightView& w) -> Status {
     if (w.data == nullptr) return Status::ok();
@@ -285,7 +289,8 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
   std::unique_ptr<CpuForward> f(new CpuForward());
   f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
   Impl& m = *f->impl_;
-  if (m.q8_path == Q8Path::kInt8 && q8_packed_supported()) {
+  if (options.f32_activations) m.q8_path = Q8Path::kDequantFma;
+  if (m.q8_path == Q8Path::kInt8 && q8_packed_supported() && !options.weights_in_place) {
     // Repacked once at load (a copy the size of those matrices). The
     // mapping's pages the packing read are then dropped from this process
     // (GgufFile::drop_resident: they stay in the page cache, and the
@@ -318,7 +323,11 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
       spdlog::info("cpu forward: {} matrices repacked for the packed kernels ({:.1f} MiB)", m.packed.size(),
                    double(bytes) / (1 << 20));
   }
-  LARDER_RETURN_IF_ERROR(m.own_weights(options.embd_copy_bytes));
+  if (options.weights_in_place) {
+    m.weights_in_place();
+  } else {
+    LARDER_RETURN_IF_ERROR(m.own_weights(options.embd_copy_bytes));
+  }
   spdlog::debug("cpu forward: {} threads, Q8_0 path {}", n_threads,
                 m.q8_path == Q8Path::kInt8 ? "vnni" : "dequant-fma");
   return f;

@@ -63,6 +63,18 @@ struct CpuForwardOptions {
   // mapping at load; a larger one is read a row at a time with pread (see
   // CpuForward::Impl::own_weights). Tests set 0 to take the read path.
   size_t embd_copy_bytes = size_t(64) << 20;
+  // A reference pass (the start-up check of another backend,
+  // engine/backend_check.h): the weights are neither repacked nor copied but
+  // read in place from the file mapping by the row tiles, so that creating
+  // it costs no memory and little time. Its arithmetic is not the one
+  // cpu_numerics_id() names (other summation order, same values to float
+  // tolerance): never let it write pages that the cache keeps.
+  bool weights_in_place = false;
+  // Products on f32 activations (the dequantizing FMA kernels, as a portable
+  // build runs them) instead of activations quantized to int8 for the VNNI /
+  // AVX2 integer kernels; implies no repacking. For the start-up check's
+  // second reference, not for serving (its bits are not the numerics id's).
+  bool f32_activations = false;
 };
 
 class CpuForward {

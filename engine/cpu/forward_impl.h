@@ -115,6 +115,9 @@ struct CpuForward::Impl {
   // vocabularies: 280 MB for the 1B-shaped Q8_0 file) are read a row at a
   // time, a pread of a few KB per token instead of their bytes in memory.
   Status own_weights(size_t embd_copy_bytes);
+  // Fills token_embd .. layers with the model's views of the mapping, as
+  // they are (CpuForwardOptions::weights_in_place).
+  void weights_in_place();
   // Token `token`'s embedding row, dequantized into out [n_embd].
   Status embed(int32_t token, float* out);
 };

@@ -16,6 +16,7 @@
 #include "engine/backend.h"
 #include "engine/model/model.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/support/log_capture.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -61,6 +62,7 @@ struct Runner {
     o.n_pages = 128;
     o.n_threads = 1;
     o.f32_weights = f32_weights;
+    o.check_device = false;  // these tests compare for themselves; the check has its own case below
     auto b = create_backend(model, o);
     INFO(b.status().to_string());
     REQUIRE(b.is_ok());
@@ -250,4 +252,34 @@ TEST_CASE("a page written by the CPU backend restores on the GPU", "[gpu]") {
   const std::vector<float> got = gpu.last_row(gpu.prefill(sg, tail, 48));
   CHECK(rel_l2(got, want) <= 1e-4);
   CHECK(argmax(got.data(), 512) == argmax(want.data(), 512));
+}
+
+TEST_CASE("the start-up check passes on the device: every test model, F16 and F32 weights, K/V f32 and f16",
+          "[gpu]") {
+  LARDER_REQUIRE_GPU();
+  for (const char* file : {"stories260K.gguf", "stories260K-f16.gguf", "stories260K-q8_0.gguf"}) {
+    auto opt = test_model_path(file);
+    if (!opt) LARDER_MISSING_MODEL(file);
+    auto model = Model::load(*opt).value();
+    const LlamaHparams& hp = model->hparams();
+    for (const char* f32w : {"f16", "f32"}) {
+      for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16}) {
+        INFO(file << " f32_weights=" << f32w << " kv " << int(dtype));
+        BackendOptions o;
+        o.device = "cuda";  // refuses to start when the check fails
+        o.layout = KvLayout{hp.n_layer, hp.kv_dim(), 16, dtype};
+        o.n_pages = 64;
+        o.n_threads = 1;
+        o.f32_weights = f32w;
+        LogCapture log;
+        auto b = create_backend(*model, o);
+        INFO(b.status().to_string());
+        CHECK(b.is_ok());
+        if (b.is_ok()) CHECK(std::string(b.value()->name()) == "cuda");
+        // The numbers, for gpu-check.sh's log (the margins the check has).
+        for (const std::string& l : log.lines())
+          if (l.find("start-up check") != std::string::npos) WARN(file << " f32_weights=" << f32w << ": " << l);
+      }
+    }
+  }
 }

@@ -76,6 +76,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.draft_tokens == 0);
   CHECK(c.engine.draft_model.empty());
   CHECK(c.engine.device == "auto");
+  CHECK(c.engine.device_check);
   CHECK(c.server.default_sampling.temperature == 0.8f);
   CHECK(c.server.default_sampling.top_k == 40);
   CHECK(c.server.default_sampling.top_p == 0.95f);
@@ -153,6 +154,7 @@ on_error = "fail"
 [engine]
 threads = 6
 device = "cpu"
+device_check = false
 max_running = 3
 draft_tokens = 8
 draft_model = "/models/draft.gguf"
@@ -213,6 +215,7 @@ level = "debug"
   CHECK(c.engine.draft_tokens == 8);
   CHECK(c.engine.draft_model == "/models/draft.gguf");
   CHECK(c.engine.device == "cpu");
+  CHECK_FALSE(c.engine.device_check);
   const SamplingParams& s = c.server.default_sampling;
   CHECK(s.temperature == 0.0f);
   CHECK(s.top_k == 0);
@@ -322,6 +325,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[engine]\nmax_running = 0", "engine.max_running = 0: must be an integer between 1 and 1024"},
       {"[engine]\ndraft_tokens = 33", "engine.draft_tokens = 33: must be an integer between 0 and 32"},
       {"[engine]\ndevice = \"gpu\"", "engine.device = \"gpu\": must be \"auto\", \"cuda\" or \"cpu\""},
+      {"[engine]\ndevice_check = \"yes\"", "engine.device_check = \"yes\": must be true or false"},
       {"[cache]\nstorage_threads = 0", "cache.storage_threads = 0: must be an integer between 1 and 64"},
       {"[server]\nhost = \"\"", "server.host = \"\": must be a non-empty host name"},
       {"[server]\ncors_origins = [\"localhost:3000\"]",

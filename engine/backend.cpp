@@ -20,23 +20,32 @@ namespace {
 // Forward arithmetic is CpuForward's, unchanged.
 class CpuBackend final : public Backend {
  public:
-  // The references of the start-up check (backend_check.h) read the weights
-  // in place, on int8 or on f32 activations (CpuForwardOptions).
-  enum class Kind { kServing, kReference, kF32Reference };
-  static Result<std::unique_ptr<Backend>> create(const Model& model, const BackendOptions& options,
-                                                 Kind kind = Kind::kServing) {
+  // reference: kNone serves; the others are the start-up check's references
+  // (backend_check.h, CpuForwardOptions::reference).
+  static Result<std::unique_ptr<Backend>> create(
+      const Model& model, const BackendOptions& options,
+      CpuForwardOptions::Reference reference = CpuForwardOptions::Reference::kNone) {
     std::unique_ptr<CpuBackend> b(new CpuBackend());
     LARDER_ASSIGN_OR_RETURN(b->pool_, PagePool::create(options.layout, options.n_pages));
     CpuForwardOptions fopt;
     fopt.n_threads = options.n_threads;
-    fopt.weights_in_place = kind != Kind::kServing;
-    fopt.f32_activations = kind == Kind::kF32Reference;
+    fopt.reference = reference;
     LARDER_ASSIGN_OR_RETURN(b->forward_, CpuForward::create(model, *b->pool_, fopt));
+    b->reference_ = reference;
     return std::unique_ptr<Backend>(std::move(b));
   }
 
   const char* name() const override { return "cpu"; }
-  std::string numerics_id() const override { return cpu_numerics_id(); }
+  // A reference's arithmetic is not the serving one's: an id of its own, so
+  // that pages it wrote could never pass for the CPU's.
+  std::string numerics_id() const override {
+    switch (reference_) {
+      case CpuForwardOptions::Reference::kNone: return cpu_numerics_id();
+      case CpuForwardOptions::Reference::kInt8: return cpu_numerics_id() + "-reference-int8";
+      case CpuForwardOptions::Reference::kF32: return cpu_numerics_id() + "-reference-f32";
+    }
+    return cpu_numerics_id() + "-reference";
+  }
   std::string describe() const override {
     return "cpu, " + std::to_string(forward_->n_threads()) + " threads";
   }
@@ -75,6 +84,7 @@ class CpuBackend final : public Backend {
   }
   std::unique_ptr<PagePool> pool_;
   std::unique_ptr<CpuForward> forward_;
+  CpuForwardOptions::Reference reference_ = CpuForwardOptions::Reference::kNone;
 };
 
 }  // namespace
@@ -115,7 +125,7 @@ Status cuda_supports_model(const LlamaHparams& hp) {
 Result<std::unique_ptr<Backend>> create_cpu_reference(const Model& model, const BackendOptions& options,
                                                       bool f32_activations) {
   return CpuBackend::create(model, options,
-                            f32_activations ? CpuBackend::Kind::kF32Reference : CpuBackend::Kind::kReference);
+                            f32_activations ? CpuForwardOptions::Reference::kF32 : CpuForwardOptions::Reference::kInt8);
 }
 
 Accelerator cuda_accelerator() {
@@ -149,13 +159,13 @@ Result<bool> passes_check(Backend& candidate, const Model& model, const BackendO
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu_f32, create_cpu_reference(model, ref, true));
   LARDER_ASSIGN_OR_RETURN(BackendCheck c, check_backend(candidate, *cpu, *cpu_f32, model.hparams().n_vocab));
   if (c.passed) {
-    spdlog::info("engine.device = {}: start-up check of the {} backend against the CPU {}", options.device,
+    spdlog::info("engine.device = '{}': start-up check of the {} backend against the CPU {}", options.device,
                  candidate.name(), c.summary());
   } else {
-    spdlog::error("engine.device = {}: start-up check of the {} backend against the CPU {}", options.device,
+    spdlog::error("engine.device = '{}': start-up check of the {} backend against the CPU {}", options.device,
                   candidate.name(), c.summary());
   }
-  *why = c.summary();
+  *why = c.failure + ": " + c.numbers();
   return c.passed;
 }
 
@@ -177,18 +187,25 @@ Result<std::unique_ptr<Backend>> create_backend(const Model& model, const Backen
     if (!n.is_ok()) return Status(n.status().code(), "engine.device = 'cuda': " + n.status().message());
     if (n.value() == 0) return Status::not_found("engine.device = 'cuda': no " + acc + " device found");
   } else if (!n.is_ok() || n.value() == 0) {
-    spdlog::info("engine.device = auto: no usable {} device ({}); running on the CPU", acc,
+    spdlog::info("engine.device = 'auto': no usable {} device ({}); running on the CPU", acc,
                  n.is_ok() ? std::string("0 devices") : n.status().message());
     return CpuBackend::create(model, options);
   }
   if (Status st = accelerator.supports(model); !st.is_ok()) {
     if (d == "cuda") return Status(st.code(), "engine.device = 'cuda': " + st.message());
-    spdlog::info("engine.device = auto: {}; running on the CPU", st.message());
+    spdlog::info("engine.device = 'auto': {}; running on the CPU", st.message());
     return CpuBackend::create(model, options);
   }
-  LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, accelerator.create(model, options));
-  if (!options.check_device) {
-    spdlog::warn("engine.device = {}: the {} backend serves without its start-up check (engine.device_check = false)",
+  Result<std::unique_ptr<Backend>> made = accelerator.create(model, options);
+  if (!made.is_ok()) {
+    if (d == "cuda") return Status(made.status().code(), "engine.device = 'cuda': " + made.status().message());
+    spdlog::warn("engine.device = 'auto': the {} backend could not be created ({}); running on the CPU", acc,
+                 made.status().message());
+    return CpuBackend::create(model, options);
+  }
+  std::unique_ptr<Backend> backend = std::move(made).value();
+  if (!options.device_check) {
+    spdlog::warn("engine.device = '{}': the {} backend serves without its start-up check (engine.device_check = false)",
                  d, acc);
     return backend;
   }
@@ -196,18 +213,21 @@ Result<std::unique_ptr<Backend>> create_backend(const Model& model, const Backen
   Result<bool> passed = passes_check(*backend, model, options, &why);
   if (!passed.is_ok()) {
     const std::string msg = "the start-up check of the " + acc + " backend could not run: " + passed.status().message();
-    if (d == "cuda") return Status(passed.status().code(), "engine.device = 'cuda': " + msg);
-    spdlog::warn("engine.device = auto: {}; running on the CPU", msg);
+    if (d == "cuda") {
+      return Status(passed.status().code(), "engine.device = 'cuda': " + msg +
+                                                "; set engine.device_check = false to serve on it unchecked");
+    }
+    spdlog::warn("engine.device = 'auto': {}; running on the CPU", msg);
     backend.reset();
     return CpuBackend::create(model, options);
   }
   if (passed.value()) return backend;
   if (d == "cuda") {
-    return Status::internal("engine.device = 'cuda': the " + acc + " backend failed its start-up check against the CPU, " +
-                            why + "; set engine.device = \"cpu\" (or \"auto\", which falls back to the CPU), or "
+    return Status::internal("engine.device = 'cuda': the " + acc + " backend failed its start-up check against the CPU (" +
+                            why + "); set engine.device = \"cpu\" (or \"auto\", which falls back to the CPU), or "
                             "engine.device_check = false to serve on it unchecked");
   }
-  spdlog::warn("engine.device = auto: the {} backend failed its start-up check; running on the CPU", acc);
+  spdlog::warn("engine.device = 'auto': the {} backend failed its start-up check; running on the CPU", acc);
   backend.reset();  // its device memory, before the CPU's pool is allocated
   return CpuBackend::create(model, options);
 }

@@ -33,7 +33,7 @@ struct BackendOptions {
   // The start-up check of the accelerator against the CPU
   // (engine/backend_check.h; config [engine] device_check). Off: the
   // accelerator serves unchecked.
-  bool check_device = true;
+  bool device_check = true;
   KvLayout layout;               // must match the model (n_layer, kv_dim)
   int n_pages = 0;               // KV pages in the pool (host or device)
   int n_threads = 0;             // CPU backend: worker threads, 0 = all cores
@@ -107,20 +107,20 @@ struct DeviceCeilings {
 // Errors: as cuda_device_count; kIOError when a measurement's CUDA call fails.
 Result<DeviceCeilings> measure_cuda_ceilings();
 
-// Creates the backend named by options.device (see BackendOptions).
-// Errors: kInvalidArgument (unknown device name, layout mismatch),
-// kUnsupported ("cuda" in a build without CUDA), kNotFound ("cuda" with no
-// usable device), kResourceExhausted (weights or KV pool do not fit, with
-// the sizes involved).
 // OK when the CUDA backend computes everything this model needs; otherwise
 // kUnsupported naming what it lacks (QKV/output biases, Q/K norm, RoPE
 // frequency factors or scaling). device = "auto" then runs on the CPU.
 Status cuda_supports_model(const LlamaHparams& hp);
 
-// The CPU passes the start-up check compares with (engine/backend_check.h):
-// the weights read in place (CpuForwardOptions::weights_in_place), the
-// activations quantized as the serving CPU quantizes them, or f32
-// (f32_activations). options.layout and n_pages as for the CPU backend.
+// The CPU passes the start-up check compares with (engine/backend_check.h,
+// CpuForwardOptions::reference): the weights read in place and dequantized
+// to f32 a few rows at a time, on the activations rounded as the serving CPU
+// quantizes them (f32_activations false) or on f32 ones (true). Its
+// numerics_id() is the CPU's with "-reference-int8" / "-reference-f32"
+// appended. options.layout and n_pages as for the CPU backend. Errors: as
+// CpuForward::create and PagePool::create (kInvalidArgument for a layout
+// that does not match the model, kUnsupported for a weight type the CPU
+// lacks).
 Result<std::unique_ptr<Backend>> create_cpu_reference(const Model& model, const BackendOptions& options,
                                                       bool f32_activations);
 
@@ -134,15 +134,31 @@ struct Accelerator {
   // OK when the backend computes everything the model needs; else
   // kUnsupported naming what it lacks ("auto" then runs on the CPU).
   std::function<Status(const Model&)> supports;
+  // Makes the backend; its errors are create_backend's (kResourceExhausted
+  // when the weights or the KV pool do not fit, kUnsupported for a setting it
+  // lacks, kInternal for a device failure).
   std::function<Result<std::unique_ptr<Backend>>(const Model&, const BackendOptions&)> create;
 };
+// CUDA: cuda_device_count, cuda_supports_model, and the CUDA backend
+// (kUnsupported from create in a build without CUDA).
 Accelerator cuda_accelerator();
 
-// Creates the backend options.device names. For "auto" and "cuda", once the
-// accelerator's backend is made, and unless options.check_device is false,
-// it is checked against the CPU (check_backend, engine/backend_check.h;
-// the result is logged): failing it, "auto" logs why and runs on the CPU,
-// "cuda" fails with kInternal and the numbers. Errors as listed above.
+// Creates the backend options.device names.
+//   "cpu": the CPU backend.
+//   "auto": the accelerator's backend when it has a device, supports the
+//     model, is created and passes its start-up check against the CPU
+//     (check_backend, engine/backend_check.h; unless options.device_check is
+//     false; the result is logged); at the first of these that fails, the
+//     reason is logged and the CPU backend is made instead.
+//   "cuda": the same without the fallback: each failure is an error.
+// Errors: kInvalidArgument (a device name other than these three; a layout
+// that does not match the model), and for "cuda": the device count's error,
+// kNotFound (no device), kUnsupported (a model or setting it cannot
+// compute; a build without CUDA), the accelerator's creation errors
+// (kResourceExhausted when the weights or the pool do not fit), the check's
+// own errors when it cannot run (kInvalidArgument for a pool with too few
+// pages for it), and kInternal when the check fails, with its numbers. The
+// CPU backend's errors in every mode.
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options,
                                                 const Accelerator& accelerator);
 Result<std::unique_ptr<Backend>> create_backend(const Model& model, const BackendOptions& options);

@@ -3,11 +3,11 @@
 //
 // Before larderd serves on CUDA, create_backend (engine/backend.h) runs a
 // short fixed prompt through the candidate backend and through two CPU
-// reference passes that read the weights in place
-// (CpuForwardOptions::weights_in_place): `reference`, the CPU's arithmetic
-// as it serves (activations quantized to int8 where its kernels do so), and
-// `f32_reference`, the same on f32 activations
-// (CpuForwardOptions::f32_activations). It compares:
+// reference passes that read the weights in place and dequantize them to f32
+// a few rows at a time (CpuForwardOptions::reference: the same speed on
+// every build, no copy of the weights): `reference` on the activations
+// rounded as the serving CPU quantizes them to int8, `f32_reference` on f32
+// activations. It compares:
 //   1. logits: every prompt row and one decode step, the candidate against
 //      f32_reference (a GPU's F16 / F32 arithmetic is nearer to it);
 //   2. pages: the candidate's pages holding the prompt's first 16 positions
@@ -58,8 +58,8 @@ struct LogitsDiff {
   int argmax_differ = 0;
 };
 
-// Compares cand with ref, both [n_rows][n_vocab] f32 (sizes must match and be
-// a multiple of n_vocab; n_vocab > 0).
+// Compares cand with ref, both [n_rows][n_vocab] f32. Sizes that differ or
+// are not a multiple of n_vocab (or n_vocab <= 0) give worst_rel_l2 = +inf.
 LogitsDiff compare_logits(std::span<const float> ref, std::span<const float> cand, int n_vocab);
 
 struct BackendCheckOptions {
@@ -69,12 +69,15 @@ struct BackendCheckOptions {
   // CPU and for restored against cold on the candidate: max(max_rel_l2,
   // spread_factor x the worst row of the spread between the two CPU
   // references). Measured spreads (2026-12-06, tests and docs/gpu.md): 0 to
-  // 2.2e-2 on the stories260K files, 4.0e-2 and 6.2e-2 on the random-weight
+  // 2.2e-2 on the stories260K files, 3.9e-2 and 6.4e-2 on the random-weight
   // 1B-shaped Q8_0 and Q4_K_M files. A wrong kernel, a page in the wrong
   // place or a lost copy is off by O(1). The [gpu] tests allow 2e-2 for F16
   // weights on stories260K.
   double max_rel_l2 = 5e-2;
   double spread_factor = 2;
+  // Greedy-token differences (beyond near-ties) allowed at least: one top-2
+  // swap among the 25 rows can be F16 rounding where the spread shows none.
+  int min_argmax_allowed = 1;
   // A spread above this fails the check: the model's logits move so much
   // with the arithmetic that no tolerance would tell a wrong device from a
   // right one.
@@ -88,13 +91,16 @@ struct BackendCheck {
   int n_restored = 0;   // of them, the first ones, in the restored page(s)
   LogitsDiff spread;    // the CPU on int8 vs on f32 activations, every row
   double tolerance = 0;  // the rel. L2 bound applied (see BackendCheckOptions)
-  int argmax_allowed = 0;  // greedy-token differences allowed: spread_factor x the spread's
+  int argmax_allowed = 0;  // greedy-token differences allowed (BackendCheckOptions)
   LogitsDiff logits;    // candidate vs the CPU on f32 activations, every row
   LogitsDiff restore;   // candidate over restored pages vs its cold prefill, rows n_restored..
   bool pages_round_trip = false;  // bytes read, written elsewhere and read back were equal
   double candidate_seconds = 0;   // the candidate's share of the check (forward passes and copies)
   double reference_seconds = 0;   // the two CPU reference passes
-  // One line with every number above, for the log.
+  // Every number above in one line ("not run" for a step a failure cut
+  // short), for the log and for errors.
+  std::string numbers() const;
+  // "passed: " or "FAILED: ", the numbers, and the failure in parentheses.
   std::string summary() const;
 };
 
@@ -107,9 +113,10 @@ int backend_check_pages(int page_size, const BackendCheckOptions& options = {});
 // candidate twice as many; the pages it takes are released before it
 // returns. A candidate that fails a forward pass or a
 // page copy gives passed = false with the error in `failure`.
-// Errors: kInvalidArgument (layouts differ, n_vocab < 2, restored_tokens
-// not in [1, prompt_tokens), too few free pages),
-// and the references' own errors, named as the CPU's.
+// Errors: kInvalidArgument (layouts differ, page_size < 1, n_vocab < 2,
+// restored_tokens not in [1, prompt_tokens), too few free pages), kInternal
+// (the references' logits are not finite: the model itself), and the
+// references' own errors, named as the CPU's.
 Result<BackendCheck> check_backend(Backend& candidate, Backend& reference, Backend& f32_reference, int n_vocab,
                                    const BackendCheckOptions& options = {});
 

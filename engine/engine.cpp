@@ -430,7 +430,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   }
   BackendOptions bopt;
   bopt.device = options.device;
-  bopt.check_device = options.device_check;
+  bopt.device_check = options.device_check;
   bopt.layout = m.layout;
   bopt.n_pages = int(std::min<int64_t>(n_pages, 1 << 30));
   bopt.n_threads = options.n_threads;

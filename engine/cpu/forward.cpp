@@ -17,8 +17,10 @@
 #include "engine/cpu/huge_pages.h"
 #include "engine/cpu/kernels.h"
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_kquant.h"
 #include "engine/cpu/matmul_packed.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/gguf/quant_blocks.h"
 
 namespace larder {
 
@@ -173,7 +175,54 @@ const void* CpuForward::Impl::packed_input(const WeightView& w, MatmulInput& int
   return into.packed();
 }
 
+namespace {
+// Weight rows a reference pass dequantizes at a time, per thread.
+constexpr int64_t kRefRows = 16;
+}  // namespace
+
+void CpuForward::Impl::reference_matmul(const WeightView& w, const float* in, int n, float* y) {
+  const int K = int(w.ne[0]);
+  const int64_t rows = w.ne[1];
+  const float* x = in;
+  if (reference == CpuForwardOptions::Reference::kInt8) {
+    // Rounded as the serving kernels quantize them: prepare() says which
+    // quantization this build's kernel for w.type takes, if any.
+    act.prepare(w.type, in, n, K, default_q8_path(), packed_type_supported(w.type));
+    if (const BlockQ8_0* q = act.q8_0()) {
+      ref_x.resize(size_t(n) * K);
+      for (size_t b = 0; b < size_t(n) * (K / kQ8_0BlockSize); ++b)
+        for (int j = 0; j < kQ8_0BlockSize; ++j)
+          ref_x[b * kQ8_0BlockSize + size_t(j)] = fp16_to_fp32(q[b].d) * float(q[b].qs[j]);
+      x = ref_x.data();
+    } else if (const BlockQ8K* q = act.q8k()) {
+      ref_x.resize(size_t(n) * K);
+      for (size_t b = 0; b < size_t(n) * (K / kQK_K); ++b)
+        for (int j = 0; j < kQK_K; ++j) ref_x[b * kQK_K + size_t(j)] = q[b].d * float(q[b].qs[j]);
+      x = ref_x.data();
+    }
+  }
+  MatmulInput in_f32;
+  in_f32.prepare(GgmlType::kF32, x, n, K, Q8Path::kDequantFma);
+  threads.parallel_chunks(rows, kRefRows, [&](int64_t b, int64_t e, int thread) {
+    std::vector<float>& buf = ref_rows[size_t(thread)];
+    buf.resize(size_t(kRefRows) * K);
+    const int64_t nr = e - b;
+    for (int64_t r = 0; r < nr; ++r) dequantize_row(w.type, w.row(b + r), buf.data() + r * K, K);
+    WeightView v;
+    v.type = GgmlType::kF32;
+    v.ne[0] = K;
+    v.ne[1] = nr;
+    v.data = reinterpret_cast<const uint8_t*>(buf.data());
+    v.row_bytes = size_t(K) * sizeof(float);
+    matmul_rows(v, in_f32, y + b, int(rows), 0, nr);
+  });
+}
+
 void CpuForward::Impl::matmul(const WeightView& w, const float* in, int n, float* y) {
+  if (reference != CpuForwardOptions::Reference::kNone) {
+    reference_matmul(w, in, n, y);
+    return;
+  }
   const auto it = packed.find(w.data);
   if (it != packed.end()) {
     matmul_packed_parallel(threads, it->second, packed_input(w, act, in, n), n, y, int(w.ne[1]));
@@ -289,8 +338,8 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
   std::unique_ptr<CpuForward> f(new CpuForward());
   f->impl_ = std::make_unique<Impl>(model, pool, n_threads);
   Impl& m = *f->impl_;
-  if (options.f32_activations) m.q8_path = Q8Path::kDequantFma;
-  if (m.q8_path == Q8Path::kInt8 && q8_packed_supported() && !options.weights_in_place) {
+  m.reference = options.reference;
+  if (m.q8_path == Q8Path::kInt8 && q8_packed_supported() && m.reference == CpuForwardOptions::Reference::kNone) {
     // Repacked once at load (a copy the size of those matrices). The
     // mapping's pages the packing read are then dropped from this process
     // (GgufFile::drop_resident: they stay in the page cache, and the
@@ -323,8 +372,9 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(const Model& model, PageP
       spdlog::info("cpu forward: {} matrices repacked for the packed kernels ({:.1f} MiB)", m.packed.size(),
                    double(bytes) / (1 << 20));
   }
-  if (options.weights_in_place) {
+  if (m.reference != CpuForwardOptions::Reference::kNone) {
     m.weights_in_place();
+    m.ref_rows.resize(size_t(n_threads));
   } else {
     LARDER_RETURN_IF_ERROR(m.own_weights(options.embd_copy_bytes));
   }

@@ -63,18 +63,20 @@ struct CpuForwardOptions {
   // mapping at load; a larger one is read a row at a time with pread (see
   // CpuForward::Impl::own_weights). Tests set 0 to take the read path.
   size_t embd_copy_bytes = size_t(64) << 20;
-  // A reference pass (the start-up check of another backend,
-  // engine/backend_check.h): the weights are neither repacked nor copied but
-  // read in place from the file mapping by the row tiles, so that creating
-  // it costs no memory and little time. Its arithmetic is not the one
-  // cpu_numerics_id() names (other summation order, same values to float
-  // tolerance): never let it write pages that the cache keeps.
-  bool weights_in_place = false;
-  // Products on f32 activations (the dequantizing FMA kernels, as a portable
-  // build runs them) instead of activations quantized to int8 for the VNNI /
-  // AVX2 integer kernels; implies no repacking. For the start-up check's
-  // second reference, not for serving (its bits are not the numerics id's).
-  bool f32_activations = false;
+  // A reference pass for the start-up check of another backend
+  // (engine/backend_check.h), not for serving: the weights are neither
+  // repacked nor copied but read in place from the file mapping (its pages
+  // are faulted in as page cache, nothing is allocated for them), and every
+  // product dequantizes a few weight rows at a time to f32 and runs the f32
+  // kernels on them, on every build. kF32: on the f32 activations; kInt8:
+  // on the activations rounded as this build's serving kernels quantize them
+  // (Q8_0 blocks of 32 for Q8_0 weights, Q8_K blocks of 256 for the K-quants
+  // the integer kernels take; as they are elsewhere), so that the two
+  // differ by the serving arithmetic's activation rounding alone. Its bits
+  // are not the ones cpu_numerics_id() names: never let it write pages the
+  // cache keeps.
+  enum class Reference { kNone, kF32, kInt8 };
+  Reference reference = Reference::kNone;
 };
 
 class CpuForward {

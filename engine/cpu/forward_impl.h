@@ -37,6 +37,10 @@ struct CpuForward::Impl {
   const LlamaHparams& hp;
   ThreadPool threads;
   Q8Path q8_path = default_q8_path();
+  // A reference pass (CpuForwardOptions::reference): reference_matmul.
+  CpuForwardOptions::Reference reference = CpuForwardOptions::Reference::kNone;
+  std::vector<float> ref_x;                     // (n, K) the activations rounded (kInt8)
+  std::vector<std::vector<float>> ref_rows;     // per thread: kRefRows weight rows in f32
 
   // Scratch, grown on demand to the largest batch seen (n = tokens in batch).
   CacheLineVector<float> x;      // (n, n_embd) residual stream
@@ -116,8 +120,10 @@ struct CpuForward::Impl {
   // time, a pread of a few KB per token instead of their bytes in memory.
   Status own_weights(size_t embd_copy_bytes);
   // Fills token_embd .. layers with the model's views of the mapping, as
-  // they are (CpuForwardOptions::weights_in_place).
+  // they are (a reference pass).
   void weights_in_place();
+  // y = w . in for a reference pass (CpuForwardOptions::reference).
+  void reference_matmul(const WeightView& w, const float* in, int n, float* y);
   // Token `token`'s embedding row, dequantized into out [n_embd].
   Status embed(int32_t token, float* out);
 };

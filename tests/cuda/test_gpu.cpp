@@ -62,7 +62,7 @@ struct Runner {
     o.n_pages = 128;
     o.n_threads = 1;
     o.f32_weights = f32_weights;
-    o.check_device = false;  // these tests compare for themselves; the check has its own case below
+    o.device_check = false;  // these tests compare for themselves; the check has its own case below
     auto b = create_backend(model, o);
     INFO(b.status().to_string());
     REQUIRE(b.is_ok());

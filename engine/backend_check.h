@@ -4,8 +4,8 @@
 // Before larderd serves on CUDA, create_backend (engine/backend.h) runs a
 // short fixed prompt through the candidate backend and through two CPU
 // reference passes that read the weights in place and dequantize them to f32
-// a few rows at a time (CpuForwardOptions::reference: the same speed on
-// every build, no copy of the weights): `reference` on the activations
+// a few rows at a time (CpuForwardOptions::reference: the same f32 kernels
+// on every build, no copy of the weights): `reference` on the activations
 // rounded as the serving CPU quantizes them to int8, `f32_reference` on f32
 // activations. It compares:
 //   1. logits: every prompt row and one decode step, the candidate against
@@ -21,8 +21,9 @@
 // model's logits (little for a trained model, several per cent for a
 // random-weight one, whose logits are nearly flat); the candidate may differ
 // by max(max_rel_l2, spread_factor x the spread) and show at most
-// spread_factor x the spread's greedy-token differences (see
-// BackendCheckOptions).
+// max(min_argmax_allowed, spread_factor x the spread's) greedy-token
+// differences against the CPU, spread_factor x the spread's over restored
+// pages (see BackendCheckOptions).
 // In `auto` mode a failed check logs these numbers and runs on the CPU; in
 // `cuda` mode larderd refuses to start (docs/gpu.md). [engine] device_check
 // = false skips it.
@@ -47,8 +48,8 @@ namespace larder {
 // How two logits matrices [n_rows][n_vocab] differ, row by row.
 struct LogitsDiff {
   int n_rows = 0;
-  // max over rows of ||cand - ref||_2 / ||ref||_2 (+inf when a candidate
-  // value is not finite; 0 / 0 counts as 0), and the row where it is.
+  // max over rows of ||cand - ref||_2 / ||ref||_2 (+inf when a value of
+  // either is not finite; 0 / 0 counts as 0), and the row where it is.
   double worst_rel_l2 = 0;
   int worst_row = -1;
   // Rows whose argmax differs, not counting near-ties: a row counts when the
@@ -75,8 +76,9 @@ struct BackendCheckOptions {
   // weights on stories260K.
   double max_rel_l2 = 5e-2;
   double spread_factor = 2;
-  // Greedy-token differences (beyond near-ties) allowed at least: one top-2
-  // swap among the 25 rows can be F16 rounding where the spread shows none.
+  // Greedy-token differences (beyond near-ties) against the CPU allowed at
+  // least: one top-2 swap among the 25 rows can be F16 rounding where the
+  // spread shows none. Restored against cold, on one device: no floor.
   int min_argmax_allowed = 1;
   // A spread above this fails the check: the model's logits move so much
   // with the arithmetic that no tolerance would tell a wrong device from a
@@ -89,12 +91,14 @@ struct BackendCheck {
   std::string failure;  // why it did not pass, in words; empty when it did
   int n_tokens = 0;     // prompt tokens
   int n_restored = 0;   // of them, the first ones, in the restored page(s)
-  LogitsDiff spread;    // the CPU on int8 vs on f32 activations, every row
+  LogitsDiff spread;    // the CPU on int8 vs on f32 activations, the prompt rows
   double tolerance = 0;  // the rel. L2 bound applied (see BackendCheckOptions)
-  int argmax_allowed = 0;  // greedy-token differences allowed (BackendCheckOptions)
+  int argmax_allowed = 0;          // greedy-token differences allowed against the CPU
+  int restore_argmax_allowed = 0;  // and over restored pages (BackendCheckOptions)
   LogitsDiff logits;    // candidate vs the CPU on f32 activations, every row
   LogitsDiff restore;   // candidate over restored pages vs its cold prefill, rows n_restored..
-  bool pages_round_trip = false;  // bytes read, written elsewhere and read back were equal
+  bool pages_compared = false;    // the page bytes were compared (a failure can cut the check short)
+  bool pages_round_trip = false;  // bytes read twice, written elsewhere and read back were equal
   double candidate_seconds = 0;   // the candidate's share of the check (forward passes and copies)
   double reference_seconds = 0;   // the two CPU reference passes
   // Every number above in one line ("not run" for a step a failure cut

@@ -11,11 +11,12 @@
 //   1. logits: every prompt row and one decode step, the candidate against
 //      f32_reference (a GPU's F16 / F32 arithmetic is nearer to it);
 //   2. pages: the candidate's pages holding the prompt's first 16 positions
-//      are read out (read_pages, the spill path), written into other pages
-//      (write_pages, the restore path) and read back, which must give the
-//      same bytes; then the rest of the prompt is prefilled over the restored
-//      pages, and its logits are compared with the candidate's cold prefill
-//      of the same rows.
+//      are read out twice (read_pages, the spill path), written into other
+//      pages (write_pages, the restore path) and read back, all of which
+//      must give the same bytes (rows past position 15 of a partly filled
+//      last page poisoned with NaN before the restore); then the rest of the
+//      prompt is prefilled over the restored pages, and its logits are
+//      compared with the candidate's cold prefill of the same rows.
 // The tolerance follows the model: the spread, how far the two CPU
 // references lie apart, says how much two legitimate arithmetics move this
 // model's logits (little for a trained model, several per cent for a

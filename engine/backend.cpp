@@ -158,13 +158,9 @@ Result<bool> passes_check(Backend& candidate, const Model& model, const BackendO
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu, create_cpu_reference(model, ref, false));
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<Backend> cpu_f32, create_cpu_reference(model, ref, true));
   LARDER_ASSIGN_OR_RETURN(BackendCheck c, check_backend(candidate, *cpu, *cpu_f32, model.hparams().n_vocab));
-  if (c.passed) {
-    spdlog::info("engine.device = '{}': start-up check of the {} backend against the CPU {}", options.device,
-                 candidate.name(), c.summary());
-  } else {
-    spdlog::error("engine.device = '{}': start-up check of the {} backend against the CPU {}", options.device,
-                  candidate.name(), c.summary());
-  }
+  spdlog::log(c.passed ? spdlog::level::info : spdlog::level::err,
+              "engine.device = '{}': start-up check of the {} backend against the CPU {}", options.device,
+              candidate.name(), c.summary());
   *why = c.failure + ": " + c.numbers();
   return c.passed;
 }

@@ -190,11 +190,9 @@ void CpuForward::Impl::reference_matmul(const WeightView& w, const float* in, in
     act.prepare(w.type, in, n, K, default_q8_path(), packed_type_supported(w.type));
     if (const BlockQ8_0* q = act.q8_0()) {
       ref_x.resize(size_t(n) * K);
-      for (size_t b = 0; b < size_t(n) * (K / kQ8_0BlockSize); ++b)
-        for (int j = 0; j < kQ8_0BlockSize; ++j)
-          ref_x[b * kQ8_0BlockSize + size_t(j)] = fp16_to_fp32(q[b].d) * float(q[b].qs[j]);
+      dequantize_row(GgmlType::kQ8_0, q, ref_x.data(), int64_t(n) * K);
       x = ref_x.data();
-    } else if (const BlockQ8K* q = act.q8k()) {
+    } else if (const BlockQ8K* q = act.q8k()) {  // dequantize_row has no Q8_K (never a weight type)
       ref_x.resize(size_t(n) * K);
       for (size_t b = 0; b < size_t(n) * (K / kQK_K); ++b)
         for (int j = 0; j < kQK_K; ++j) ref_x[b * kQK_K + size_t(j)] = q[b].d * float(q[b].qs[j]);

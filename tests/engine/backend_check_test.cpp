@@ -113,6 +113,23 @@ std::unique_ptr<PerturbedBackend> perturbed(const Model& model, Fault fault, dou
 // backend, so that a perturbation's own size is what the check measures.
 std::unique_ptr<Backend> reference(const Model& model) { return cpu_backend(model, backend_check_pages(16)); }
 
+// A 2-layer random-weight model of this type (Q4_K: the Q4_K_M mix) in dir,
+// heads of 64, weights large enough that its attention looks back; its path.
+std::string write_small_random_model(const testing::TempDir& dir, GgmlType type) {
+  testing::RandomLlamaSpec s;
+  s.n_vocab = 640;
+  s.n_embd = 256;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 512;
+  s.weight_type = type;
+  s.mix = type == GgmlType::kQ4_K ? testing::WeightMix::kQ4_K_M : testing::WeightMix::kUniform;
+  s.weight_stddev = 0.08f;
+  const std::string path = dir.sub("m" + std::to_string(int(type)) + ".gguf");
+  REQUIRE(testing::write_random_llama_gguf(path, s).is_ok());
+  return path;
+}
+
 // A stand-in accelerator with one device whose backend is `make()`.
 Accelerator stand_in(std::function<std::unique_ptr<Backend>()> make, int devices = 1) {
   Accelerator a;
@@ -280,17 +297,7 @@ TEST_CASE("the CPU references read the weights in place; the packed CPU passes a
     paths.push_back(path);
   }
   for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kQ4_K}) {
-    testing::RandomLlamaSpec s;
-    s.n_vocab = 640;
-    s.n_embd = 256;
-    s.n_head = 4;
-    s.n_head_kv = 2;
-    s.n_ff = 512;
-    s.weight_type = type;
-    s.mix = type == GgmlType::kQ4_K ? testing::WeightMix::kQ4_K_M : testing::WeightMix::kUniform;
-    s.weight_stddev = 0.08f;
-    paths.push_back(dir.sub("m" + std::to_string(int(type)) + ".gguf"));
-    REQUIRE(testing::write_random_llama_gguf(paths.back(), s).is_ok());
+    paths.push_back(write_small_random_model(dir, type));
   }
   for (const std::string& path : paths) {
     auto model = Model::load(path).value();
@@ -418,17 +425,7 @@ TEST_CASE("a restore that writes nothing shows in the logits of a model that loo
   // restored 16 positions, computed over empty pages, are far from the cold
   // prefill's.
   testing::TempDir dir("backend-check-restore");
-  testing::RandomLlamaSpec s;
-  s.n_vocab = 640;
-  s.n_embd = 256;
-  s.n_head = 4;
-  s.n_head_kv = 2;
-  s.n_ff = 512;
-  s.weight_type = GgmlType::kQ8_0;
-  s.weight_stddev = 0.08f;
-  const std::string path = dir.sub("m.gguf");
-  REQUIRE(testing::write_random_llama_gguf(path, s).is_ok());
-  auto model = Model::load(path).value();
+  auto model = Model::load(write_small_random_model(dir, GgmlType::kQ8_0)).value();
   auto ref = reference(*model);
   auto ref2 = reference(*model);
   auto cand = perturbed(*model, Fault::kWriteDropped);

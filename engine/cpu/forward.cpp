@@ -52,7 +52,10 @@ namespace larder {
 //    ask for (-ffp-contract=off in CMakeLists.txt): the plain C++ of every
 //    build gave other last bits, and Debug and Release builds differed
 //    under one id (2026-12-06).
-constexpr int kCpuArithmeticVersion = 8;
+// 9: Q4_0 weights are repacked like Q8_0 and multiply Q8_0-quantized
+//    activations in int8 on AVX-512 VNNI and AVX2 builds (matmul_packed.h),
+//    instead of f32 activations times dequantized rows (2026-12-06).
+constexpr int kCpuArithmeticVersion = 9;
 
 std::string cpu_numerics_id() {
 #if defined(__AVX512F__) && defined(__AVX512VNNI__)

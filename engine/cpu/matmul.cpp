@@ -448,14 +448,16 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   q8_path_ = q8_path;
   has_q8_0_ = has_pairs_ = has_packed_ = has_q8k_ = false;
   if (n_tokens <= 0 || q8_path != Q8Path::kInt8) return;
-  if (type == GgmlType::kQ8_0) {
+  // Q4_0 takes Q8_0 activations on its packed kernels only; elsewhere it
+  // multiplies x as it is (matmul_kquant.cpp).
+  if (type == GgmlType::kQ8_0 || (type == GgmlType::kQ4_0 && packed && packed_type_supported(type))) {
     const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
     if (q8_0_.size() < need) q8_0_.resize(need);
     quantize_rows_q8_0(x, n_tokens, k, q8_0_.data());
     has_q8_0_ = true;
     if (packed && packed_type_supported(type)) {
       if (packed_.size() < need) packed_.resize(need);
-      prepare_q8_packed_act(q8_0_.data(), n_tokens, k, packed_.data());
+      prepare_q8_packed_act(q8_0_.data(), n_tokens, k, packed_.data(), packed_weight_offset(type));
       has_packed_ = true;
       return;
     }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "engine/cpu/huge_pages.h"
 #include "engine/cpu/matmul.h"
@@ -28,13 +29,13 @@ bool q8_packed_supported() {
 #endif
 }
 
-void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out) {
+void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out, int32_t weight_offset) {
   const size_t n = size_t(n_tokens) * size_t(k / kQ8_0BlockSize);
   for (size_t i = 0; i < n; ++i) {
     int32_t sum = 0;
     for (int j = 0; j < kQ8_0BlockSize; ++j) sum += xq[i].qs[j];
     std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
-    out[i].neg_c = -128 * sum;
+    out[i].neg_c = -weight_offset * sum;
     out[i].d = fp16_to_fp32(xq[i].d);
   }
 }
@@ -83,8 +84,63 @@ bool kquant_amx_active() {
 
 bool packed_type_supported(GgmlType t) {
   return q8_packed_supported() &&
-         (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kF16);
+         (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K ||
+          t == GgmlType::kF16);
 }
+
+namespace {
+
+// Groups [g_begin, g_end) of a Q8_0 matrix into the layout of matmul_packed.h.
+void pack_q8_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end) {
+  constexpr int kR = PackedMatrix::kGroupRows;
+  constexpr size_t kQB = PackedMatrix::kBlockQuantBytes;
+  const int nb = int(w.ne[0] / kQ8_0BlockSize);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    uint8_t* q = data + size_t(g) * group_stride;
+    auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kQB);
+    std::memset(q, 0x80, size_t(nb) * kQB);  // padding rows: w = 0
+    std::memset(s, 0, group_stride - size_t(nb) * kQB);
+    const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
+    for (int64_t r = 0; r < r_end; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ8_0*>(w.row(g * kR + r));
+      for (int b = 0; b < nb; ++b) {
+        s[size_t(b) * kR + r] = src[b].d;
+        uint8_t* dst = q + size_t(b) * kQB + size_t(r) * 4;
+        for (int j = 0; j < 8; ++j) {
+          uint32_t v;
+          std::memcpy(&v, src[b].qs + 4 * j, 4);
+          v ^= 0x80808080u;  // w + 128 as u8
+          std::memcpy(dst + size_t(j) * PackedMatrix::kChunkBytes, &v, 4);
+        }
+      }
+    }
+  }
+}
+
+// The same for Q4_0: chunk j of a block takes bytes 4j..4j+3 of each row's
+// qs as they are (low nibbles: values 4j + k, high: 16 + 4j + k).
+void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end) {
+  constexpr int kR = PackedMatrix::kGroupRows;
+  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  const int nb = int(w.ne[0] / kQK4);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    uint8_t* q = data + size_t(g) * group_stride;
+    auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kQB);
+    std::memset(q, 0x88, size_t(nb) * kQB);  // padding rows: q = 8, w = 0
+    std::memset(s, 0, group_stride - size_t(nb) * kQB);
+    const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
+    for (int64_t r = 0; r < r_end; ++r) {
+      const auto* src = reinterpret_cast<const BlockQ4_0*>(w.row(g * kR + r));
+      for (int b = 0; b < nb; ++b) {
+        s[size_t(b) * kR + r] = src[b].d;
+        uint8_t* dst = q + size_t(b) * kQB + size_t(r) * 4;
+        for (int j = 0; j < 4; ++j) std::memcpy(dst + size_t(j) * PackedMatrix::kChunkBytes, src[b].qs + 4 * j, 4);
+      }
+    }
+  }
+}
+
+}  // namespace
 
 PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   assert(packed_type_supported(w.type));
@@ -96,7 +152,7 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   const size_t raw = w.type == GgmlType::kQ4_K   ? size_t(nb) * kQ4KBlockBytes
                      : w.type == GgmlType::kQ6_K ? size_t(nb) * kQ6KBlockBytes
                      : w.type == GgmlType::kF16  ? size_t(nb) * kGroupRows * sizeof(uint16_t)
-                                                 : size_t(nb) * (kBlockQuantBytes + kGroupRows * sizeof(uint16_t));
+                                                 : size_t(nb) * (p.block_quant_bytes() + kGroupRows * sizeof(uint16_t));
   p.group_stride_ = (raw + 63) / 64 * 64;
   // On huge pages: decode streams every weight once per token. Measured on
   // the Intel Xeon with AMX (2026-12-03, 2 threads, the 1B-shaped Q4_K_M
@@ -117,26 +173,11 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
       packed_detail::pack_f16_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
-    for (int64_t g = gb; g < ge; ++g) {
-      uint8_t* q = p.data_.get() + size_t(g) * p.group_stride_;
-      auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kBlockQuantBytes);
-      std::memset(q, 0x80, size_t(nb) * kBlockQuantBytes);  // padding rows: w = 0
-      std::memset(s, 0, p.group_stride_ - size_t(nb) * kBlockQuantBytes);
-      const int64_t r_end = std::min<int64_t>(kGroupRows, p.rows_ - g * kGroupRows);
-      for (int64_t r = 0; r < r_end; ++r) {
-        const auto* src = reinterpret_cast<const BlockQ8_0*>(w.row(g * kGroupRows + r));
-        for (int b = 0; b < nb; ++b) {
-          s[size_t(b) * kGroupRows + r] = src[b].d;
-          uint8_t* dst = q + size_t(b) * kBlockQuantBytes + size_t(r) * 4;
-          for (int j = 0; j < 8; ++j) {
-            uint32_t v;
-            std::memcpy(&v, src[b].qs + 4 * j, 4);
-            v ^= 0x80808080u;  // w + 128 as u8
-            std::memcpy(dst + size_t(j) * kChunkBytes, &v, 4);
-          }
-        }
-      }
+    if (p.type_ == GgmlType::kQ4_0) {
+      pack_q4_0_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
     }
+    pack_q8_0_groups(w, p.data_.get(), p.group_stride_, gb, ge);
   };
   if (pool != nullptr && pool->n_threads() > 1) {
     pool->parallel_for(p.n_groups(), 16, pack_groups);
@@ -146,20 +187,50 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   return p;
 }
 
+namespace {
+// The block formats of the tiles below: Q8_0 and Q4_0.
+struct Q8Format;
+struct Q40Format;
+}  // namespace
+
 #ifdef LARDER_Q8_PACKED
 namespace {
 
+// Decode prefetches this far ahead in each group's stream: 4 Q8_0 blocks
+// (measurements: docs/cpu-kernels.md, "Zen 5: attention in one pass" and
+// "streams per decode tile").
+constexpr size_t kPrefetchBytes = 4 * PackedMatrix::kBlockQuantBytes;
+
+// The two block formats the tile reads (matmul_packed.h): a block's quants
+// are kQuantBytes per group, and part(blk, j) gives, at byte 4r + k, row r's
+// weight 4j + k of the block plus the format's offset, as u8.
+struct Q8Format {  // 8 chunks of w + 128
+  static constexpr size_t kQuantBytes = PackedMatrix::kBlockQuantBytes;
+  static __m512i part(const uint8_t* blk, int j) {
+    return _mm512_load_si512(blk + size_t(j) * PackedMatrix::kChunkBytes);
+  }
+};
+struct Q40Format {  // 4 chunks of q = w + 8 in nibbles: values 0..15 low, 16..31 high
+  static constexpr size_t kQuantBytes = PackedMatrix::kQ40BlockQuantBytes;
+  static __m512i part(const uint8_t* blk, int j) {
+    const __m512i v = _mm512_load_si512(blk + size_t(j % 4) * PackedMatrix::kChunkBytes);
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    return j < 4 ? _mm512_and_si512(v, low) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+  }
+};
+
 // T tokens x G groups of 16 rows over all nb blocks. q[g]: group g's quants,
-// scales after nb * 512 bytes. x: token 0's blocks, token t at x + t * nb.
-// y: token 0, the tile's first row; the last group writes `last_rows` rows.
-template <int T, int G>
+// scales after nb * F::kQuantBytes bytes. x: token 0's blocks, token t at
+// x + t * nb. y: token 0, the tile's first row; the last group writes
+// `last_rows` rows.
+template <class F, int T, int G>
 void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, float* y,
           int y_stride, int last_rows) {
   const uint8_t* q[G];
   const uint16_t* s[G];
   for (int g = 0; g < G; ++g) {
     q[g] = q0 + size_t(g) * group_stride;
-    s[g] = reinterpret_cast<const uint16_t*>(q[g] + size_t(nb) * PackedMatrix::kBlockQuantBytes);
+    s[g] = reinterpret_cast<const uint16_t*>(q[g] + size_t(nb) * F::kQuantBytes);
   }
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t)
@@ -170,17 +241,16 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
       const __m512i c = _mm512_set1_epi32(x[size_t(t) * nb + b].neg_c);
       for (int g = 0; g < G; ++g) is[t][g] = c;
     }
-    const size_t off = size_t(b) * PackedMatrix::kBlockQuantBytes;
+    const size_t off = size_t(b) * F::kQuantBytes;
     if constexpr (T <= 4) {  // decode and draft verification stream the weights once
       for (int g = 0; g < G; ++g) {
-        const char* pf = reinterpret_cast<const char*>(q[g] + off + 4 * PackedMatrix::kBlockQuantBytes);
-        for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        const char* pf = reinterpret_cast<const char*>(q[g] + off + kPrefetchBytes);
+        for (size_t l = 0; l < F::kQuantBytes / 64; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
     }
     for (int j = 0; j < 8; ++j) {
       __m512i wv[G];
-      for (int g = 0; g < G; ++g)
-        wv[g] = _mm512_load_si512(q[g] + off + size_t(j) * PackedMatrix::kChunkBytes);
+      for (int g = 0; g < G; ++g) wv[g] = F::part(q[g] + off, j);
       for (int t = 0; t < T; ++t) {
         int32_t x4;
         std::memcpy(&x4, x[size_t(t) * nb + b].qs + 4 * j, 4);
@@ -213,11 +283,14 @@ constexpr int kT = 6;
 constexpr int kG = 2;
 constexpr int kGDecode = 4;
 
-#define LARDER_G2(T) {&tile<T, 1>, &tile<T, 2>}
-constexpr TileFn kPrefillTiles[kT][kG] = {LARDER_G2(1), LARDER_G2(2), LARDER_G2(3),
-                                          LARDER_G2(4), LARDER_G2(5), LARDER_G2(6)};
+template <class F>
+struct Tiles {
+#define LARDER_G2(T) {&tile<F, T, 1>, &tile<F, T, 2>}
+  static constexpr TileFn kPrefill[kT][kG] = {LARDER_G2(1), LARDER_G2(2), LARDER_G2(3),
+                                              LARDER_G2(4), LARDER_G2(5), LARDER_G2(6)};
 #undef LARDER_G2
-constexpr TileFn kDecodeTiles[kGDecode] = {&tile<1, 1>, &tile<1, 2>, &tile<1, 3>, &tile<1, 4>};
+  static constexpr TileFn kDecode[kGDecode] = {&tile<F, 1, 1>, &tile<F, 1, 2>, &tile<F, 1, 3>, &tile<F, 1, 4>};
+};
 
 // A token block's activations (n_tokens x nb x 40 bytes) stay in L2 while the
 // groups stream past.
@@ -227,6 +300,8 @@ constexpr size_t kActBlockBytes = 512 * 1024;
 #endif  // LARDER_Q8_PACKED
 
 namespace {
+// Q8_0 (F = Q8Format) or Q4_0 (Q40Format) rows on the tiles above.
+template <class F>
 void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y,
                     int y_stride, int64_t row_begin, int64_t row_end) {
   assert(row_begin % PackedMatrix::kGroupRows == 0);
@@ -239,14 +314,14 @@ void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, f
   if (n_tokens == 1) {
     for (int64_t g0 = g_begin; g0 < g_end; g0 += kGDecode) {
       const int G = int(std::min<int64_t>(kGDecode, g_end - g0));
-      kDecodeTiles[G - 1](w.group(g0), w.group_stride(), x, nb, y + g0 * PackedMatrix::kGroupRows,
+      Tiles<F>::kDecode[G - 1](w.group(g0), w.group_stride(), x, nb, y + g0 * PackedMatrix::kGroupRows,
                           y_stride, g0 + G == g_end ? tail : 16);
     }
     return;
   }
   int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q8PackedAct)));
   block = std::max(kT, block / kT * kT);
-  const bool amx = packed_amx_active();
+  const bool amx = std::is_same_v<F, Q8Format> && packed_amx_active();
   if (amx) block = std::max(16, block / 16 * 16);
   for (int tb = 0; tb < n_tokens; tb += block) {
     const int te = std::min(n_tokens, tb + block);
@@ -263,14 +338,18 @@ void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, f
       }
       for (; t0 < te; t0 += kT) {
         const int T = std::min(kT, te - t0);
-        kPrefillTiles[T - 1][G - 1](w.group(g0), w.group_stride(), x + size_t(t0) * nb, nb,
+        Tiles<F>::kPrefill[T - 1][G - 1](w.group(g0), w.group_stride(), x + size_t(t0) * nb, nb,
                                     y + size_t(t0) * y_stride + g0 * PackedMatrix::kGroupRows,
                                     y_stride, last);
       }
     }
   }
 #elif defined(LARDER_PACKED_AVX2)
-  packed_detail::matmul_q8_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
+  if constexpr (std::is_same_v<F, Q40Format>) {
+    packed_detail::matmul_q4_0_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
+  } else {
+    packed_detail::matmul_q8_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
+  }
 #else
   (void)w; (void)x; (void)y; (void)y_stride;
   assert(false && "the packed kernels need an AVX-512 VNNI or AVX2 build");
@@ -291,8 +370,10 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
                                    row_begin, row_end);
   } else if (w.type() == GgmlType::kF16) {
     packed_detail::matmul_f16_rows(w, static_cast<const float*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  } else if (w.type() == GgmlType::kQ4_0) {
+    matmul_q8_rows<Q40Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   } else {
-    matmul_q8_rows(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+    matmul_q8_rows<Q8Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   }
 }
 

@@ -1,4 +1,4 @@
-// Q8_0, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
+// Q8_0, Q4_0, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
 // GEMV (decode), and F16 ones for the f32 FMA kernels: rows interleaved 16 to
 // a vector, so that one
 // vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
@@ -21,6 +21,18 @@
 // starting from acc = 0, with d_x, q_x the activations' Q8_0 blocks
 // (quantize_rows_q8_0). float(isum_b) and d_w * d_x (two f16 values) are
 // exact in f32, so the only rounding is the fma's, in block order.
+//
+// Q4_0 layout: as Q8_0's, with 4 chunks of 64 bytes per block: chunk j of
+// block b holds, for each row r, bytes 4j..4j+3 of block b's qs of row r
+// as they are (low nibbles: q[4j + k], high nibbles: q[16 + 4j + k], q in
+// 0..15, w = q - 8), at byte 4r; then the scales, nb x 16 f16. Padding rows:
+// q = 8 and scale 0.
+//
+// Q4_0 arithmetic: Q8_0's, with w = q - 8 (so isum_b is exact in int32 and
+// the order of its terms does not matter) and the same Q8_0 activations:
+//   isum_b = sum_{i<32} (q[r][32b+i] - 8) * q_x[t][32b+i]
+//   acc    = fma(float(isum_b), d_w[r][b] * d_x[t][b], acc)  in block order
+// (llama.cpp's Q4_0 x Q8_0 dot product forms the same integer sums).
 //
 // Q4_K layout, per group and super-block of 256 values (2368 bytes):
 //   quants: 8 sub-blocks x 4 vectors of 64 bytes; vector c of sub-block i
@@ -79,9 +91,9 @@ class ThreadPool;
 // True when this build has the packed kernels (AVX-512 with VNNI, or AVX2).
 bool q8_packed_supported();
 
-// One token's Q8_0 block as the packed kernel reads it: the 32 quants, the
-// int32 -128 * sum(qs) that turns the u8 weights' sum back into w * x, and d
-// as f32. 40 bytes.
+// One token's Q8_0 block as the packed Q8_0 and Q4_0 kernels read it: the 32
+// quants, the int32 -offset * sum(qs) that turns the sum of the stored u8
+// weights (w + offset) back into w * x, and d as f32. 40 bytes.
 struct Q8PackedAct {
   int8_t qs[32];
   int32_t neg_c;
@@ -90,7 +102,12 @@ struct Q8PackedAct {
 static_assert(sizeof(Q8PackedAct) == 40);
 
 // xq: [n_tokens][k / 32] Q8_0 blocks -> out: [n_tokens][k / 32].
-void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out);
+// weight_offset: what the packed weights add to w, 128 for Q8_0 and 8 for Q4_0
+// (packed_weight_offset).
+void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out,
+                           int32_t weight_offset = 128);
+// The offset of a packed type read with Q8PackedAct: 8 for Q4_0, else 128.
+inline int32_t packed_weight_offset(GgmlType t) { return t == GgmlType::kQ4_0 ? 8 : 128; }
 
 struct BlockQ8K;
 
@@ -126,12 +143,13 @@ class PackedMatrix {
   static constexpr int kGroupRows = 16;
   static constexpr size_t kChunkBytes = 64;
   static constexpr size_t kBlockQuantBytes = 8 * kChunkBytes;  // Q8_0: 32 values x 16 rows
+  static constexpr size_t kQ40BlockQuantBytes = 4 * kChunkBytes;  // Q4_0: 32 values x 16 rows
   static constexpr size_t kQ4KBlockBytes = 2368;                // Q4_K: 256 values x 16 rows
   static constexpr size_t kQ6KBlockBytes = 3392;                // Q6_K: 256 values x 16 rows
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0, Q4_K, Q6_K or F16 matrix (w.ne[0] = K, a
+  // Repacks a Q8_0, Q4_0, Q4_K, Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).
@@ -140,14 +158,21 @@ class PackedMatrix {
   GgmlType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int k() const { return k_; }
-  // Blocks per row: of 32 values (Q8_0), 256 (Q4_K, Q6_K) or 1 (F16).
+  // Blocks per row: of 32 values (Q8_0, Q4_0), 256 (Q4_K, Q6_K) or 1 (F16).
   int n_blocks() const {
-    return type_ == GgmlType::kF16 ? k_ : k_ / (type_ == GgmlType::kQ8_0 ? kQ8_0BlockSize : 256);
+    if (type_ == GgmlType::kF16) return k_;
+    return k_ / (type_ == GgmlType::kQ8_0 || type_ == GgmlType::kQ4_0 ? kQ8_0BlockSize : 256);
+  }
+  // Quant bytes of one block of a group (Q8_0 and Q4_0; the scales follow
+  // n_blocks() of them).
+  size_t block_quant_bytes() const {
+    return type_ == GgmlType::kQ4_0 ? kQ40BlockQuantBytes : kBlockQuantBytes;
   }
   int64_t n_groups() const { return (rows_ + kGroupRows - 1) / kGroupRows; }
   size_t group_stride() const { return group_stride_; }
   size_t bytes() const { return size_t(n_groups()) * group_stride_; }
-  // Group g's bytes (Q8_0: quants, then scales at n_blocks() * kBlockQuantBytes;
+  // Group g's bytes (Q8_0, Q4_0: quants, then scales at n_blocks() *
+  // block_quant_bytes();
   // Q4_K: kQ4KBlockBytes per super-block).
   const uint8_t* group(int64_t g) const { return data_.get() + size_t(g) * group_stride_; }
 
@@ -164,7 +189,8 @@ class PackedMatrix {
 
 // y[t][r] for r in [row_begin, row_end), t in [0, n_tokens); row_begin a
 // multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
-// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0),
+// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0, Q4_0 with
+// its offset),
 // Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K), or the f32 rows themselves
 // ([n_tokens][K], F16). y: [n_tokens][y_stride].
 void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
@@ -206,9 +232,11 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
 void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
 void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
                      int64_t row_begin, int64_t row_end);
-// matmul_packed_avx2.cpp: the AVX2 tiles of the three types.
+// matmul_packed_avx2.cpp: the AVX2 tiles of the four types.
 void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                          int64_t row_begin, int64_t row_end);
+void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
+                           int64_t row_begin, int64_t row_end);
 void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,
                           int64_t row_begin, int64_t row_end);
 void matmul_q6k_rows_avx2(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y, int y_stride,

@@ -1,4 +1,4 @@
-// The packed Q8_0, Q4_K and Q6_K tiles for CPUs with AVX2, FMA and F16C but
+// The packed Q8_0, Q4_0, Q4_K and Q6_K tiles for CPUs with AVX2, FMA and F16C but
 // no AVX-512 VNNI (AMD Zen 2 / Zen 3, Intel Haswell .. Alder Lake builds).
 // Same layouts as matmul_packed.h, read as two 32-byte halves per 64-byte
 // vector: half 0 holds rows 0-7 of a group, half 1 rows 8-15. Same
@@ -165,6 +165,73 @@ void q8_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedA
 constexpr int kQ8T = 3, kQ8H = 4;
 #define LARDER_H4(T) {&q8_tile<T, 1>, &q8_tile<T, 2>, &q8_tile<T, 3>, &q8_tile<T, 4>}
 constexpr HalfTileFn<Q8PackedAct> kQ8Tiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
+#undef LARDER_H4
+
+// ---- Q4_0 ----------------------------------------------------------------
+//
+// Quants q = w + 8 in 0..15 (u8) times x (int8, |x| <= 127): a vpmaddubsw
+// pair is at most 2 * 15 * 127 = 3810, so the low and high nibbles' pairs
+// add in int16 (7620) before vpmaddwd; the block's int32 sum starts from
+// -8 * sum(x) (Q8PackedAct::neg_c), which makes it sum (q - 8) * x exactly.
+template <int T, int H>
+void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
+               int y_stride, int rows) {
+  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  const uint8_t* q[H];
+  const uint8_t* s[H];
+  for (int h = 0; h < H; ++h) {
+    const int hh = half0 + h;
+    const uint8_t* g = grp + size_t(hh / 2) * group_stride;
+    q[h] = g + 32 * (hh % 2);
+    s[h] = g + size_t(nb) * kQB + 16 * (hh % 2);
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 acc[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const size_t off = size_t(b) * kQB;
+    if constexpr (T <= 2) {  // decode: Q8_0's distance in bytes (2 blocks)
+      for (int h = 0; h < H; ++h) {
+        if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
+        const char* pf = reinterpret_cast<const char*>(q[h] + off + kQ8PrefetchBlocks * PackedMatrix::kBlockQuantBytes);
+        for (int l = 0; l < 4; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      }
+    }
+    __m256i is[T][H];
+    for (int t = 0; t < T; ++t) {
+      const __m256i c = _mm256_set1_epi32(x[size_t(t) * nb + b].neg_c);
+      for (int h = 0; h < H; ++h) is[t][h] = c;
+    }
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo[H], hi[H];
+      for (int h = 0; h < H; ++h) {
+        const __m256i v = load32(q[h] + off + size_t(j) * PackedMatrix::kChunkBytes);
+        lo[h] = _mm256_and_si256(v, m4);
+        hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m256i xl = bcast4(x[size_t(t) * nb + b].qs + 4 * j);
+        const __m256i xh = bcast4(x[size_t(t) * nb + b].qs + 16 + 4 * j);
+        for (int h = 0; h < H; ++h) {
+          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xl), _mm256_maddubs_epi16(hi[h], xh));
+          is[t][h] = _mm256_add_epi32(is[t][h], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    __m256 dw[H];
+    for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
+      for (int h = 0; h < H; ++h)
+        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
+    }
+  }
+  store_tile(acc, y, y_stride, rows);
+}
+
+#define LARDER_H4(T) {&q4_0_tile<T, 1>, &q4_0_tile<T, 2>, &q4_0_tile<T, 3>, &q4_0_tile<T, 4>}
+constexpr HalfTileFn<Q8PackedAct> kQ40Tiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
 
 // ---- Q4_K ----------------------------------------------------------------
@@ -359,6 +426,18 @@ void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_toke
   }
   constexpr HalfTileFn<Q8PackedAct> kPrefill[kQ8T][2] = {
       {kQ8Tiles[0][0], kQ8Tiles[0][1]}, {kQ8Tiles[1][0], kQ8Tiles[1][1]}, {kQ8Tiles[2][0], kQ8Tiles[2][1]}};
+  run_half_tiles(kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
+}
+
+void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
+                           int64_t row_begin, int64_t row_end) {
+  if (n_tokens == 1) {
+    constexpr HalfTileFn<Q8PackedAct> kDecode[1][kQ8H] = {{kQ40Tiles[0][0], kQ40Tiles[0][1], kQ40Tiles[0][2], kQ40Tiles[0][3]}};
+    run_half_tiles(kDecode, w, x, 1, y, y_stride, row_begin, row_end);
+    return;
+  }
+  constexpr HalfTileFn<Q8PackedAct> kPrefill[kQ8T][2] = {
+      {kQ40Tiles[0][0], kQ40Tiles[0][1]}, {kQ40Tiles[1][0], kQ40Tiles[1][1]}, {kQ40Tiles[2][0], kQ40Tiles[2][1]}};
   run_half_tiles(kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
 }
 

@@ -41,12 +41,14 @@ namespace {
 // Quantized weights. llama.cpp (CPU) rounds the activations to 8 bits before
 // every dot product with quantized weights: Q8_0 blocks for Q8_0, Q4_0,
 // Q5_0, Q8_1 for Q4_1, Q5_1, Q8_K super-blocks for Q2_K .. Q6_K. larder does
-// the same for Q8_0 (VNNI path) and Q4_K, Q5_K, Q6_K (int8_activations;
+// the same for Q8_0 (VNNI path), Q4_0 (the packed kernels, AVX-512 VNNI and
+// AVX2 builds, since 2026-12-06) and Q4_K, Q5_K, Q6_K (int8_activations;
 // Q6_K since the int8 Q6_K kernel, before it f32), and keeps f32 activations
-// for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K. Measured (max over the whole
+// for Q4_1, Q5_0, Q5_1, Q2_K, Q3_K. Measured (max over the whole
 // vocabulary after the prompt, and over the top 5 of 20 greedy steps):
-//   both sides int8 (Q8_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M): bimodal, either
-//     ~1e-6 (llama3 Q8_0 Q4_K Q5_K Q5_K_M, qwen2 Q4_K Q6_K) or 1.5e-2..9.9e-2
+//   both sides int8 (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M, Q5_K_M): bimodal, either
+//     ~1e-6 (llama3 Q8_0 Q4_K Q5_K Q5_K_M, qwen2 Q4_K Q6_K; llama3 and qwen2
+//     Q4_0 4.5e-7..1.4e-6, where f32 activations gave 3.9e-2..8.0e-2) or 1.5e-2..9.9e-2
 //     (mistral/qwen2/qwen3 Q8_0 3e-2; llama3 Q6_K 4.1e-2, Q4_K_M 1.5e-2 from
 //     step k only; qwen2 Q4_K_M 4.3e-2, Q5_K_M 3.3e-2, Q5_K 9.9e-2). Both round
 //     the same way, but an activation whose scaled value lies within f32
@@ -57,7 +59,8 @@ namespace {
 //     Q8_0 rounding bit-identical to llama.cpp's x86 quantize_row_q8_0 --
 //     127 / amax, half to even -- left every number here unchanged, so the
 //     flips come from the f32 noise, not the rounding rule.)
-//   larder f32, llama.cpp int8 (Q4_0 .. Q5_1): always that size, 3.9e-2..8.0e-2.
+//   larder f32, llama.cpp int8 (Q4_1 .. Q5_1; Q4_0 on builds without the
+//     packed kernels): always that size, 3.9e-2..8.0e-2.
 //   Q2_K, Q3_K (f32 vs Q8_K): 6.9e-2..1.18e-1; the coarser weights leave the
 //     random models with flatter, more sensitive distributions.
 // Tolerances are about 1.5x the largest measured value of the group. A wrong

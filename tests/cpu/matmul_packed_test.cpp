@@ -1,4 +1,4 @@
-// The repacked Q8_0, Q4_K and Q6_K kernels (engine/cpu/matmul_packed.h)
+// The repacked Q8_0, Q4_0, Q4_K and Q6_K kernels (engine/cpu/matmul_packed.h)
 // against their arithmetic written out as a scalar loop (packed_matrices.h,
 // bit for bit), against a double dot product, and for independence from
 // tokens, rows, chunks and threads.
@@ -27,10 +27,11 @@ using namespace testing;  // half_to_double, the random matrices and their defin
 
 namespace {
 
+// Q8_0 or Q4_0 weights times Q8_0 activations.
 std::vector<float> packed_product(const PackedMatrix& p, const std::vector<BlockQ8_0>& x, int n_tokens,
                                   int64_t split = -1) {
   std::vector<Q8PackedAct> act(size_t(n_tokens) * (p.k() / 32));
-  prepare_q8_packed_act(x.data(), n_tokens, p.k(), act.data());
+  prepare_q8_packed_act(x.data(), n_tokens, p.k(), act.data(), packed_weight_offset(p.type()));
   std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
   if (split < 0) {
     matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, p.rows());
@@ -112,6 +113,83 @@ TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][
   std::vector<Q8PackedAct> act(size_t(n) * nb);
   prepare_q8_packed_act(x.data(), n, K, act.data());
   const std::vector<float> want = q8_0_definition(m, x, n);
+  for (ThreadPool* pool : {&one, &three}) {
+    for (int tokens : {1, n}) {
+      std::vector<float> y(size_t(tokens) * rows);
+      matmul_packed_parallel(*pool, p, act.data(), tokens, y.data(), rows);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("packed Q4_0 matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  std::mt19937 rng(78);
+  struct Case { int K, rows; bool extremes; };
+  for (const Case c : {Case{32, 16, false}, Case{64, 37, false}, Case{96, 5, false}, Case{256, 48, false},
+                       Case{2048, 33, false}, Case{128, 40, true}}) {
+    INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
+    const Q40Matrix m = random_q4_0(c.K, c.rows, rng, c.extremes);
+    const PackedMatrix p = PackedMatrix::pack(m.view());
+    REQUIRE(p.type() == GgmlType::kQ4_0);
+    REQUIRE(p.n_groups() == (c.rows + 15) / 16);
+    constexpr int kMaxTokens = 40;
+    // Activations at both ends of the int8 range too: -8 * sum(x) and the
+    // int16 pairs of the AVX2 tile at their largest.
+    const std::vector<BlockQ8_0> x = random_blocks(size_t(kMaxTokens) * (c.K / 32), rng, c.extremes, kActLo);
+    const std::vector<float> want = q4_0_definition(m, x, kMaxTokens);
+    for (int n : {1, 2, 3, 5, 6, 7, 14, 16, 17, 33, kMaxTokens}) {
+      INFO("tokens=" << n);
+      const std::vector<float> y = packed_product(p, x, n);
+      REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    }
+    if (c.rows > 16) {  // two row ranges, split at a group boundary
+      for (int n : {1, kMaxTokens}) {
+        const std::vector<float> y = packed_product(p, x, n, 16);
+        REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("packed Q4_0 matmul is close to the double dot product", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  std::mt19937 rng(6);
+  const int K = 512, rows = 24, n = 3, nb = K / 32;
+  const Q40Matrix m = random_q4_0(K, rows, rng, false);
+  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false, kActLo);
+  const std::vector<float> y = packed_product(PackedMatrix::pack(m.view()), x, n);
+  // The weights as dequantize_row gives them (d * (q - 8), exact in f32).
+  std::vector<float> w(size_t(K) * rows);
+  dequantize_row(GgmlType::kQ4_0, m.blocks.data(), w.data(), int64_t(K) * rows);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int b = 0; b < nb; ++b) {
+        const BlockQ8_0& a = x[size_t(t) * nb + b];
+        for (int i = 0; i < 32; ++i) {
+          const double p = double(w[size_t(r) * K + 32 * b + i]) * half_to_double(a.d) * a.qs[i];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= nb * 6e-8 * mag + 1e-30);
+    }
+}
+
+TEST_CASE("packed Q4_0 parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  std::mt19937 rng(10);
+  const int K = 1024, rows = 1000, n = 9, nb = K / 32;  // 62 groups + 8 rows
+  const Q40Matrix m = random_q4_0(K, rows, rng, false);
+  const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false, kActLo);
+  ThreadPool one(1), three(3);
+  const PackedMatrix p = PackedMatrix::pack(m.view()), p3 = PackedMatrix::pack(m.view(), &three);
+  REQUIRE(p.bytes() == p3.bytes());
+  REQUIRE(std::memcmp(p.group(0), p3.group(0), p.bytes()) == 0);
+  std::vector<Q8PackedAct> act(size_t(n) * nb);
+  prepare_q8_packed_act(x.data(), n, K, act.data(), 8);
+  const std::vector<float> want = q4_0_definition(m, x, n);
   for (ThreadPool* pool : {&one, &three}) {
     for (int tokens : {1, n}) {
       std::vector<float> y(size_t(tokens) * rows);

@@ -5,7 +5,7 @@
 // kernel's arithmetic bumps kCpuArithmeticVersion, which nothing else checks
 // (a change made for speed can move the last bits of a sum unnoticed).
 //
-// Here small random models go through each kernel family (packed Q8_0, the
+// Here small random models go through each kernel family (packed Q8_0 and Q4_0, the
 // Q4_K / Q6_K mix, packed F16, F32 row tiles; attention of head_dim 64 and 8;
 // K/V in f32, f16 and q8_0): a prompt is prefilled, two tokens are decoded,
 // and the bits of every logit and every written K/V row are hashed. Each
@@ -65,6 +65,7 @@ constexpr Config kConfigs[] = {
     {"q8_0-hd64-kvf32", GgmlType::kQ8_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF32},
     {"q8_0-hd64-kvq8_0", GgmlType::kQ8_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kQ8_0},
     {"q4_k_m-hd64-kvf16", GgmlType::kQ4_K, testing::WeightMix::kQ4_K_M, 256, 4, 2, KvDtype::kF16},
+    {"q4_0-hd64-kvf16", GgmlType::kQ4_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"f16-hd64-kvf16", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"f32-hd8-kvf16", GgmlType::kF32, testing::WeightMix::kUniform, 64, 8, 4, KvDtype::kF16},
     // Past two chunks of attention positions (kAttentionChunk, attention.h):
@@ -126,32 +127,35 @@ struct Recorded {
 
 // Recorded by this test (see the top of the file), on the Zen 5 machine.
 constexpr Recorded kRecorded[] = {
-    {"cpu-8-avx512vnni", "q8_0-hd64-kvf16", 0x9e10c27f555309d6ull},
-    {"cpu-8-avx512vnni", "q8_0-hd64-kvf32", 0x95d1cb8075694268ull},
-    {"cpu-8-avx512vnni", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
-    {"cpu-8-avx512vnni", "q4_k_m-hd64-kvf16", 0xc2bbfb1da85ceb50ull},
-    {"cpu-8-avx512vnni", "f16-hd64-kvf16", 0xc13a0851b45e975full},
-    {"cpu-8-avx512vnni", "f32-hd8-kvf16", 0xa615be5ea97336dbull},
-    {"cpu-8-avx512vnni", "f16-hd64-kvf16-ctx2100", 0x00885827844910a7ull},
-    {"cpu-8-avx512vnni", "f32-hd8-kvf16-ctx2100", 0x5fcea8bef0c9f352ull},
+    {"cpu-9-avx512vnni", "q8_0-hd64-kvf16", 0x9e10c27f555309d6ull},
+    {"cpu-9-avx512vnni", "q8_0-hd64-kvf32", 0x95d1cb8075694268ull},
+    {"cpu-9-avx512vnni", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
+    {"cpu-9-avx512vnni", "q4_k_m-hd64-kvf16", 0xc2bbfb1da85ceb50ull},
+    {"cpu-9-avx512vnni", "q4_0-hd64-kvf16", 0xd1756df6ef73595eull},
+    {"cpu-9-avx512vnni", "f16-hd64-kvf16", 0xc13a0851b45e975full},
+    {"cpu-9-avx512vnni", "f32-hd8-kvf16", 0xa615be5ea97336dbull},
+    {"cpu-9-avx512vnni", "f16-hd64-kvf16-ctx2100", 0x00885827844910a7ull},
+    {"cpu-9-avx512vnni", "f32-hd8-kvf16-ctx2100", 0x5fcea8bef0c9f352ull},
     // An AVX2 build (-march=x86-64-v3), recorded on an AVX-512 machine.
-    {"cpu-8-avx2", "q8_0-hd64-kvf16", 0xf736fbcacaaad600ull},
-    {"cpu-8-avx2", "q8_0-hd64-kvf32", 0x5c2d7100daa43368ull},
-    {"cpu-8-avx2", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
-    {"cpu-8-avx2", "q4_k_m-hd64-kvf16", 0x6ce72198ed444c69ull},
-    {"cpu-8-avx2", "f16-hd64-kvf16", 0x9611db7cd53bd9b3ull},
-    {"cpu-8-avx2", "f32-hd8-kvf16", 0x340ee8e2ef22d572ull},
-    {"cpu-8-avx2", "f16-hd64-kvf16-ctx2100", 0x742f517d11de86ecull},
-    {"cpu-8-avx2", "f32-hd8-kvf16-ctx2100", 0xad3edc43342a3175ull},
+    {"cpu-9-avx2", "q8_0-hd64-kvf16", 0xf736fbcacaaad600ull},
+    {"cpu-9-avx2", "q8_0-hd64-kvf32", 0x5c2d7100daa43368ull},
+    {"cpu-9-avx2", "q8_0-hd64-kvq8_0", 0xeeab12b7ce36e6ecull},
+    {"cpu-9-avx2", "q4_k_m-hd64-kvf16", 0x6ce72198ed444c69ull},
+    {"cpu-9-avx2", "q4_0-hd64-kvf16", 0x3dd9da658dedd860ull},
+    {"cpu-9-avx2", "f16-hd64-kvf16", 0x9611db7cd53bd9b3ull},
+    {"cpu-9-avx2", "f32-hd8-kvf16", 0x340ee8e2ef22d572ull},
+    {"cpu-9-avx2", "f16-hd64-kvf16-ctx2100", 0x742f517d11de86ecull},
+    {"cpu-9-avx2", "f32-hd8-kvf16-ctx2100", 0xad3edc43342a3175ull},
     // A portable build (-DLARDER_NATIVE=OFF, no -march flags), GCC 12.
-    {"cpu-8-scalar", "q8_0-hd64-kvf16", 0xf3d88b0ff4e9aa9bull},
-    {"cpu-8-scalar", "q8_0-hd64-kvf32", 0x28eb53611f52f2f1ull},
-    {"cpu-8-scalar", "q8_0-hd64-kvq8_0", 0x8d13e0a7814bee69ull},
-    {"cpu-8-scalar", "q4_k_m-hd64-kvf16", 0x3f7ca96944e99168ull},
-    {"cpu-8-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},
-    {"cpu-8-scalar", "f32-hd8-kvf16", 0xe30c674453a244a4ull},
-    {"cpu-8-scalar", "f16-hd64-kvf16-ctx2100", 0x46c94e5e0cc548f0ull},
-    {"cpu-8-scalar", "f32-hd8-kvf16-ctx2100", 0x5fb932bf4d05fe50ull},
+    {"cpu-9-scalar", "q8_0-hd64-kvf16", 0xf3d88b0ff4e9aa9bull},
+    {"cpu-9-scalar", "q8_0-hd64-kvf32", 0x28eb53611f52f2f1ull},
+    {"cpu-9-scalar", "q8_0-hd64-kvq8_0", 0x8d13e0a7814bee69ull},
+    {"cpu-9-scalar", "q4_k_m-hd64-kvf16", 0x3f7ca96944e99168ull},
+    {"cpu-9-scalar", "q4_0-hd64-kvf16", 0x13289a44ef6cb3beull},
+    {"cpu-9-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},
+    {"cpu-9-scalar", "f32-hd8-kvf16", 0xe30c674453a244a4ull},
+    {"cpu-9-scalar", "f16-hd64-kvf16-ctx2100", 0x46c94e5e0cc548f0ull},
+    {"cpu-9-scalar", "f32-hd8-kvf16-ctx2100", 0x5fb932bf4d05fe50ull},
 };
 
 }  // namespace

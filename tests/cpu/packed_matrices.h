@@ -1,4 +1,4 @@
-// Random Q8_0, Q4_K and Q6_K matrices and the packed kernels' contracts
+// Random Q8_0, Q4_0, Q4_K and Q6_K matrices and the packed kernels' contracts
 // (engine/cpu/matmul_packed.h) written out as scalar loops, for the packed
 // kernels' tests (matmul_packed_test.cpp, matmul_packed_fused_test.cpp).
 #pragma once
@@ -59,6 +59,60 @@ inline std::vector<float> q8_0_definition(const Q8Matrix& m, const std::vector<B
         const BlockQ8_0& a = x[size_t(t) * nb + b];
         int32_t isum = 0;
         for (int i = 0; i < 32; ++i) isum += int32_t(w.qs[i]) * int32_t(a.qs[i]);
+        const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
+        acc = std::fma(float(isum), scale, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+// ---- Q4_0 -------------------------------------------------------------------
+
+struct Q40Matrix {
+  int K = 0, rows = 0;
+  std::vector<BlockQ4_0> blocks;  // [rows][K / 32]
+  WeightView view() const {
+    WeightView w;
+    w.type = GgmlType::kQ4_0;
+    w.ne[0] = K;
+    w.ne[1] = rows;
+    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
+    w.row_bytes = size_t(K / 32) * sizeof(BlockQ4_0);
+    return w;
+  }
+};
+
+// Random quants (or, with extremes, blocks of all 0 or all 15: w = -8 or 7)
+// and f16 scales of either sign.
+inline Q40Matrix random_q4_0(int K, int rows, std::mt19937& rng, bool extremes) {
+  Q40Matrix m{K, rows, std::vector<BlockQ4_0>(size_t(rows) * (K / 32))};
+  for (BlockQ4_0& b : m.blocks) {
+    b.d = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));
+    const uint8_t fill = (rng() & 1) ? 0xFF : 0x00;
+    for (uint8_t& q : b.qs) q = extremes ? fill : uint8_t(rng());
+  }
+  return m;
+}
+
+// Value i of a Q4_0 block as ggml's dequantize_row_q4_0 reads it: q in 0..15,
+// w = q - 8; values 0..15 in the low nibbles, 16..31 in the high ones.
+inline int q4_0_w(const BlockQ4_0& b, int i) {
+  return (i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)) - 8;
+}
+
+// The packed kernel's Q4_0 contract as scalar code: Q8_0's, with w = q - 8.
+inline std::vector<float> q4_0_definition(const Q40Matrix& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
+  const int nb = m.K / 32;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        const BlockQ4_0& w = m.blocks[size_t(r) * nb + b];
+        const BlockQ8_0& a = x[size_t(t) * nb + b];
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += q4_0_w(w, i) * int32_t(a.qs[i]);
         const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
         acc = std::fma(float(isum), scale, acc);
       }

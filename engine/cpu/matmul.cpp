@@ -448,16 +448,16 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   q8_path_ = q8_path;
   has_q8_0_ = has_pairs_ = has_packed_ = has_q8k_ = false;
   if (n_tokens <= 0 || q8_path != Q8Path::kInt8) return;
-  // Q4_0 takes Q8_0 activations on its packed kernels only; elsewhere it
-  // multiplies x as it is (matmul_kquant.cpp).
-  if (type == GgmlType::kQ8_0 || (type == GgmlType::kQ4_0 && packed && packed_type_supported(type))) {
+  // Q4_0 and Q5_0 take Q8_0 activations on their packed kernels only;
+  // elsewhere they multiply x as it is (matmul_kquant.cpp).
+  if (type == GgmlType::kQ8_0 || (packed_q8_act_type(type) && packed && packed_type_supported(type))) {
     const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
     if (q8_0_.size() < need) q8_0_.resize(need);
     quantize_rows_q8_0(x, n_tokens, k, q8_0_.data());
     has_q8_0_ = true;
     if (packed && packed_type_supported(type)) {
       if (packed_.size() < need) packed_.resize(need);
-      prepare_q8_packed_act(q8_0_.data(), n_tokens, k, packed_.data(), packed_weight_offset(type));
+      prepare_q8_packed_act(q8_0_.data(), n_tokens, k, packed_.data(), type);
       has_packed_ = true;
       return;
     }
@@ -470,7 +470,9 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
     }
 #endif
   } else if (kquant_int_supported(type) ||
-             (packed && packed_type_supported(type) && (type == GgmlType::kQ4_K || type == GgmlType::kQ6_K))) {
+             (packed && packed_type_supported(type) &&
+              (type == GgmlType::kQ2_K || type == GgmlType::kQ3_K || type == GgmlType::kQ4_K ||
+               type == GgmlType::kQ6_K))) {
     const size_t need = size_t(n_tokens) * (k / kQK_K);
     if (q8k_.size() < need) q8k_.resize(need);
     quantize_rows_q8k(x, n_tokens, k, q8k_.data());
@@ -480,9 +482,12 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
       if (packed_q4k_.size() < need) packed_q4k_.resize(need);
       prepare_q4k_packed_act(q8k_.data(), n_tokens, k, packed_q4k_.data());
       has_packed_ = true;
-    } else if (type == GgmlType::kQ6_K) {
+    } else if (type == GgmlType::kQ6_K || type == GgmlType::kQ3_K || type == GgmlType::kQ2_K) {
       if (packed_q6k_.size() < need) packed_q6k_.resize(need);
-      prepare_q6k_packed_act(q8k_.data(), n_tokens, k, packed_q6k_.data());
+      auto* prepare = type == GgmlType::kQ3_K   ? prepare_q3k_packed_act
+                      : type == GgmlType::kQ2_K ? prepare_q2k_packed_act
+                                                : prepare_q6k_packed_act;
+      prepare(q8k_.data(), n_tokens, k, packed_q6k_.data());
       has_packed_ = true;
     }
   }

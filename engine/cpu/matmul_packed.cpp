@@ -29,14 +29,21 @@ bool q8_packed_supported() {
 #endif
 }
 
-void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out, int32_t weight_offset) {
+void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out, GgmlType weight_type) {
+  assert(packed_q8_act_type(weight_type));
+  const bool mins = weight_type == GgmlType::kQ4_1 || weight_type == GgmlType::kQ5_1;
+  const int32_t offset = weight_type == GgmlType::kQ4_0 ? 8 : weight_type == GgmlType::kQ5_0 ? 16 : 128;
   const size_t n = size_t(n_tokens) * size_t(k / kQ8_0BlockSize);
   for (size_t i = 0; i < n; ++i) {
     int32_t sum = 0;
     for (int j = 0; j < kQ8_0BlockSize; ++j) sum += xq[i].qs[j];
     std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
-    out[i].neg_c = -weight_offset * sum;
     out[i].d = fp16_to_fp32(xq[i].d);
+    if (mins) {
+      out[i].s = out[i].d * float(sum);  // exact: 11 + 12 significant bits
+    } else {
+      out[i].neg_c = -offset * sum;
+    }
   }
 }
 
@@ -84,8 +91,8 @@ bool kquant_amx_active() {
 
 bool packed_type_supported(GgmlType t) {
   return q8_packed_supported() &&
-         (t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ4_K || t == GgmlType::kQ6_K ||
-          t == GgmlType::kF16);
+         (packed_q8_act_type(t) || t == GgmlType::kQ2_K || t == GgmlType::kQ3_K || t == GgmlType::kQ4_K ||
+          t == GgmlType::kQ6_K || t == GgmlType::kF16);
 }
 
 namespace {
@@ -117,24 +124,49 @@ void pack_q8_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
   }
 }
 
-// The same for Q4_0: chunk j of a block takes bytes 4j..4j+3 of each row's
-// qs as they are (low nibbles: values 4j + k, high: 16 + 4j + k).
+// The same for Q4_0 and Q5_0: chunk j of a block takes bytes 4j..4j+3 of
+// each row's qs as they are (low nibbles: values 4j + k, high: 16 + 4j + k);
+// Q5_0's fifth bits follow in one more vector, byte 4r + k holding bit
+// (4j + k) of row r's qh in its bit j.
+// Q4_1 and Q5_1 store the same quants (w = d q + m), and their mins m after
+// the scales.
 void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end) {
   constexpr int kR = PackedMatrix::kGroupRows;
-  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  const bool q5 = w.type == GgmlType::kQ5_0 || w.type == GgmlType::kQ5_1;
+  const bool mins = w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ5_1;
+  const size_t kQB = q5 ? PackedMatrix::kQ50BlockQuantBytes : PackedMatrix::kQ40BlockQuantBytes;
+  const size_t block_bytes = ggml_type_size(w.type);
   const int nb = int(w.ne[0] / kQK4);
   for (int64_t g = g_begin; g < g_end; ++g) {
     uint8_t* q = data + size_t(g) * group_stride;
     auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kQB);
-    std::memset(q, 0x88, size_t(nb) * kQB);  // padding rows: q = 8, w = 0
+    std::memset(q, 0x88, size_t(nb) * kQB);  // padding rows: q = 8, w = 0 (Q4_0)
+    if (q5) {  // q = 16, w = 0
+      for (int b = 0; b < nb; ++b) {
+        std::memset(q + size_t(b) * kQB, 0x00, PackedMatrix::kQ40BlockQuantBytes);
+        std::memset(q + size_t(b) * kQB + PackedMatrix::kQ40BlockQuantBytes, 0xFF, PackedMatrix::kChunkBytes);
+      }
+    }
     std::memset(s, 0, group_stride - size_t(nb) * kQB);
     const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
     for (int64_t r = 0; r < r_end; ++r) {
-      const auto* src = reinterpret_cast<const BlockQ4_0*>(w.row(g * kR + r));
+      const uint8_t* row = w.row(g * kR + r);
       for (int b = 0; b < nb; ++b) {
-        s[size_t(b) * kR + r] = src[b].d;
+        const uint8_t* blk = row + size_t(b) * block_bytes;
+        // d leads every block; then m (Q4_1, Q5_1), qh (Q5_0, Q5_1), qs.
+        const uint8_t* qs = blk + block_bytes - 16;
+        std::memcpy(&s[size_t(b) * kR + r], blk, sizeof(uint16_t));
+        if (mins) std::memcpy(&s[size_t(nb + b) * kR + r], blk + 2, sizeof(uint16_t));
         uint8_t* dst = q + size_t(b) * kQB + size_t(r) * 4;
-        for (int j = 0; j < 4; ++j) std::memcpy(dst + size_t(j) * PackedMatrix::kChunkBytes, src[b].qs + 4 * j, 4);
+        for (int j = 0; j < 4; ++j) std::memcpy(dst + size_t(j) * PackedMatrix::kChunkBytes, qs + 4 * j, 4);
+        if (!q5) continue;
+        uint32_t qh;
+        std::memcpy(&qh, qs - 4, 4);
+        for (int k = 0; k < 4; ++k) {
+          uint8_t bits = 0;
+          for (int j = 0; j < 8; ++j) bits = uint8_t(bits | (((qh >> (4 * j + k)) & 1u) << j));
+          dst[PackedMatrix::kQ40BlockQuantBytes + size_t(k)] = bits;
+        }
       }
     }
   }
@@ -151,8 +183,10 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   const int nb = p.n_blocks();
   const size_t raw = w.type == GgmlType::kQ4_K   ? size_t(nb) * kQ4KBlockBytes
                      : w.type == GgmlType::kQ6_K ? size_t(nb) * kQ6KBlockBytes
+                     : w.type == GgmlType::kQ3_K ? size_t(nb) * kQ3KBlockBytes
+                     : w.type == GgmlType::kQ2_K ? size_t(nb) * kQ2KBlockBytes
                      : w.type == GgmlType::kF16  ? size_t(nb) * kGroupRows * sizeof(uint16_t)
-                                                 : size_t(nb) * (p.block_quant_bytes() + kGroupRows * sizeof(uint16_t));
+                                                 : size_t(nb) * (p.block_quant_bytes() + p.block_scale_bytes());
   p.group_stride_ = (raw + 63) / 64 * 64;
   // On huge pages: decode streams every weight once per token. Measured on
   // the Intel Xeon with AMX (2026-12-03, 2 threads, the 1B-shaped Q4_K_M
@@ -169,11 +203,19 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
       packed_detail::pack_q6k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
+    if (p.type_ == GgmlType::kQ3_K) {
+      packed_detail::pack_q3k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
+    }
+    if (p.type_ == GgmlType::kQ2_K) {
+      packed_detail::pack_q2k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
+    }
     if (p.type_ == GgmlType::kF16) {
       packed_detail::pack_f16_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
-    if (p.type_ == GgmlType::kQ4_0) {
+    if (packed_q8_act_type(p.type_) && p.type_ != GgmlType::kQ8_0) {
       pack_q4_0_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
@@ -188,9 +230,12 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
 }
 
 namespace {
-// The block formats of the tiles below: Q8_0 and Q4_0.
+// The block formats of the tiles below: Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1.
 struct Q8Format;
 struct Q40Format;
+struct Q50Format;
+struct Q41Format;
+struct Q51Format;
 }  // namespace
 
 #ifdef LARDER_Q8_PACKED
@@ -204,19 +249,39 @@ constexpr size_t kPrefetchBytes = 4 * PackedMatrix::kBlockQuantBytes;
 // The two block formats the tile reads (matmul_packed.h): a block's quants
 // are kQuantBytes per group, and part(blk, j) gives, at byte 4r + k, row r's
 // weight 4j + k of the block plus the format's offset, as u8.
+// kMins: the format has w = d q + m, its mins stored after the scales.
 struct Q8Format {  // 8 chunks of w + 128
   static constexpr size_t kQuantBytes = PackedMatrix::kBlockQuantBytes;
+  static constexpr bool kMins = false;
   static __m512i part(const uint8_t* blk, int j) {
     return _mm512_load_si512(blk + size_t(j) * PackedMatrix::kChunkBytes);
   }
 };
 struct Q40Format {  // 4 chunks of q = w + 8 in nibbles: values 0..15 low, 16..31 high
   static constexpr size_t kQuantBytes = PackedMatrix::kQ40BlockQuantBytes;
+  static constexpr bool kMins = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i v = _mm512_load_si512(blk + size_t(j % 4) * PackedMatrix::kChunkBytes);
     const __m512i low = _mm512_set1_epi8(0x0F);
     return j < 4 ? _mm512_and_si512(v, low) : _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
   }
+};
+struct Q50Format {  // Q4_0's nibbles plus a vector of fifth bits: q = w + 16
+  static constexpr size_t kQuantBytes = PackedMatrix::kQ50BlockQuantBytes;
+  static constexpr bool kMins = false;
+  static __m512i part(const uint8_t* blk, int j) {
+    const __m512i h = _mm512_load_si512(blk + PackedMatrix::kQ40BlockQuantBytes);
+    // Bit j of each byte to bit 4 (shifts within 16-bit lanes; the mask
+    // drops what crossed from the neighbouring byte).
+    const __m512i hs = j <= 4 ? _mm512_slli_epi16(h, unsigned(4 - j)) : _mm512_srli_epi16(h, unsigned(j - 4));
+    return _mm512_or_si512(Q40Format::part(blk, j), _mm512_and_si512(hs, _mm512_set1_epi8(0x10)));
+  }
+};
+struct Q41Format : Q40Format {  // Q4_0's quants, w = d q + m
+  static constexpr bool kMins = true;
+};
+struct Q51Format : Q50Format {  // Q5_0's quants, w = d q + m
+  static constexpr bool kMins = true;
 };
 
 // T tokens x G groups of 16 rows over all nb blocks. q[g]: group g's quants,
@@ -238,7 +303,8 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
   for (int b = 0; b < nb; ++b) {
     __m512i is[T][G];
     for (int t = 0; t < T; ++t) {
-      const __m512i c = _mm512_set1_epi32(x[size_t(t) * nb + b].neg_c);
+      // With mins, from 0 (the min term follows).
+      const __m512i c = F::kMins ? _mm512_setzero_si512() : _mm512_set1_epi32(x[size_t(t) * nb + b].neg_c);
       for (int g = 0; g < G; ++g) is[t][g] = c;
     }
     const size_t off = size_t(b) * F::kQuantBytes;
@@ -265,6 +331,15 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
       const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + b].d);
       for (int g = 0; g < G; ++g)
         acc[t][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[t][g]), _mm512_mul_ps(dw[g], dx), acc[t][g]);
+    }
+    if constexpr (F::kMins) {  // + m * s
+      __m512 mw[G];
+      for (int g = 0; g < G; ++g)
+        mw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[g] + size_t(nb + b) * 16)));
+      for (int t = 0; t < T; ++t) {
+        const __m512 sx = _mm512_set1_ps(x[size_t(t) * nb + b].s);
+        for (int g = 0; g < G; ++g) acc[t][g] = _mm512_fmadd_ps(mw[g], sx, acc[t][g]);
+      }
     }
   }
   const __mmask16 last = __mmask16((1u << last_rows) - 1u);
@@ -300,7 +375,8 @@ constexpr size_t kActBlockBytes = 512 * 1024;
 #endif  // LARDER_Q8_PACKED
 
 namespace {
-// Q8_0 (F = Q8Format) or Q4_0 (Q40Format) rows on the tiles above.
+// Q8_0 (F = Q8Format), Q4_0 (Q40Format), Q5_0, Q4_1 or Q5_1 rows on the
+// tiles above (AVX2: matmul_packed_avx2.cpp's).
 template <class F>
 void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y,
                     int y_stride, int64_t row_begin, int64_t row_end) {
@@ -345,7 +421,7 @@ void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, f
     }
   }
 #elif defined(LARDER_PACKED_AVX2)
-  if constexpr (std::is_same_v<F, Q40Format>) {
+  if constexpr (!std::is_same_v<F, Q8Format>) {
     packed_detail::matmul_q4_0_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
   } else {
     packed_detail::matmul_q8_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
@@ -365,13 +441,19 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
   if (w.type() == GgmlType::kQ4_K) {
     packed_detail::matmul_q4k_rows(w, static_cast<const Q4KPackedAct*>(x), n_tokens, y, y_stride,
                                    row_begin, row_end);
-  } else if (w.type() == GgmlType::kQ6_K) {
+  } else if (w.type() == GgmlType::kQ6_K || w.type() == GgmlType::kQ3_K || w.type() == GgmlType::kQ2_K) {
     packed_detail::matmul_q6k_rows(w, static_cast<const Q6KPackedAct*>(x), n_tokens, y, y_stride,
                                    row_begin, row_end);
   } else if (w.type() == GgmlType::kF16) {
     packed_detail::matmul_f16_rows(w, static_cast<const float*>(x), n_tokens, y, y_stride, row_begin, row_end);
   } else if (w.type() == GgmlType::kQ4_0) {
     matmul_q8_rows<Q40Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  } else if (w.type() == GgmlType::kQ5_0) {
+    matmul_q8_rows<Q50Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  } else if (w.type() == GgmlType::kQ4_1) {
+    matmul_q8_rows<Q41Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  } else if (w.type() == GgmlType::kQ5_1) {
+    matmul_q8_rows<Q51Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   } else {
     matmul_q8_rows<Q8Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   }

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
 // GEMV (decode), and F16 ones for the f32 FMA kernels: rows interleaved 16 to
 // a vector, so that one
 // vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
@@ -34,6 +34,19 @@
 //   acc    = fma(float(isum_b), d_w[r][b] * d_x[t][b], acc)  in block order
 // (llama.cpp's Q4_0 x Q8_0 dot product forms the same integer sums).
 //
+// Q4_1, Q5_1 (w = d q + m, q in 0..15 or 0..31): Q4_0's and Q5_0's layouts,
+// with the mins m (nb x 16 f16) after the scales. Arithmetic, with
+// isum_b = sum_{i<32} q[r][32b+i] * q_x[t][32b+i] and S_x = d_x *
+// sum_i q_x[t][32b+i] (exact in f32: 11 + 12 significant bits):
+//   acc = fma(float(isum_b), d_w * d_x, acc); acc = fma(m_w, S_x, acc)
+// per block in order. (llama.cpp's Q8_1 blocks round S_x to f16 first.)
+//
+// Q5_0 layout: Q4_0's 4 nibble chunks, then one 64-byte vector of fifth
+// bits (320 bytes a block): its byte 4r + k holds, in bit j, bit 4j + k of
+// row r's qh (the fifth bit of value 4j + k; j = 0..7), then the scales.
+// q = nibble | fifth bit << 4 in 0..31, w = q - 16. Padding rows: q = 16,
+// scale 0. Arithmetic: Q4_0's with w = q - 16 (llama.cpp's Q5_0 x Q8_0).
+//
 // Q4_K layout, per group and super-block of 256 values (2368 bytes):
 //   quants: 8 sub-blocks x 4 vectors of 64 bytes; vector c of sub-block i
 //           holds at byte 4r + k, low nibble: q[r][32i + 4c + k], high
@@ -55,6 +68,27 @@
 // of sub-block i (Q8_K's bsums):
 //   S   = sum_i sc_i * (sum_{j<16} q_j x_q,j - 32 xs_i)   (exact int32)
 //   acc = fma(float(S), d * d_x, acc)  per super-block in order, from 0.
+//
+// Q3_K layout, per group and super-block (1856 bytes, 1824 used): the
+// low 2 bits of q = w + 4 (0..7) in 16 vectors as Q6_K's high-bit planes
+// (vector (i2, half) holds, at byte 4r + k, in bits 2c, 2c+1: the low bits
+// of q[r][32 i2 + 16 half + 4c + k]), 1024 bytes; their high bits in 8
+// vectors (vector i2 holds in bit 4 half + c of byte 4r + k the high bit of
+// that value), 512 bytes; sc[i][r] = the 6-bit scale - 32 (int8, 16 x 16);
+// d[r] (f16). Arithmetic: Q6_K's with offset 4 (llama.cpp's Q3_K x Q8_K
+// forms the same integer sums):
+//   S   = sum_i sc_i * (sum_{j<16} q_j x_q,j - 4 xs_i)    (exact int32)
+//   acc = fma(float(S), d * d_x, acc)  per super-block in order, from 0.
+//
+// Q2_K layout, per group and super-block (1600 bytes): q (0..3) in 16
+// two-bit planes as Q3_K's low bits (1024 bytes), sc[i][r] and m[i][r]
+// (the 4-bit scale and min, u8, 16 x 16 each), d[r], dmin[r] (f16).
+// Arithmetic (llama.cpp's Q2_K x Q8_K forms the same integer sums), with
+// xs_i the sum of x_q over sub-block i (Q8_K's bsums):
+//   S  = sum_i sc_i * sum_{j<16} q_j x_q,j          (exact int32)
+//   Mn = sum_i m_i * -xs_i                           (exact int32)
+//   acc = fma(float(S), d * d_x, acc); acc = fma(float(Mn), dmin * d_x, acc)
+// per super-block in order, from acc = 0.
 //
 // F16 layout (AVX-512 and AVX2 builds), per group: K vectors of 16 f16 values (32
 // bytes), vector k holding w[r][k] of the group's 16 rows at word r (padding
@@ -91,23 +125,31 @@ class ThreadPool;
 // True when this build has the packed kernels (AVX-512 with VNNI, or AVX2).
 bool q8_packed_supported();
 
-// One token's Q8_0 block as the packed Q8_0 and Q4_0 kernels read it: the 32
-// quants, the int32 -offset * sum(qs) that turns the sum of the stored u8
-// weights (w + offset) back into w * x, and d as f32. 40 bytes.
+// One token's Q8_0 block as the packed Q8_0, Q4_0 .. Q5_1 kernels read it:
+// the 32 quants; for weights stored as u8 w + offset (Q8_0: 128, Q4_0: 8,
+// Q5_0: 16), neg_c = -offset * sum(qs), which turns the sum of those back
+// into w * x; for Q4_1 and Q5_1 (w = d q + m), s = d * sum(qs) (exact in
+// f32) for the min term; d as f32. 40 bytes.
 struct Q8PackedAct {
   int8_t qs[32];
-  int32_t neg_c;
+  union {
+    int32_t neg_c;
+    float s;
+  };
   float d;
 };
 static_assert(sizeof(Q8PackedAct) == 40);
 
-// xq: [n_tokens][k / 32] Q8_0 blocks -> out: [n_tokens][k / 32].
-// weight_offset: what the packed weights add to w, 128 for Q8_0 and 8 for Q4_0
-// (packed_weight_offset).
+// The packed types read with Q8PackedAct: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1.
+inline bool packed_q8_act_type(GgmlType t) {
+  return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ5_0 || t == GgmlType::kQ4_1 ||
+         t == GgmlType::kQ5_1;
+}
+
+// xq: [n_tokens][k / 32] Q8_0 blocks -> out: [n_tokens][k / 32], for weights
+// of weight_type (a packed_q8_act_type).
 void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out,
-                           int32_t weight_offset = 128);
-// The offset of a packed type read with Q8PackedAct: 8 for Q4_0, else 128.
-inline int32_t packed_weight_offset(GgmlType t) { return t == GgmlType::kQ4_0 ? 8 : 128; }
+                           GgmlType weight_type = GgmlType::kQ8_0);
 
 struct BlockQ8K;
 
@@ -124,16 +166,20 @@ static_assert(sizeof(Q4KPackedAct) == 288);
 // xq: [n_tokens][k / 256] -> out: [n_tokens][k / 256].
 void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAct* out);
 
-// One token's Q8_K super-block for the packed Q6_K kernel: the quants, -32
-// times each 16-value sum, d.
+// One token's Q8_K super-block for the packed Q6_K, Q3_K and Q2_K kernels:
+// the quants, -offset times each 16-value sum (offset: what the packed quants
+// add to w, 32 for Q6_K, 4 for Q3_K; 1 for Q2_K's mins), d.
 struct Q6KPackedAct {
   int8_t qs[256];
-  int32_t neg_32xs[16];
+  int32_t neg_oxs[16];
   float d;
   int32_t pad[3];
 };
 static_assert(sizeof(Q6KPackedAct) == 336);
-void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);
+void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);  // offset 32
+void prepare_q3k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);  // offset 4
+// Q2_K: offset 1, so that neg_oxs holds -xs_i for its mins.
+void prepare_q2k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);
 
 // True for the types PackedMatrix::pack accepts on this build.
 bool packed_type_supported(GgmlType t);
@@ -144,12 +190,15 @@ class PackedMatrix {
   static constexpr size_t kChunkBytes = 64;
   static constexpr size_t kBlockQuantBytes = 8 * kChunkBytes;  // Q8_0: 32 values x 16 rows
   static constexpr size_t kQ40BlockQuantBytes = 4 * kChunkBytes;  // Q4_0: 32 values x 16 rows
+  static constexpr size_t kQ50BlockQuantBytes = 5 * kChunkBytes;  // Q5_0: the same and fifth bits
   static constexpr size_t kQ4KBlockBytes = 2368;                // Q4_K: 256 values x 16 rows
   static constexpr size_t kQ6KBlockBytes = 3392;                // Q6_K: 256 values x 16 rows
+  static constexpr size_t kQ3KBlockBytes = 1856;                // Q3_K: 256 values x 16 rows
+  static constexpr size_t kQ2KBlockBytes = 1600;                // Q2_K: 256 values x 16 rows
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0, Q4_0, Q4_K, Q6_K or F16 matrix (w.ne[0] = K, a
+  // Repacks a Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).
@@ -158,20 +207,27 @@ class PackedMatrix {
   GgmlType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int k() const { return k_; }
-  // Blocks per row: of 32 values (Q8_0, Q4_0), 256 (Q4_K, Q6_K) or 1 (F16).
+  // Blocks per row: of 32 values (Q8_0, Q4_0 .. Q5_1), 256 (Q2_K .. Q6_K) or 1 (F16).
   int n_blocks() const {
     if (type_ == GgmlType::kF16) return k_;
-    return k_ / (type_ == GgmlType::kQ8_0 || type_ == GgmlType::kQ4_0 ? kQ8_0BlockSize : 256);
+    return k_ / (packed_q8_act_type(type_) ? kQ8_0BlockSize : 256);
   }
-  // Quant bytes of one block of a group (Q8_0 and Q4_0; the scales follow
+  // Quant bytes of one block of a group (Q8_0, Q4_0, Q5_0; the scales follow
   // n_blocks() of them).
   size_t block_quant_bytes() const {
-    return type_ == GgmlType::kQ4_0 ? kQ40BlockQuantBytes : kBlockQuantBytes;
+    if (type_ == GgmlType::kQ4_0 || type_ == GgmlType::kQ4_1) return kQ40BlockQuantBytes;
+    if (type_ == GgmlType::kQ5_0 || type_ == GgmlType::kQ5_1) return kQ50BlockQuantBytes;
+    return kBlockQuantBytes;
+  }
+  // Their scales' bytes per block (and mins': Q4_1, Q5_1).
+  size_t block_scale_bytes() const {
+    const bool mins = type_ == GgmlType::kQ4_1 || type_ == GgmlType::kQ5_1;
+    return (mins ? 2 : 1) * kGroupRows * sizeof(uint16_t);
   }
   int64_t n_groups() const { return (rows_ + kGroupRows - 1) / kGroupRows; }
   size_t group_stride() const { return group_stride_; }
   size_t bytes() const { return size_t(n_groups()) * group_stride_; }
-  // Group g's bytes (Q8_0, Q4_0: quants, then scales at n_blocks() *
+  // Group g's bytes (Q8_0, Q4_0 .. Q5_1: quants, then scales at n_blocks() *
   // block_quant_bytes();
   // Q4_K: kQ4KBlockBytes per super-block).
   const uint8_t* group(int64_t g) const { return data_.get() + size_t(g) * group_stride_; }
@@ -189,9 +245,9 @@ class PackedMatrix {
 
 // y[t][r] for r in [row_begin, row_end), t in [0, n_tokens); row_begin a
 // multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
-// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0, Q4_0 with
-// its offset),
-// Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K), or the f32 rows themselves
+// prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0, Q4_0 ..
+// Q5_1 with their offsets),
+// Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K, Q3_K, Q2_K with their offsets), or the f32 rows themselves
 // ([n_tokens][K], F16). y: [n_tokens][y_stride].
 void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
                         int64_t row_begin, int64_t row_end);
@@ -224,6 +280,10 @@ void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end);
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end);
+void pack_q3k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end);
+void pack_q2k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end);
 void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end);
 void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
@@ -232,9 +292,10 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
 void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
 void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
                      int64_t row_begin, int64_t row_end);
-// matmul_packed_avx2.cpp: the AVX2 tiles of the four types.
+// matmul_packed_avx2.cpp: the AVX2 tiles of the five types.
 void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                          int64_t row_begin, int64_t row_end);
+// Q4_0, Q5_0, Q4_1, Q5_1.
 void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                            int64_t row_begin, int64_t row_end);
 void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,

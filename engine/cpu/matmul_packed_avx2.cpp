@@ -1,4 +1,4 @@
-// The packed Q8_0, Q4_0, Q4_K and Q6_K tiles for CPUs with AVX2, FMA and F16C but
+// The packed Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q4_K and Q6_K tiles for CPUs with AVX2, FMA and F16C but
 // no AVX-512 VNNI (AMD Zen 2 / Zen 3, Intel Haswell .. Alder Lake builds).
 // Same layouts as matmul_packed.h, read as two 32-byte halves per 64-byte
 // vector: half 0 holds rows 0-7 of a group, half 1 rows 8-15. Same
@@ -167,16 +167,19 @@ constexpr int kQ8T = 3, kQ8H = 4;
 constexpr HalfTileFn<Q8PackedAct> kQ8Tiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
 
-// ---- Q4_0 ----------------------------------------------------------------
+// ---- Q4_0, Q5_0, Q4_1, Q5_1 ----------------------------------------------
 //
-// Quants q = w + 8 in 0..15 (u8) times x (int8, |x| <= 127): a vpmaddubsw
-// pair is at most 2 * 15 * 127 = 3810, so the low and high nibbles' pairs
-// add in int16 (7620) before vpmaddwd; the block's int32 sum starts from
-// -8 * sum(x) (Q8PackedAct::neg_c), which makes it sum (q - 8) * x exactly.
-template <int T, int H>
+// Quants q = w + 8 in 0..15 (Q4_0) or q = w + 16 in 0..31 (Q5_0: the fifth
+// bits, bit j of each byte of the block's last vector, moved to bit 4), u8,
+// times x (int8, |x| <= 127): a vpmaddubsw pair is at most 2 * 31 * 127 =
+// 7874, so the pairs of values 4j.. and 16 + 4j.. add in int16 (15748)
+// before vpmaddwd; the block's int32 sum starts from -offset * sum(x)
+// (Q8PackedAct::neg_c), which makes it sum w * x exactly. With kMins (Q4_1,
+// Q5_1: w = d q + m) it starts from 0 and m * Q8PackedAct::s is added after.
+template <int T, int H, bool kQ5, bool kMins>
 void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
                int y_stride, int rows) {
-  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  constexpr size_t kQB = kQ5 ? PackedMatrix::kQ50BlockQuantBytes : PackedMatrix::kQ40BlockQuantBytes;
   const uint8_t* q[H];
   const uint8_t* s[H];
   for (int h = 0; h < H; ++h) {
@@ -195,12 +198,12 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
       for (int h = 0; h < H; ++h) {
         if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
         const char* pf = reinterpret_cast<const char*>(q[h] + off + kQ8PrefetchBlocks * PackedMatrix::kBlockQuantBytes);
-        for (int l = 0; l < 4; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+        for (size_t l = 0; l < kQB / 64; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
     }
     __m256i is[T][H];
     for (int t = 0; t < T; ++t) {
-      const __m256i c = _mm256_set1_epi32(x[size_t(t) * nb + b].neg_c);
+      const __m256i c = kMins ? _mm256_setzero_si256() : _mm256_set1_epi32(x[size_t(t) * nb + b].neg_c);
       for (int h = 0; h < H; ++h) is[t][h] = c;
     }
     for (int j = 0; j < 4; ++j) {
@@ -209,6 +212,13 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
         const __m256i v = load32(q[h] + off + size_t(j) * PackedMatrix::kChunkBytes);
         lo[h] = _mm256_and_si256(v, m4);
         hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if constexpr (kQ5) {  // bits j and j + 4 of each byte to bit 4 (shifts within 16-bit lanes)
+          const __m256i fifth = load32(q[h] + off + PackedMatrix::kQ40BlockQuantBytes);
+          const __m256i b4 = _mm256_set1_epi8(0x10);
+          lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(_mm256_slli_epi16(fifth, 4 - j), b4));
+          hi[h] = _mm256_or_si256(hi[h], j == 0 ? _mm256_and_si256(fifth, b4)
+                                                : _mm256_and_si256(_mm256_srli_epi16(fifth, j), b4));
+        }
       }
       for (int t = 0; t < T; ++t) {
         const __m256i xl = bcast4(x[size_t(t) * nb + b].qs + 4 * j);
@@ -226,13 +236,25 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
       for (int h = 0; h < H; ++h)
         acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
     }
+    if constexpr (kMins) {
+      __m256 mw[H];
+      for (int h = 0; h < H; ++h) mw[h] = load_f16x8(s[h] + size_t(nb + b) * 32);
+      for (int t = 0; t < T; ++t) {
+        const __m256 sx = _mm256_set1_ps(x[size_t(t) * nb + b].s);
+        for (int h = 0; h < H; ++h) acc[t][h] = _mm256_fmadd_ps(mw[h], sx, acc[t][h]);
+      }
+    }
   }
   store_tile(acc, y, y_stride, rows);
 }
 
-#define LARDER_H4(T) {&q4_0_tile<T, 1>, &q4_0_tile<T, 2>, &q4_0_tile<T, 3>, &q4_0_tile<T, 4>}
-constexpr HalfTileFn<Q8PackedAct> kQ40Tiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
+template <bool kQ5, bool kMins>
+struct Q32Tiles {
+#define LARDER_H4(T) {&q4_0_tile<T, 1, kQ5, kMins>, &q4_0_tile<T, 2, kQ5, kMins>, &q4_0_tile<T, 3, kQ5, kMins>, \
+                      &q4_0_tile<T, 4, kQ5, kMins>}
+  static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
+};
 
 // ---- Q4_K ----------------------------------------------------------------
 //
@@ -315,6 +337,23 @@ constexpr HalfTileFn<Q4KPackedAct> kQ4KTiles[kQ4KT][kQ4KH] = {{&q4k_tile<1, 1>, 
 // sc * (-32 xs) is added once per sub-block: S is the same integer as the
 // AVX-512 tile's.
 constexpr size_t kQ6KHiOff = 2048, kQ6KScOff = 3072, kQ6KDOff = 3328;
+// Q3_K (q = w + 4 in 0..7, pairs at most 2 * 7 * 128) runs on the same tile
+// with its own planes: the two low bits as Q6_K's high-bit planes at 0, the
+// high bits at kQ3KHbOff, scales - 32 at kQ3KScOff, d at kQ3KDOff.
+constexpr size_t kQ3KHbOff = 1024, kQ3KScOff = 1536, kQ3KDOff = 1792;
+// Q2_K (q in 0..3, scales and mins u8 in 0..15): the two-bit planes at 0,
+// then scales, mins, d, dmin; the mins' sum is a second integer, Mn.
+constexpr size_t kQ2KScOff = 1024, kQ2KMinOff = 1280, kQ2KDOff = 1536, kQ2KDminOff = 1568;
+// The three formats of q6k_tile.
+constexpr int kQ6K = 0, kQ3K = 1, kQ2K = 2;
+
+// Bit n of every byte moved to bit 2 (the rest is masked).
+template <int N>
+inline __m256i bit_to_2(__m256i h) {
+  if constexpr (N < 2) return _mm256_slli_epi32(h, 2 - N);
+  if constexpr (N == 2) return h;
+  return _mm256_srli_epi32(h, N - 2);
+}
 
 // Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (the rest is masked).
 template <int C>
@@ -325,15 +364,29 @@ inline __m256i hi_bits(__m256i h) {
   return _mm256_srli_epi32(h, 2);
 }
 
-template <int T, int H, int C>
+// Q6_K: h0, h1 the high-bit planes of sub-blocks 2 i2 and 2 i2 + 1; Q3_K,
+// Q2_K: their low-bit planes, and (Q3_K) hb the high bits.
+template <int T, int H, int C, int kKind>
 inline void q6k_chunk(const uint8_t* b, int i2, int half0, const __m256i (&h0)[H], const __m256i (&h1)[H],
-                      const Q6KPackedAct* x, int nb, int s, __m256i (&A)[T][H], __m256i (&B)[T][H]) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+                      const __m256i (&hb)[H], const Q6KPackedAct* x, int nb, int s, __m256i (&A)[T][H],
+                      __m256i (&B)[T][H]) {
   __m256i qa[H], qb[H];
   for (int h = 0; h < H; ++h) {
-    const __m256i v = load32(b + i2 * 256 + C * 64 + 32 * (half0 + h));
-    qa[h] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hi_bits<C>(h0[h]), m30));
-    qb[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hi_bits<C>(h1[h]), m30));
+    if constexpr (kKind == kQ2K) {
+      const __m256i m3 = _mm256_set1_epi8(0x03);
+      qa[h] = _mm256_and_si256(_mm256_srli_epi32(h0[h], 2 * C), m3);
+      qb[h] = _mm256_and_si256(_mm256_srli_epi32(h1[h], 2 * C), m3);
+    } else if constexpr (kKind == kQ3K) {
+      const __m256i m3 = _mm256_set1_epi8(0x03), m4 = _mm256_set1_epi8(0x04);
+      qa[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h0[h], 2 * C), m3), _mm256_and_si256(bit_to_2<C>(hb[h]), m4));
+      qb[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(h1[h], 2 * C), m3),
+                              _mm256_and_si256(bit_to_2<4 + C>(hb[h]), m4));
+    } else {
+      const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+      const __m256i v = load32(b + i2 * 256 + C * 64 + 32 * (half0 + h));
+      qa[h] = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(hi_bits<C>(h0[h]), m30));
+      qb[h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(hi_bits<C>(h1[h]), m30));
+    }
   }
   for (int t = 0; t < T; ++t) {
     const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i2 + 4 * C;
@@ -345,30 +398,43 @@ inline void q6k_chunk(const uint8_t* b, int i2, int half0, const __m256i (&h0)[H
   }
 }
 
-template <int T, int H>
+template <int T, int H, int kKind>
 void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KPackedAct* x, int nb, float* y,
               int y_stride, int rows) {
   static_assert(H <= 2, "a K-quant tile stays within one group");
+  constexpr size_t kBlockBytes = kKind == kQ2K   ? PackedMatrix::kQ2KBlockBytes
+                                 : kKind == kQ3K ? PackedMatrix::kQ3KBlockBytes
+                                                 : PackedMatrix::kQ6KBlockBytes;
+  constexpr size_t kPlanes = kKind == kQ6K ? kQ6KHiOff : 0;
+  constexpr size_t kScOff = kKind == kQ2K ? kQ2KScOff : kKind == kQ3K ? kQ3KScOff : kQ6KScOff;
+  constexpr size_t kDOff = kKind == kQ2K ? kQ2KDOff : kKind == kQ3K ? kQ3KDOff : kQ6KDOff;
+  constexpr int kLines = kKind == kQ6K ? 7 : 4;  // per step of 8
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
   for (int s = 0; s < nb; ++s) {
-    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ6KBlockBytes;
-    __m256i S[T][H];
+    const uint8_t* b = grp + size_t(s) * kBlockBytes;
+    __m256i S[T][H], Mn[T][H];  // Mn: Q2_K's sum of m_i * -xs_i
     for (int t = 0; t < T; ++t)
-      for (int h = 0; h < H; ++h) S[t][h] = _mm256_setzero_si256();
+      for (int h = 0; h < H; ++h) S[t][h] = Mn[t][h] = _mm256_setzero_si256();
     for (int i2 = 0; i2 < 8; ++i2) {
-      if constexpr (T <= 2) {  // decode: the next super-block, 7 lines per step
-        const char* pf = reinterpret_cast<const char*>(b + kKQuantPrefetchBlocks * PackedMatrix::kQ6KBlockBytes + i2 * 448);
-        for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      if constexpr (T <= 2) {  // decode: the next super-block
+        const char* pf = reinterpret_cast<const char*>(b + kKQuantPrefetchBlocks * kBlockBytes + i2 * 64 * kLines);
+        for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
-      __m256i h0[H], h1[H], sa[H], sb[H];
+      __m256i h0[H], h1[H], hb[H], sa[H], sb[H];
       for (int h = 0; h < H; ++h) {
         const int hh = half0 + h;
-        h0[h] = load32(b + kQ6KHiOff + i2 * 128 + 32 * hh);
-        h1[h] = load32(b + kQ6KHiOff + i2 * 128 + 64 + 32 * hh);
-        sa[h] = pair16_s8(b + kQ6KScOff + 2 * i2 * 16 + 8 * hh);
-        sb[h] = pair16_s8(b + kQ6KScOff + (2 * i2 + 1) * 16 + 8 * hh);
+        h0[h] = load32(b + kPlanes + i2 * 128 + 32 * hh);
+        h1[h] = load32(b + kPlanes + i2 * 128 + 64 + 32 * hh);
+        hb[h] = kKind == kQ3K ? load32(b + kQ3KHbOff + i2 * 64 + 32 * hh) : _mm256_setzero_si256();
+        if constexpr (kKind == kQ2K) {
+          sa[h] = pair16_u8(b + kScOff + 2 * i2 * 16 + 8 * hh);
+          sb[h] = pair16_u8(b + kScOff + (2 * i2 + 1) * 16 + 8 * hh);
+        } else {
+          sa[h] = pair16_s8(b + kScOff + 2 * i2 * 16 + 8 * hh);
+          sb[h] = pair16_s8(b + kScOff + (2 * i2 + 1) * 16 + 8 * hh);
+        }
       }
       // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), two vectors at a time in int16.
       __m256i A[T][H], B[T][H];
@@ -382,29 +448,48 @@ void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KP
       };
       for (int t = 0; t < T; ++t)
         for (int h = 0; h < H; ++h) A[t][h] = B[t][h] = _mm256_setzero_si256();
-      q6k_chunk<T, H, 0>(b, i2, half0, h0, h1, x, nb, s, A, B);
-      q6k_chunk<T, H, 1>(b, i2, half0, h0, h1, x, nb, s, A, B);
+      q6k_chunk<T, H, 0, kKind>(b, i2, half0, h0, h1, hb, x, nb, s, A, B);
+      q6k_chunk<T, H, 1, kKind>(b, i2, half0, h0, h1, hb, x, nb, s, A, B);
       fold();
-      q6k_chunk<T, H, 2>(b, i2, half0, h0, h1, x, nb, s, A, B);
-      q6k_chunk<T, H, 3>(b, i2, half0, h0, h1, x, nb, s, A, B);
+      q6k_chunk<T, H, 2, kKind>(b, i2, half0, h0, h1, hb, x, nb, s, A, B);
+      q6k_chunk<T, H, 3, kKind>(b, i2, half0, h0, h1, hb, x, nb, s, A, B);
       fold();
       for (int h = 0; h < H; ++h) {
-        // sc (sign-extended int32 in each lane's low half) times -32 xs.
+        if constexpr (kKind == kQ2K) {  // m (u8, int32 lanes) times -xs into Mn
+          const int hh = half0 + h;
+          const __m256i ma = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + kQ2KMinOff + 2 * i2 * 16 + 8 * hh)));
+          const __m256i mb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + kQ2KMinOff + (2 * i2 + 1) * 16 + 8 * hh)));
+          for (int t = 0; t < T; ++t) {
+            const Q6KPackedAct& a = x[size_t(t) * nb + s];
+            Mn[t][h] = _mm256_add_epi32(Mn[t][h], _mm256_add_epi32(
+                _mm256_mullo_epi32(ma, _mm256_set1_epi32(a.neg_oxs[2 * i2])),
+                _mm256_mullo_epi32(mb, _mm256_set1_epi32(a.neg_oxs[2 * i2 + 1]))));
+          }
+          continue;
+        }
+        // sc (sign-extended int32 in each lane's low half) times -offset xs.
         const __m256i sa32 = _mm256_srai_epi32(_mm256_slli_epi32(sa[h], 16), 16);
         const __m256i sb32 = _mm256_srai_epi32(_mm256_slli_epi32(sb[h], 16), 16);
         for (int t = 0; t < T; ++t) {
           const Q6KPackedAct& a = x[size_t(t) * nb + s];
           S[t][h] = _mm256_add_epi32(S[t][h], _mm256_add_epi32(
-              _mm256_mullo_epi32(sa32, _mm256_set1_epi32(a.neg_32xs[2 * i2])),
-              _mm256_mullo_epi32(sb32, _mm256_set1_epi32(a.neg_32xs[2 * i2 + 1]))));
+              _mm256_mullo_epi32(sa32, _mm256_set1_epi32(a.neg_oxs[2 * i2])),
+              _mm256_mullo_epi32(sb32, _mm256_set1_epi32(a.neg_oxs[2 * i2 + 1]))));
         }
       }
     }
     for (int h = 0; h < H; ++h) {
-      const __m256 dw = load_f16x8(b + kQ6KDOff + 16 * (half0 + h));
+      const __m256 dw = load_f16x8(b + kDOff + 16 * (half0 + h));
       for (int t = 0; t < T; ++t) {
         const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + s].d);
         acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(S[t][h]), _mm256_mul_ps(dw, dx), acc[t][h]);
+      }
+      if constexpr (kKind == kQ2K) {
+        const __m256 dm = load_f16x8(b + kQ2KDminOff + 16 * (half0 + h));
+        for (int t = 0; t < T; ++t) {
+          const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + s].d);
+          acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(Mn[t][h]), _mm256_mul_ps(dm, dx), acc[t][h]);
+        }
       }
     }
   }
@@ -412,8 +497,11 @@ void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KP
 }
 
 constexpr int kQ6KT = 2, kQ6KH = 2;
-constexpr HalfTileFn<Q6KPackedAct> kQ6KTiles[kQ6KT][kQ6KH] = {{&q6k_tile<1, 1>, &q6k_tile<1, 2>},
-                                                               {&q6k_tile<2, 1>, &q6k_tile<2, 2>}};
+template <int kKind>
+struct KTiles {
+  static constexpr HalfTileFn<Q6KPackedAct> kTiles[kQ6KT][kQ6KH] = {
+      {&q6k_tile<1, 1, kKind>, &q6k_tile<1, 2, kKind>}, {&q6k_tile<2, 1, kKind>, &q6k_tile<2, 2, kKind>}};
+};
 
 }  // namespace
 
@@ -431,14 +519,18 @@ void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_toke
 
 void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                            int64_t row_begin, int64_t row_end) {
+  const auto& tiles = w.type() == GgmlType::kQ5_0   ? Q32Tiles<true, false>::kTiles
+                     : w.type() == GgmlType::kQ4_1 ? Q32Tiles<false, true>::kTiles
+                     : w.type() == GgmlType::kQ5_1 ? Q32Tiles<true, true>::kTiles
+                                                   : Q32Tiles<false, false>::kTiles;
   if (n_tokens == 1) {
-    constexpr HalfTileFn<Q8PackedAct> kDecode[1][kQ8H] = {{kQ40Tiles[0][0], kQ40Tiles[0][1], kQ40Tiles[0][2], kQ40Tiles[0][3]}};
-    run_half_tiles(kDecode, w, x, 1, y, y_stride, row_begin, row_end);
+    const HalfTileFn<Q8PackedAct> decode[1][kQ8H] = {{tiles[0][0], tiles[0][1], tiles[0][2], tiles[0][3]}};
+    run_half_tiles(decode, w, x, 1, y, y_stride, row_begin, row_end);
     return;
   }
-  constexpr HalfTileFn<Q8PackedAct> kPrefill[kQ8T][2] = {
-      {kQ40Tiles[0][0], kQ40Tiles[0][1]}, {kQ40Tiles[1][0], kQ40Tiles[1][1]}, {kQ40Tiles[2][0], kQ40Tiles[2][1]}};
-  run_half_tiles(kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  const HalfTileFn<Q8PackedAct> prefill[kQ8T][2] = {
+      {tiles[0][0], tiles[0][1]}, {tiles[1][0], tiles[1][1]}, {tiles[2][0], tiles[2][1]}};
+  run_half_tiles(prefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
 }
 
 void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,
@@ -448,7 +540,10 @@ void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_to
 
 void matmul_q6k_rows_avx2(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y, int y_stride,
                           int64_t row_begin, int64_t row_end) {
-  run_half_tiles(kQ6KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  const auto& tiles = w.type() == GgmlType::kQ3_K   ? KTiles<kQ3K>::kTiles
+                     : w.type() == GgmlType::kQ2_K ? KTiles<kQ2K>::kTiles
+                                                   : KTiles<kQ6K>::kTiles;
+  run_half_tiles(tiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
 }
 
 }  // namespace larder::packed_detail

@@ -1,4 +1,5 @@
-// The packed Q6_K layout and kernels (layout and arithmetic: matmul_packed.h).
+// The packed Q6_K, Q3_K and Q2_K layouts and kernels (layout and arithmetic:
+// matmul_packed.h). Q3_K and Q2_K run on Q6_K's tiles with their own planes.
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -20,6 +21,12 @@ namespace {
 
 constexpr size_t kHiOff = 2048, kScOff = 3072, kDOff = 3328;
 static_assert(kDOff + 32 <= PackedMatrix::kQ6KBlockBytes);
+// Q3_K (matmul_packed.h): two-bit planes at 0, high bits, scales, d.
+constexpr size_t kQ3KHbOff = 1024, kQ3KScOff = 1536, kQ3KDOff = 1792;
+static_assert(kQ3KDOff + 32 <= PackedMatrix::kQ3KBlockBytes);
+// Q2_K: two-bit planes at 0, scales, mins, d, dmin.
+constexpr size_t kQ2KScOff = 1024, kQ2KMinOff = 1280, kQ2KDOff = 1536, kQ2KDminOff = 1568;
+static_assert(kQ2KDminOff + 32 <= PackedMatrix::kQ2KBlockBytes);
 
 // Value v (0..255) of a Q6_K super-block, 0..63 (ggml's layout: per half of
 // 128 values, ql holds the low 4 bits of 4 runs of 32 in two nibble planes,
@@ -31,16 +38,39 @@ inline int q6k_value(const BlockQ6_K& b, int v) {
   return low4 | (((b.qh[32 * n + l] >> (2 * g)) & 3) << 4);
 }
 
-}  // namespace
+// Value v (0..255) of a Q3_K super-block as q = w + 4 in 0..7 (ggml's
+// layout: qs holds the low 2 bits of 4 runs of 32 per half of 128 values,
+// hmask bit 4h + g of byte l the high bit of value 128 h + 32 g + l).
+inline int q3k_value(const BlockQ3_K& b, int v) {
+  const int h = v / 128, g = (v % 128) / 32, l = v % 32;
+  return ((b.qs[32 * h + l] >> (2 * g)) & 3) | (((b.hmask[l] >> (4 * h + g)) & 1) << 2);
+}
 
-void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
+// Value v (0..255) of a Q2_K super-block, 0..3 (qs as Q3_K's).
+inline int q2k_value(const BlockQ2_K& b, int v) {
+  const int h = v / 128, g = (v % 128) / 32, l = v % 32;
+  return (b.qs[32 * h + l] >> (2 * g)) & 3;
+}
+
+void prepare_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out, int32_t offset) {
   const size_t n = size_t(n_tokens) * size_t(k / kQK_K);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
-    for (int s = 0; s < 16; ++s) out[i].neg_32xs[s] = -32 * int32_t(xq[i].bsums[s]);
+    for (int s = 0; s < 16; ++s) out[i].neg_oxs[s] = -offset * int32_t(xq[i].bsums[s]);
     out[i].d = xq[i].d;
     std::memset(out[i].pad, 0, sizeof(out[i].pad));
   }
+}
+}  // namespace
+
+void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
+  prepare_packed_act(xq, n_tokens, k, out, 32);
+}
+void prepare_q3k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
+  prepare_packed_act(xq, n_tokens, k, out, 4);
+}
+void prepare_q2k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
+  prepare_packed_act(xq, n_tokens, k, out, 1);
 }
 
 namespace packed_detail {
@@ -65,6 +95,46 @@ void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
   });
 }
 
+void pack_q3k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end) {
+  pack_kquant_groups<BlockQ3_K>(w, data, group_stride, PackedMatrix::kQ3KBlockBytes, g_begin, g_end,
+                                [](uint8_t* o, int r, const BlockQ3_K& b) {
+    for (int i2 = 0; i2 < 8; ++i2) {
+      for (int half = 0; half < 2; ++half) {
+        for (int c = 0; c < 4; ++c) {
+          for (int k = 0; k < 4; ++k) {
+            const int q = q3k_value(b, 32 * i2 + 16 * half + 4 * c + k);
+            o[i2 * 128 + half * 64 + 4 * r + k] |= uint8_t((q & 3) << (2 * c));
+            o[kQ3KHbOff + i2 * 64 + 4 * r + k] |= uint8_t((q >> 2) << (4 * half + c));
+          }
+        }
+      }
+    }
+    int sc[16];
+    q3k_scales(b.scales, sc);
+    for (int i = 0; i < 16; ++i) o[kQ3KScOff + i * 16 + r] = uint8_t(int8_t(sc[i]));
+    std::memcpy(o + kQ3KDOff + 2 * r, &b.d, 2);
+  });
+}
+
+void pack_q2k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end) {
+  pack_kquant_groups<BlockQ2_K>(w, data, group_stride, PackedMatrix::kQ2KBlockBytes, g_begin, g_end,
+                                [](uint8_t* o, int r, const BlockQ2_K& b) {
+    for (int i2 = 0; i2 < 8; ++i2)
+      for (int half = 0; half < 2; ++half)
+        for (int c = 0; c < 4; ++c)
+          for (int k = 0; k < 4; ++k)
+            o[i2 * 128 + half * 64 + 4 * r + k] |= uint8_t(q2k_value(b, 32 * i2 + 16 * half + 4 * c + k) << (2 * c));
+    for (int i = 0; i < 16; ++i) {
+      o[kQ2KScOff + i * 16 + r] = uint8_t(b.scales[i] & 15);
+      o[kQ2KMinOff + i * 16 + r] = uint8_t(b.scales[i] >> 4);
+    }
+    std::memcpy(o + kQ2KDOff + 2 * r, &b.d, 2);
+    std::memcpy(o + kQ2KDminOff + 2 * r, &b.dmin, 2);
+  });
+}
+
 #ifdef LARDER_Q6K_PACKED
 namespace {
 
@@ -83,14 +153,87 @@ inline __m512i hi_bits(__m512i h) {
   return _mm512_srli_epi32(h, 2);
 }
 
-template <int T, int C>
-inline void chunk(const uint8_t* b, int i2, __m512i h0, __m512i h1, const Q6KPackedAct* x, int nb, int s,
+// The two formats of the tile below. For step i2 (sub-blocks 2 i2 and
+// 2 i2 + 1), Planes loads what chunk C of both needs besides their own
+// vector, and quants<C> gives the u8 quants (w + offset) of values
+// 32 i2 + 4C + k (qa) and 32 i2 + 16 + 4C + k (qb) at byte 4r + k.
+struct Q6KFormat {
+  static constexpr size_t kBlockBytes = PackedMatrix::kQ6KBlockBytes;
+  static constexpr size_t kScOff = 3072, kDOff = 3328;
+  static constexpr bool kMins = false;  // the offset starts each sub-block's sum
+  static __m512i scales(const uint8_t* p) {  // int8
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static constexpr int kLinesPerStep = 7;  // of a super-block's 53, 8 steps
+  struct Planes {
+    __m512i h0, h1;
+    Planes(const uint8_t* b, int i2)
+        : h0(_mm512_load_si512(b + kHiOff + i2 * 128)), h1(_mm512_load_si512(b + kHiOff + i2 * 128 + 64)) {}
+  };
+  template <int C>
+  static void quants(const uint8_t* b, int i2, const Planes& p, __m512i* qa, __m512i* qb) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i v = _mm512_load_si512(b + i2 * 256 + C * 64);
+    // A | (B & C): 0xF8
+    *qa = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hi_bits<C>(p.h0), m30, 0xF8);
+    *qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hi_bits<C>(p.h1), m30, 0xF8);
+  }
+};
+
+// Bit n of every byte moved to bit 2 (the rest is masked).
+template <int N>
+inline __m512i bit_to_2(__m512i h) {
+  if constexpr (N < 2) return _mm512_slli_epi32(h, 2 - N);
+  if constexpr (N == 2) return h;
+  return _mm512_srli_epi32(h, N - 2);
+}
+
+struct Q3KFormat {  // q = w + 4 in 0..7: two low bits and the high bit (matmul_packed.h)
+  static constexpr size_t kBlockBytes = PackedMatrix::kQ3KBlockBytes;
+  static constexpr size_t kScOff = kQ3KScOff, kDOff = kQ3KDOff;
+  static constexpr bool kMins = false;
+  static __m512i scales(const uint8_t* p) { return Q6KFormat::scales(p); }
+  static constexpr int kLinesPerStep = 4;  // of 29
+  struct Planes {
+    __m512i l0, l1, hb;
+    Planes(const uint8_t* b, int i2)
+        : l0(_mm512_load_si512(b + i2 * 128)), l1(_mm512_load_si512(b + i2 * 128 + 64)),
+          hb(_mm512_load_si512(b + kQ3KHbOff + i2 * 64)) {}
+  };
+  template <int C>
+  static void quants(const uint8_t*, int, const Planes& p, __m512i* qa, __m512i* qb) {
+    const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04);
+    *qa = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(p.l0, 2 * C), m3), bit_to_2<C>(p.hb), m4, 0xF8);
+    *qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(p.l1, 2 * C), m3), bit_to_2<4 + C>(p.hb), m4,
+                                    0xF8);
+  }
+};
+
+struct Q2KFormat {  // q in 0..3 (matmul_packed.h); the mins are a second sum
+  static constexpr size_t kBlockBytes = PackedMatrix::kQ2KBlockBytes;
+  static constexpr size_t kScOff = kQ2KScOff, kMinOff = kQ2KMinOff, kDOff = kQ2KDOff, kDminOff = kQ2KDminOff;
+  static constexpr int kLinesPerStep = 4;  // of 25
+  static constexpr bool kMins = true;
+  static __m512i scales(const uint8_t* p) {  // u8
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  struct Planes {
+    __m512i l0, l1;
+    Planes(const uint8_t* b, int i2) : l0(_mm512_load_si512(b + i2 * 128)), l1(_mm512_load_si512(b + i2 * 128 + 64)) {}
+  };
+  template <int C>
+  static void quants(const uint8_t*, int, const Planes& p, __m512i* qa, __m512i* qb) {
+    const __m512i m3 = _mm512_set1_epi8(0x03);
+    *qa = _mm512_and_si512(_mm512_srli_epi32(p.l0, 2 * C), m3);
+    *qb = _mm512_and_si512(_mm512_srli_epi32(p.l1, 2 * C), m3);
+  }
+};
+
+template <class F, int T, int C>
+inline void chunk(const uint8_t* b, int i2, const typename F::Planes& p, const Q6KPackedAct* x, int nb, int s,
                   __m512i (&A)[T], __m512i (&B)[T]) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-  const __m512i v = _mm512_load_si512(b + i2 * 256 + C * 64);
-  // A | (B & C): 0xF8
-  const __m512i qa = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hi_bits<C>(h0), m30, 0xF8);
-  const __m512i qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hi_bits<C>(h1), m30, 0xF8);
+  __m512i qa, qb;
+  F::template quants<C>(b, i2, p, &qa, &qb);
   for (int t = 0; t < T; ++t) {
     const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i2 + 4 * C;
     A[t] = _mm512_dpbusd_epi32(A[t], qa, bcast4(q));
@@ -99,10 +242,10 @@ inline void chunk(const uint8_t* b, int i2, __m512i h0, __m512i h1, const Q6KPac
 }
 
 // T tokens x G groups of 16 rows (group g at grp + g * group_stride) over all
-// nb super-blocks; y: token 0, the first group's first row; the last group
-// writes last_rows rows. Several groups in flight are for decode: more
-// independent streams of weights.
-template <int T, int G>
+// nb super-blocks of format F; y: token 0, the first group's first row; the
+// last group writes last_rows rows. Several groups in flight are for decode:
+// more independent streams of weights.
+template <class F, int T, int G>
 void tile_q6k_groups(const uint8_t* grp, size_t group_stride, const Q6KPackedAct* x, int nb, float* y,
                      int y_stride, int last_rows) {
   __m512 acc[G][T];
@@ -110,42 +253,63 @@ void tile_q6k_groups(const uint8_t* grp, size_t group_stride, const Q6KPackedAct
     for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   for (int s = 0; s < nb; ++s) {
     const uint8_t* bg[G];
-    for (int g = 0; g < G; ++g) bg[g] = grp + size_t(g) * group_stride + size_t(s) * PackedMatrix::kQ6KBlockBytes;
-    __m512i S[G][T];
+    for (int g = 0; g < G; ++g) bg[g] = grp + size_t(g) * group_stride + size_t(s) * F::kBlockBytes;
+    __m512i S[G][T], Mn[G][T];  // Mn: Q2_K's sum of m_i * -xs_i
     for (int g = 0; g < G; ++g)
-      for (int t = 0; t < T; ++t) S[g][t] = _mm512_setzero_si512();
+      for (int t = 0; t < T; ++t) S[g][t] = Mn[g][t] = _mm512_setzero_si512();
     for (int i2 = 0; i2 < 8; ++i2) {
-      if constexpr (T <= 4) {  // decode, verification: kSuperBlocksAhead ahead, 7 lines per step
+      if constexpr (T <= 4) {  // decode, verification: kSuperBlocksAhead ahead
         for (int g = 0; g < G; ++g) {
-          const char* pf = reinterpret_cast<const char*>(bg[g] + kSuperBlocksAhead * PackedMatrix::kQ6KBlockBytes + i2 * 448);
-          for (int l = 0; l < 7; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+          const char* pf = reinterpret_cast<const char*>(bg[g] + kSuperBlocksAhead * F::kBlockBytes +
+                                                         i2 * 64 * F::kLinesPerStep);
+          for (int l = 0; l < F::kLinesPerStep; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
         }
       }
       for (int g = 0; g < G; ++g) {
         const uint8_t* b = bg[g];
-        // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), from -32 * their activation sums.
+        // Sub-blocks 2 i2 (A) and 2 i2 + 1 (B), from -offset * their
+        // activation sums (Q2_K: from 0; -xs goes to Mn with the mins).
         __m512i A[T], B[T];
         for (int t = 0; t < T; ++t) {
-          A[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2]);
-          B[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_32xs[2 * i2 + 1]);
+          if constexpr (F::kMins) {
+            A[t] = B[t] = _mm512_setzero_si512();
+          } else {
+            A[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_oxs[2 * i2]);
+            B[t] = _mm512_set1_epi32(x[size_t(t) * nb + s].neg_oxs[2 * i2 + 1]);
+          }
         }
-        const __m512i h0 = _mm512_load_si512(b + kHiOff + i2 * 128);
-        const __m512i h1 = _mm512_load_si512(b + kHiOff + i2 * 128 + 64);
-        chunk<T, 0>(b, i2, h0, h1, x, nb, s, A, B);
-        chunk<T, 1>(b, i2, h0, h1, x, nb, s, A, B);
-        chunk<T, 2>(b, i2, h0, h1, x, nb, s, A, B);
-        chunk<T, 3>(b, i2, h0, h1, x, nb, s, A, B);
-        const __m512i sa = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + 2 * i2 * 16)));
-        const __m512i sb = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + (2 * i2 + 1) * 16)));
+        const typename F::Planes p(b, i2);
+        chunk<F, T, 0>(b, i2, p, x, nb, s, A, B);
+        chunk<F, T, 1>(b, i2, p, x, nb, s, A, B);
+        chunk<F, T, 2>(b, i2, p, x, nb, s, A, B);
+        chunk<F, T, 3>(b, i2, p, x, nb, s, A, B);
+        const __m512i sa = F::scales(b + F::kScOff + 2 * i2 * 16);
+        const __m512i sb = F::scales(b + F::kScOff + (2 * i2 + 1) * 16);
         for (int t = 0; t < T; ++t)
           S[g][t] = _mm512_add_epi32(S[g][t], _mm512_add_epi32(_mm512_mullo_epi32(A[t], sa), _mm512_mullo_epi32(B[t], sb)));
+        if constexpr (F::kMins) {
+          const __m512i ma = F::scales(b + F::kMinOff + 2 * i2 * 16);
+          const __m512i mb = F::scales(b + F::kMinOff + (2 * i2 + 1) * 16);
+          for (int t = 0; t < T; ++t) {
+            const Q6KPackedAct& a = x[size_t(t) * nb + s];
+            Mn[g][t] = _mm512_add_epi32(Mn[g][t], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(a.neg_oxs[2 * i2]), ma),
+                                                                   _mm512_mullo_epi32(_mm512_set1_epi32(a.neg_oxs[2 * i2 + 1]), mb)));
+          }
+        }
       }
     }
     for (int g = 0; g < G; ++g) {
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg[g] + kDOff)));
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg[g] + F::kDOff)));
       for (int t = 0; t < T; ++t) {
         const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + s].d);
         acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(S[g][t]), _mm512_mul_ps(dw, dx), acc[g][t]);
+      }
+      if constexpr (F::kMins) {
+        const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg[g] + F::kDminOff)));
+        for (int t = 0; t < T; ++t) {
+          const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + s].d);
+          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(Mn[g][t]), _mm512_mul_ps(dm, dx), acc[g][t]);
+        }
       }
     }
   }
@@ -156,16 +320,20 @@ void tile_q6k_groups(const uint8_t* grp, size_t group_stride, const Q6KPackedAct
 }
 
 // T tokens x one group of 16 rows (run_group_tiles' tiles).
-template <int T>
+template <class F, int T>
 void tile_q6k(const uint8_t* grp, const Q6KPackedAct* x, int nb, float* y, int y_stride, int last_rows) {
-  tile_q6k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
+  tile_q6k_groups<F, T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
 }
 
 constexpr int kGDecode = 4;  // decode tiles: groups in flight, at most (kquant_decode_groups)
-constexpr DecodeGroupsFn<Q6KPackedAct> kDecodeTiles[kGDecode] = {&tile_q6k_groups<1, 1>, &tile_q6k_groups<1, 2>,
-                                                                   &tile_q6k_groups<1, 3>, &tile_q6k_groups<1, 4>};
-constexpr int kT = 4;  // 4 T + 9 zmm live
-constexpr GroupTileFn<Q6KPackedAct> kTiles[kT] = {&tile_q6k<1>, &tile_q6k<2>, &tile_q6k<3>, &tile_q6k<4>};
+constexpr int kT = 4;        // 4 T + 9 zmm live
+template <class F>
+struct Tiles {
+  static constexpr DecodeGroupsFn<Q6KPackedAct> kDecode[kGDecode] = {
+      &tile_q6k_groups<F, 1, 1>, &tile_q6k_groups<F, 1, 2>, &tile_q6k_groups<F, 1, 3>, &tile_q6k_groups<F, 1, 4>};
+  static constexpr GroupTileFn<Q6KPackedAct> kPrefill[kT] = {&tile_q6k<F, 1>, &tile_q6k<F, 2>, &tile_q6k<F, 3>,
+                                                             &tile_q6k<F, 4>};
+};
 
 #ifdef LARDER_KQUANT_AMX
 // Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (hi_bits<c>, c at run time).
@@ -220,17 +388,29 @@ void finish_q6k_amx(__m512 (&acc)[16], const int32_t (&hi)[16][16], const int32_
 void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q6K_PACKED
+  if (w.type() == GgmlType::kQ3_K || w.type() == GgmlType::kQ2_K) {
+    const bool q3 = w.type() == GgmlType::kQ3_K;
+    if (n_tokens == 1) {
+      run_decode_groups(q3 ? Tiles<Q3KFormat>::kDecode : Tiles<Q2KFormat>::kDecode, w, x, y, y_stride, row_begin,
+                        row_end, kquant_decode_groups());
+    } else {
+      run_group_tiles(q3 ? Tiles<Q3KFormat>::kPrefill : Tiles<Q2KFormat>::kPrefill, w, x, n_tokens, y, y_stride,
+                      row_begin, row_end);
+    }
+    return;
+  }
   if (n_tokens == 1) {  // decode: kGDecode groups' streams in flight
-    run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
+    run_decode_groups(Tiles<Q6KFormat>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
     return;
   }
 #ifdef LARDER_KQUANT_AMX
-  run_kquant_prefill(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q6k_amx, &finish_q6k_amx);
+  run_kquant_prefill(Tiles<Q6KFormat>::kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q6k_amx,
+                     &finish_q6k_amx);
 #else
-  run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  run_group_tiles(Tiles<Q6KFormat>::kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #endif
 #elif defined(LARDER_PACKED_AVX2)
-  matmul_q6k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
+  matmul_q6k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);  // Q6_K, Q3_K, Q2_K
 #else
   (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
   assert(false && "the packed kernels need an AVX-512 VNNI or AVX2 build");

@@ -1,4 +1,4 @@
-// The repacked Q8_0, Q4_0, Q4_K and Q6_K kernels (engine/cpu/matmul_packed.h)
+// The repacked Q8_0, Q4_0, Q5_0, Q4_K and Q6_K kernels (engine/cpu/matmul_packed.h)
 // against their arithmetic written out as a scalar loop (packed_matrices.h,
 // bit for bit), against a double dot product, and for independence from
 // tokens, rows, chunks and threads.
@@ -27,11 +27,11 @@ using namespace testing;  // half_to_double, the random matrices and their defin
 
 namespace {
 
-// Q8_0 or Q4_0 weights times Q8_0 activations.
+// Q8_0, Q4_0 or Q5_0 weights times Q8_0 activations.
 std::vector<float> packed_product(const PackedMatrix& p, const std::vector<BlockQ8_0>& x, int n_tokens,
                                   int64_t split = -1) {
   std::vector<Q8PackedAct> act(size_t(n_tokens) * (p.k() / 32));
-  prepare_q8_packed_act(x.data(), n_tokens, p.k(), act.data(), packed_weight_offset(p.type()));
+  prepare_q8_packed_act(x.data(), n_tokens, p.k(), act.data(), p.type());
   std::vector<float> y(size_t(n_tokens) * p.rows(), -1.0f);
   if (split < 0) {
     matmul_packed_rows(p, act.data(), n_tokens, y.data(), int(p.rows()), 0, p.rows());
@@ -122,22 +122,25 @@ TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][
   }
 }
 
-TEST_CASE("packed Q4_0 matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  std::mt19937 rng(78);
+namespace {
+
+// Q4_0, Q5_0, Q4_1 or Q5_1 (M) against the scalar definition, bit for bit.
+template <class M>
+void check_q32_against_definition(M (*random)(int, int, std::mt19937&, bool), uint32_t seed) {
+  std::mt19937 rng(seed);
   struct Case { int K, rows; bool extremes; };
   for (const Case c : {Case{32, 16, false}, Case{64, 37, false}, Case{96, 5, false}, Case{256, 48, false},
                        Case{2048, 33, false}, Case{128, 40, true}}) {
     INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
-    const Q40Matrix m = random_q4_0(c.K, c.rows, rng, c.extremes);
+    const M m = random(c.K, c.rows, rng, c.extremes);
     const PackedMatrix p = PackedMatrix::pack(m.view());
-    REQUIRE(p.type() == GgmlType::kQ4_0);
+    REQUIRE(p.type() == m.view().type);
     REQUIRE(p.n_groups() == (c.rows + 15) / 16);
     constexpr int kMaxTokens = 40;
-    // Activations at both ends of the int8 range too: -8 * sum(x) and the
-    // int16 pairs of the AVX2 tile at their largest.
+    // Activations at both ends of the int8 range too: -offset * sum(x) and
+    // the int16 pairs of the AVX2 tile at their largest.
     const std::vector<BlockQ8_0> x = random_blocks(size_t(kMaxTokens) * (c.K / 32), rng, c.extremes, kActLo);
-    const std::vector<float> want = q4_0_definition(m, x, kMaxTokens);
+    const std::vector<float> want = q32_definition(m, x, kMaxTokens);
     for (int n : {1, 2, 3, 5, 6, 7, 14, 16, 17, 33, kMaxTokens}) {
       INFO("tokens=" << n);
       const std::vector<float> y = packed_product(p, x, n);
@@ -152,16 +155,17 @@ TEST_CASE("packed Q4_0 matmul equals its scalar definition bit for bit", "[cpu][
   }
 }
 
-TEST_CASE("packed Q4_0 matmul is close to the double dot product", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  std::mt19937 rng(6);
+// Against the double dot product of the weights as dequantize_row gives
+// them (d * w, exact in f32) and the activations.
+template <class M>
+void check_q32_against_double(M (*random)(int, int, std::mt19937&, bool), uint32_t seed) {
+  std::mt19937 rng(seed);
   const int K = 512, rows = 24, n = 3, nb = K / 32;
-  const Q40Matrix m = random_q4_0(K, rows, rng, false);
+  const M m = random(K, rows, rng, false);
   const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false, kActLo);
   const std::vector<float> y = packed_product(PackedMatrix::pack(m.view()), x, n);
-  // The weights as dequantize_row gives them (d * (q - 8), exact in f32).
   std::vector<float> w(size_t(K) * rows);
-  dequantize_row(GgmlType::kQ4_0, m.blocks.data(), w.data(), int64_t(K) * rows);
+  dequantize_row(m.view().type, m.blocks.data(), w.data(), int64_t(K) * rows);
   for (int t = 0; t < n; ++t)
     for (int r = 0; r < rows; ++r) {
       double ref = 0, mag = 0;
@@ -177,19 +181,20 @@ TEST_CASE("packed Q4_0 matmul is close to the double dot product", "[cpu][matmul
     }
 }
 
-TEST_CASE("packed Q4_0 parallel matmul: same bits for any thread count", "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  std::mt19937 rng(10);
+// matmul_packed_parallel on 1 and 3 threads, packed on 1 and 3.
+template <class M>
+void check_q32_parallel(M (*random)(int, int, std::mt19937&, bool), uint32_t seed) {
+  std::mt19937 rng(seed);
   const int K = 1024, rows = 1000, n = 9, nb = K / 32;  // 62 groups + 8 rows
-  const Q40Matrix m = random_q4_0(K, rows, rng, false);
+  const M m = random(K, rows, rng, false);
   const std::vector<BlockQ8_0> x = random_blocks(size_t(n) * nb, rng, false, kActLo);
   ThreadPool one(1), three(3);
   const PackedMatrix p = PackedMatrix::pack(m.view()), p3 = PackedMatrix::pack(m.view(), &three);
   REQUIRE(p.bytes() == p3.bytes());
   REQUIRE(std::memcmp(p.group(0), p3.group(0), p.bytes()) == 0);
   std::vector<Q8PackedAct> act(size_t(n) * nb);
-  prepare_q8_packed_act(x.data(), n, K, act.data(), 8);
-  const std::vector<float> want = q4_0_definition(m, x, n);
+  prepare_q8_packed_act(x.data(), n, K, act.data(), p.type());
+  const std::vector<float> want = q32_definition(m, x, n);
   for (ThreadPool* pool : {&one, &three}) {
     for (int tokens : {1, n}) {
       std::vector<float> y(size_t(tokens) * rows);
@@ -197,6 +202,34 @@ TEST_CASE("packed Q4_0 parallel matmul: same bits for any thread count", "[cpu][
       REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1 matmuls equal their scalar definitions bit for bit",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  SECTION("Q4_0") { check_q32_against_definition(&random_q4_0, 78); }
+  SECTION("Q5_0") { check_q32_against_definition(&random_q5_0, 79); }
+  SECTION("Q4_1") { check_q32_against_definition(&random_q4_1, 80); }
+  SECTION("Q5_1") { check_q32_against_definition(&random_q5_1, 81); }
+}
+
+TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1 matmuls are close to the double dot product", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  SECTION("Q4_0") { check_q32_against_double(&random_q4_0, 6); }
+  SECTION("Q5_0") { check_q32_against_double(&random_q5_0, 7); }
+  SECTION("Q4_1") { check_q32_against_double(&random_q4_1, 8); }
+  SECTION("Q5_1") { check_q32_against_double(&random_q5_1, 9); }
+}
+
+TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1 parallel matmuls: same bits for any thread count",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  SECTION("Q4_0") { check_q32_parallel(&random_q4_0, 10); }
+  SECTION("Q5_0") { check_q32_parallel(&random_q5_0, 11); }
+  SECTION("Q4_1") { check_q32_parallel(&random_q4_1, 12); }
+  SECTION("Q5_1") { check_q32_parallel(&random_q5_1, 13); }
 }
 
 namespace {
@@ -460,6 +493,96 @@ TEST_CASE("packed Q6_K matmul is close to the double dot product of dequantized 
           mag += std::fabs(p);
         }
       }
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
+    }
+}
+
+// ---- Q3_K -------------------------------------------------------------------
+
+TEST_CASE("packed Q3_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  check_against_definition(GgmlType::kQ3_K, 4, 62, &random_q3k, &q3k_definition, &prepare_q3k_packed_act);
+}
+
+TEST_CASE("packed Q3_K matmul is close to the double dot product of dequantized values",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  std::mt19937 rng(9);
+  const int K = 1024, rows = 40, n = 3, nb = K / 256;
+  const Q3KMatrix m = random_q3k(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
+  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, &prepare_q3k_packed_act);
+  ThreadPool three(3);
+  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
+  std::vector<Q6KPackedAct> act(size_t(n) * nb);
+  prepare_q3k_packed_act(x.data(), n, K, act.data());
+  for (int tokens : {1, n}) {  // decode and prefill tiles, on 3 threads
+    std::vector<float> y3(size_t(tokens) * rows);
+    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
+    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
+  }
+  // The weights as dequantize_row gives them agree with the definition's.
+  std::vector<float> wf(size_t(K) * rows);
+  dequantize_row(GgmlType::kQ3_K, m.blocks.data(), wf.data(), int64_t(K) * rows);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ3_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        int sc[16];
+        q3k_sc(w, sc);
+        for (int v = 0; v < 256; ++v) {
+          const double wv = half_to_double(w.d) * sc[v / 16] * q3k_w(w, v);
+          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
+          const double p = wv * double(a.d) * a.qs[v];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
+    }
+}
+
+// ---- Q2_K -------------------------------------------------------------------
+
+TEST_CASE("packed Q2_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  check_against_definition(GgmlType::kQ2_K, 4, 63, &random_q2k, &q2k_definition, &prepare_q2k_packed_act);
+}
+
+TEST_CASE("packed Q2_K matmul is close to the double dot product of dequantized values",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  std::mt19937 rng(10);
+  const int K = 1024, rows = 40, n = 3, nb = K / 256;
+  const Q2KMatrix m = random_q2k(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
+  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, &prepare_q2k_packed_act);
+  ThreadPool three(3);
+  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
+  std::vector<Q6KPackedAct> act(size_t(n) * nb);
+  prepare_q2k_packed_act(x.data(), n, K, act.data());
+  for (int tokens : {1, n}) {  // decode and prefill tiles, on 3 threads
+    std::vector<float> y3(size_t(tokens) * rows);
+    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
+    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
+  }
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ2_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        for (int v = 0; v < 256; ++v) {
+          const int sc = w.scales[v / 16] & 15, mn = w.scales[v / 16] >> 4;
+          const double wv = half_to_double(w.d) * sc * q2k_q(w, v) - half_to_double(w.dmin) * mn;
+          const double p = wv * double(a.d) * a.qs[v];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      // Per super-block: S, Mn rounded to f32, the scale products and two fmas.
       REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
     }
 }

@@ -1,10 +1,11 @@
-// Random Q8_0, Q4_0, Q4_K and Q6_K matrices and the packed kernels' contracts
+// Random Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K and Q6_K matrices and the packed kernels' contracts
 // (engine/cpu/matmul_packed.h) written out as scalar loops, for the packed
 // kernels' tests (matmul_packed_test.cpp, matmul_packed_fused_test.cpp).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -67,54 +68,94 @@ inline std::vector<float> q8_0_definition(const Q8Matrix& m, const std::vector<B
   return y;
 }
 
-// ---- Q4_0 -------------------------------------------------------------------
+// ---- Q4_0, Q5_0, Q4_1, Q5_1 -------------------------------------------------
 
-struct Q40Matrix {
+// A matrix of 32-value Q4_0, Q5_0, Q4_1 or Q5_1 blocks.
+template <class Block, GgmlType kType>
+struct Q32Matrix {
   int K = 0, rows = 0;
-  std::vector<BlockQ4_0> blocks;  // [rows][K / 32]
+  std::vector<Block> blocks;  // [rows][K / 32]
   WeightView view() const {
     WeightView w;
-    w.type = GgmlType::kQ4_0;
+    w.type = kType;
     w.ne[0] = K;
     w.ne[1] = rows;
     w.data = reinterpret_cast<const uint8_t*>(blocks.data());
-    w.row_bytes = size_t(K / 32) * sizeof(BlockQ4_0);
+    w.row_bytes = size_t(K / 32) * sizeof(Block);
     return w;
   }
 };
+using Q40Matrix = Q32Matrix<BlockQ4_0, GgmlType::kQ4_0>;
+using Q50Matrix = Q32Matrix<BlockQ5_0, GgmlType::kQ5_0>;
+using Q41Matrix = Q32Matrix<BlockQ4_1, GgmlType::kQ4_1>;
+using Q51Matrix = Q32Matrix<BlockQ5_1, GgmlType::kQ5_1>;
 
-// Random quants (or, with extremes, blocks of all 0 or all 15: w = -8 or 7)
-// and f16 scales of either sign.
-inline Q40Matrix random_q4_0(int K, int rows, std::mt19937& rng, bool extremes) {
-  Q40Matrix m{K, rows, std::vector<BlockQ4_0>(size_t(rows) * (K / 32))};
-  for (BlockQ4_0& b : m.blocks) {
+// Random quants (or, with extremes, blocks of all-zero or all-one bits: the
+// smallest or largest w) and f16 scales of either sign.
+template <class M>
+M random_q32(int K, int rows, std::mt19937& rng, bool extremes) {
+  M m{K, rows, decltype(M::blocks)(size_t(rows) * (K / 32))};
+  for (auto& b : m.blocks) {
     b.d = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));
+    if constexpr (requires { b.m; }) b.m = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));
     const uint8_t fill = (rng() & 1) ? 0xFF : 0x00;
     for (uint8_t& q : b.qs) q = extremes ? fill : uint8_t(rng());
+    if constexpr (requires { b.qh; })
+      for (uint8_t& q : b.qh) q = extremes ? fill : uint8_t(rng());
   }
   return m;
 }
-
-// Value i of a Q4_0 block as ggml's dequantize_row_q4_0 reads it: q in 0..15,
-// w = q - 8; values 0..15 in the low nibbles, 16..31 in the high ones.
-inline int q4_0_w(const BlockQ4_0& b, int i) {
-  return (i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)) - 8;
+inline Q40Matrix random_q4_0(int K, int rows, std::mt19937& rng, bool extremes) {
+  return random_q32<Q40Matrix>(K, rows, rng, extremes);
+}
+inline Q50Matrix random_q5_0(int K, int rows, std::mt19937& rng, bool extremes) {
+  return random_q32<Q50Matrix>(K, rows, rng, extremes);
+}
+inline Q41Matrix random_q4_1(int K, int rows, std::mt19937& rng, bool extremes) {
+  return random_q32<Q41Matrix>(K, rows, rng, extremes);
+}
+inline Q51Matrix random_q5_1(int K, int rows, std::mt19937& rng, bool extremes) {
+  return random_q32<Q51Matrix>(K, rows, rng, extremes);
 }
 
-// The packed kernel's Q4_0 contract as scalar code: Q8_0's, with w = q - 8.
-inline std::vector<float> q4_0_definition(const Q40Matrix& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
+// Value i of a block as ggml's dequantize_row_q4_0 / _q5_0 read it: values
+// 0..15 in the low nibbles, 16..31 in the high ones; Q5_0's fifth bit of
+// value i is bit i of qh (little-endian). w = q - 8 (Q4_0), q - 16 (Q5_0).
+inline int q32_w(const BlockQ4_0& b, int i) {
+  return (i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4)) - 8;
+}
+inline int q32_w(const BlockQ5_0& b, int i) {
+  const int low = i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4);
+  return (low | (((b.qh[i / 8] >> (i % 8)) & 1) << 4)) - 16;
+}
+// Q4_1, Q5_1: q itself (w = d q + m), laid out as Q4_0's and Q5_0's.
+inline int q32_w(const BlockQ4_1& b, int i) { return i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4); }
+inline int q32_w(const BlockQ5_1& b, int i) {
+  const int low = i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4);
+  return low | (((b.qh[i / 8] >> (i % 8)) & 1) << 4);
+}
+
+// The packed kernel's Q4_0 / Q5_0 contract as scalar code: Q8_0's, with
+// w = q - 8 or q - 16; Q4_1 / Q5_1 add fma(m, d_x * sum(q_x)) per block.
+template <class M>
+std::vector<float> q32_definition(const M& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
   const int nb = m.K / 32;
   std::vector<float> y(size_t(n_tokens) * m.rows);
   for (int t = 0; t < n_tokens; ++t)
     for (int r = 0; r < m.rows; ++r) {
       float acc = 0.0f;
       for (int b = 0; b < nb; ++b) {
-        const BlockQ4_0& w = m.blocks[size_t(r) * nb + b];
+        const auto& w = m.blocks[size_t(r) * nb + b];
         const BlockQ8_0& a = x[size_t(t) * nb + b];
-        int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += q4_0_w(w, i) * int32_t(a.qs[i]);
+        int32_t isum = 0, xsum = 0;
+        for (int i = 0; i < 32; ++i) {
+          isum += q32_w(w, i) * int32_t(a.qs[i]);
+          xsum += a.qs[i];
+        }
         const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
         acc = std::fma(float(isum), scale, acc);
+        if constexpr (requires { w.m; })  // s = d_x * sum, exact
+          acc = std::fma(float(half_to_double(w.m)), float(half_to_double(a.d)) * float(xsum), acc);
       }
       y[size_t(t) * m.rows + r] = acc;
     }
@@ -255,6 +296,126 @@ inline std::vector<float> q6k_definition(const Q6KMatrix& m, const std::vector<B
           S += int32_t(w.scales[i]) * isum;
         }
         acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+// ---- Q3_K -------------------------------------------------------------------
+
+// The 16 scales of a Q3_K super-block (6 bits each, minus 32), written out as
+// ggml's dequantize_row_q3_K unpacks its 12 bytes: 4 little-endian words,
+// low nibbles from words 0-1, the top 2 bits from word 2.
+inline void q3k_sc(const BlockQ3_K& b, int out[16]) {
+  uint32_t aux[4];
+  std::memcpy(aux, b.scales, 12);
+  const uint32_t km1 = 0x03030303u, km2 = 0x0f0f0f0fu, tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & km2) | (((tmp >> 4) & km1) << 4);
+  aux[3] = ((aux[1] >> 4) & km2) | (((tmp >> 6) & km1) << 4);
+  aux[0] = (aux[0] & km2) | (((tmp >> 0) & km1) << 4);
+  aux[1] = (aux[1] & km2) | (((tmp >> 2) & km1) << 4);
+  int8_t sc[16];
+  std::memcpy(sc, aux, 16);
+  for (int i = 0; i < 16; ++i) out[i] = sc[i] - 32;
+}
+// Value v of a Q3_K super-block as ggml reads it: w = low 2 bits - (high
+// bit set ? 0 : 4), in -4..3.
+inline int q3k_w(const BlockQ3_K& b, int v) {
+  const int n = v / 128, g = (v % 128) / 32, l = v % 32;
+  const int low = (b.qs[32 * n + l] >> (2 * g)) & 3;
+  return low - (((b.hmask[l] >> (4 * n + g)) & 1) ? 0 : 4);
+}
+
+using Q3KMatrix = KQuantMatrix<BlockQ3_K, GgmlType::kQ3_K>;
+
+inline Q3KMatrix random_q3k(int K, int rows, std::mt19937& rng, bool extremes) {
+  Q3KMatrix m{K, rows, std::vector<BlockQ3_K>(size_t(rows) * (K / 256))};
+  for (BlockQ3_K& b : m.blocks) {
+    b.d = uint16_t((rng() & 0x83ff) | (uint16_t(6 + rng() % 8) << 10));
+    // Extremes: w = -4 everywhere, scales of -32 (all bits clear).
+    for (uint8_t& x : b.qs) x = extremes ? 0 : uint8_t(rng());
+    for (uint8_t& x : b.hmask) x = extremes ? 0 : uint8_t(rng());
+    for (uint8_t& x : b.scales) x = extremes ? 0 : uint8_t(rng());
+  }
+  return m;
+}
+
+// The Q3_K contract of matmul_packed.h as scalar code, with q = w + 4.
+inline std::vector<float> q3k_definition(const Q3KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+  const int nb = m.K / 256;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ3_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        int sc[16];
+        q3k_sc(w, sc);
+        int32_t S = 0;
+        for (int i = 0; i < 16; ++i) {
+          int32_t isum = 0, xs = 0;
+          for (int j = 0; j < 16; ++j) {
+            isum += (q3k_w(w, 16 * i + j) + 4) * a.qs[16 * i + j];
+            xs += a.qs[16 * i + j];
+          }
+          S += sc[i] * (isum - 4 * xs);
+        }
+        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+// ---- Q2_K -------------------------------------------------------------------
+
+// Value v of a Q2_K super-block as ggml's dequantize_row_q2_K reads it: q in
+// 0..3 from qs (runs of 32 per half of 128, bits 2g), scale and min of
+// sub-block v / 16 in the low and high nibbles of scales[v / 16];
+// w = d * sc * q - dmin * m.
+inline int q2k_q(const BlockQ2_K& b, int v) {
+  const int n = v / 128, g = (v % 128) / 32, l = v % 32;
+  return (b.qs[32 * n + l] >> (2 * g)) & 3;
+}
+
+using Q2KMatrix = KQuantMatrix<BlockQ2_K, GgmlType::kQ2_K>;
+
+inline Q2KMatrix random_q2k(int K, int rows, std::mt19937& rng, bool extremes) {
+  Q2KMatrix m{K, rows, std::vector<BlockQ2_K>(size_t(rows) * (K / 256))};
+  for (BlockQ2_K& b : m.blocks) {
+    b.d = uint16_t((rng() & 0x83ff) | (uint16_t(6 + rng() % 8) << 10));
+    b.dmin = uint16_t((rng() & 0x83ff) | (uint16_t(6 + rng() % 8) << 10));
+    // Extremes: q = 3, scales and mins of 15.
+    for (uint8_t& x : b.qs) x = extremes ? 0xFF : uint8_t(rng());
+    for (uint8_t& x : b.scales) x = extremes ? 0xFF : uint8_t(rng());
+  }
+  return m;
+}
+
+// The Q2_K contract of matmul_packed.h as scalar code.
+inline std::vector<float> q2k_definition(const Q2KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+  const int nb = m.K / 256;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ2_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        int32_t S = 0, Mn = 0;
+        for (int i = 0; i < 16; ++i) {
+          int32_t isum = 0, xs = 0;
+          for (int j = 0; j < 16; ++j) {
+            isum += q2k_q(w, 16 * i + j) * a.qs[16 * i + j];
+            xs += a.qs[16 * i + j];
+          }
+          S += (w.scales[i] & 15) * isum;
+          Mn += (w.scales[i] >> 4) * -xs;
+        }
+        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+        acc = std::fma(float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
       }
       y[size_t(t) * m.rows + r] = acc;
     }

@@ -448,8 +448,8 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   q8_path_ = q8_path;
   has_q8_0_ = has_pairs_ = has_packed_ = has_q8k_ = false;
   if (n_tokens <= 0 || q8_path != Q8Path::kInt8) return;
-  // Q4_0 and Q5_0 take Q8_0 activations on their packed kernels only;
-  // elsewhere they multiply x as it is (matmul_kquant.cpp).
+  // Q4_0, Q4_1, Q5_0 and Q5_1 take Q8_0 activations on their packed kernels
+  // only; elsewhere they multiply x as it is (matmul_kquant.cpp).
   if (type == GgmlType::kQ8_0 || (packed_q8_act_type(type) && packed && packed_type_supported(type))) {
     const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
     if (q8_0_.size() < need) q8_0_.resize(need);

@@ -246,7 +246,7 @@ namespace {
 // "streams per decode tile").
 constexpr size_t kPrefetchBytes = 4 * PackedMatrix::kBlockQuantBytes;
 
-// The two block formats the tile reads (matmul_packed.h): a block's quants
+// The block formats the tile reads (matmul_packed.h): a block's quants
 // are kQuantBytes per group, and part(blk, j) gives, at byte 4r + k, row r's
 // weight 4j + k of the block plus the format's offset, as u8.
 // kMins: the format has w = d q + m, its mins stored after the scales.

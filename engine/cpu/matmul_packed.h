@@ -148,8 +148,7 @@ inline bool packed_q8_act_type(GgmlType t) {
 
 // xq: [n_tokens][k / 32] Q8_0 blocks -> out: [n_tokens][k / 32], for weights
 // of weight_type (a packed_q8_act_type).
-void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out,
-                           GgmlType weight_type = GgmlType::kQ8_0);
+void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct* out, GgmlType weight_type);
 
 struct BlockQ8K;
 
@@ -212,8 +211,8 @@ class PackedMatrix {
     if (type_ == GgmlType::kF16) return k_;
     return k_ / (packed_q8_act_type(type_) ? kQ8_0BlockSize : 256);
   }
-  // Quant bytes of one block of a group (Q8_0, Q4_0, Q5_0; the scales follow
-  // n_blocks() of them).
+  // Quant bytes of one block of a group (Q8_0, Q4_0 .. Q5_1; the scales
+  // follow n_blocks() of them).
   size_t block_quant_bytes() const {
     if (type_ == GgmlType::kQ4_0 || type_ == GgmlType::kQ4_1) return kQ40BlockQuantBytes;
     if (type_ == GgmlType::kQ5_0 || type_ == GgmlType::kQ5_1) return kQ50BlockQuantBytes;
@@ -292,7 +291,8 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
 void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
 void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
                      int64_t row_begin, int64_t row_end);
-// matmul_packed_avx2.cpp: the AVX2 tiles of the five types.
+// matmul_packed_avx2.cpp: the AVX2 tiles (Q8_0; Q4_0 .. Q5_1; Q4_K; Q6_K,
+// Q3_K and Q2_K).
 void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                          int64_t row_begin, int64_t row_end);
 // Q4_0, Q5_0, Q4_1, Q5_1.

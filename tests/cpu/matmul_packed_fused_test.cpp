@@ -32,7 +32,7 @@ TEST_CASE("fused packed products: each equals its scalar definition, for any thr
   std::vector<Q8PackedAct> a8(x8.size());
   std::vector<Q4KPackedAct> a4(xk.size());
   std::vector<Q6KPackedAct> a6(xk.size());
-  prepare_q8_packed_act(x8.data(), n, K, a8.data());
+  prepare_q8_packed_act(x8.data(), n, K, a8.data(), GgmlType::kQ8_0);
   prepare_q4k_packed_act(xk.data(), n, K, a4.data());
   prepare_q6k_packed_act(xk.data(), n, K, a6.data());
   struct Part {

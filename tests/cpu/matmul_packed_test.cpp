@@ -1,4 +1,5 @@
-// The repacked Q8_0, Q4_0, Q5_0, Q4_K and Q6_K kernels (engine/cpu/matmul_packed.h)
+// The repacked kernels of Q8_0, Q4_0 .. Q5_1 and Q2_K .. Q6_K but Q5_K
+// (engine/cpu/matmul_packed.h)
 // against their arithmetic written out as a scalar loop (packed_matrices.h,
 // bit for bit), against a double dot product, and for independence from
 // tokens, rows, chunks and threads.
@@ -111,7 +112,7 @@ TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][
   REQUIRE(p.bytes() == p3.bytes());
   REQUIRE(std::memcmp(p.group(0), p3.group(0), p.bytes()) == 0);
   std::vector<Q8PackedAct> act(size_t(n) * nb);
-  prepare_q8_packed_act(x.data(), n, K, act.data());
+  prepare_q8_packed_act(x.data(), n, K, act.data(), GgmlType::kQ8_0);
   const std::vector<float> want = q8_0_definition(m, x, n);
   for (ThreadPool* pool : {&one, &three}) {
     for (int tokens : {1, n}) {
@@ -269,14 +270,14 @@ TEST_CASE("packed Q8_0 matmul throughput", "[.bench-q8packed]") {
     in.prepare(GgmlType::kQ8_0, x.data(), n, K, Q8Path::kInt8);
     std::vector<Q8PackedAct> act(size_t(n) * (K / 32));
     const double packed = time([&] {
-      prepare_q8_packed_act(in.q8_0(), n, K, act.data());
+      prepare_q8_packed_act(in.q8_0(), n, K, act.data(), GgmlType::kQ8_0);
       matmul_packed_rows(p, act.data(), n, y.data(), rows, 0, rows);
     });
     const double unpacked = time([&] { matmul_rows(m.view(), in, y.data(), rows, 0, rows); });
     set_packed_amx(true);
     const bool amx = packed_amx_active();
     const double with_amx = time([&] {
-      prepare_q8_packed_act(in.q8_0(), n, K, act.data());
+      prepare_q8_packed_act(in.q8_0(), n, K, act.data(), GgmlType::kQ8_0);
       matmul_packed_rows(p, act.data(), n, y.data(), rows, 0, rows);
     });
     set_packed_amx(false);
@@ -568,6 +569,9 @@ TEST_CASE("packed Q2_K matmul is close to the double dot product of dequantized 
     matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
     REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
   }
+  // The weights as dequantize_row gives them agree with the test's reading.
+  std::vector<float> wf(size_t(K) * rows);
+  dequantize_row(GgmlType::kQ2_K, m.blocks.data(), wf.data(), int64_t(K) * rows);
   for (int t = 0; t < n; ++t)
     for (int r = 0; r < rows; ++r) {
       double ref = 0, mag = 0;
@@ -577,6 +581,8 @@ TEST_CASE("packed Q2_K matmul is close to the double dot product of dequantized 
         for (int v = 0; v < 256; ++v) {
           const int sc = w.scales[v / 16] & 15, mn = w.scales[v / 16] >> 4;
           const double wv = half_to_double(w.d) * sc * q2k_q(w, v) - half_to_double(w.dmin) * mn;
+          // dequantize_row rounds d * sc and dmin * m (exact) and their difference once.
+          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
           const double p = wv * double(a.d) * a.qs[v];
           ref += p;
           mag += std::fabs(p);

@@ -1,4 +1,4 @@
-// Random Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K and Q6_K matrices and the packed kernels' contracts
+// Random Q8_0, Q4_0 .. Q5_1, Q2_K, Q3_K, Q4_K and Q6_K matrices and the packed kernels' contracts
 // (engine/cpu/matmul_packed.h) written out as scalar loops, for the packed
 // kernels' tests (matmul_packed_test.cpp, matmul_packed_fused_test.cpp).
 #pragma once

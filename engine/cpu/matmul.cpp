@@ -472,13 +472,13 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   } else if (kquant_int_supported(type) ||
              (packed && packed_type_supported(type) &&
               (type == GgmlType::kQ2_K || type == GgmlType::kQ3_K || type == GgmlType::kQ4_K ||
-               type == GgmlType::kQ6_K))) {
+               type == GgmlType::kQ5_K || type == GgmlType::kQ6_K))) {
     const size_t need = size_t(n_tokens) * (k / kQK_K);
     if (q8k_.size() < need) q8k_.resize(need);
     quantize_rows_q8k(x, n_tokens, k, q8k_.data());
     has_q8k_ = true;
     if (!packed || !packed_type_supported(type)) return;
-    if (type == GgmlType::kQ4_K) {
+    if (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) {
       if (packed_q4k_.size() < need) packed_q4k_.resize(need);
       prepare_q4k_packed_act(q8k_.data(), n_tokens, k, packed_q4k_.data());
       has_packed_ = true;

@@ -73,11 +73,11 @@ class MatmulInput {
   //   Q4_0 .. Q5_1, kInt8, packed: Q8_0 blocks, where the build packs them;
   //   Q2_K .. Q6_K, kInt8:      256-value int8 blocks (quantize_rows_q8k) when
   //                             the build has the integer kernels (Q4_K ..
-  //                             Q6_K) or packed ones for the type (Q2_K,
-  //                             Q3_K, Q4_K, Q6_K);
+  //                             Q6_K) or packed ones for the type (Q2_K ..
+  //                             Q6_K);
   //   anything else:            x as it is.
   // With `packed` (the weight is a PackedMatrix, matmul_packed.h), Q8_0,
-  // Q4_0 .. Q5_1, Q2_K, Q3_K, Q4_K and Q6_K get the packed kernels' blocks
+  // Q4_0 .. Q5_1, Q2_K .. Q6_K get the packed kernels' blocks
   // instead of the decode pairs: each path gets only what it reads.
   // x is kept by pointer: it must stay valid and unchanged while the input is
   // used. Buffers grow to the largest input seen and are reused.
@@ -96,12 +96,12 @@ class MatmulInput {
   const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
   // The activations of the repacked kernels (matmul_packed.h) for this type:
   // [n_tokens][k / 32] Q8PackedAct for Q8_0, Q4_0 .. Q5_1, [n_tokens][k / 256]
-  // Q4KPackedAct for Q4_K, Q6KPackedAct for Q6_K, Q3_K and Q2_K; null unless
+  // Q4KPackedAct for Q4_K and Q5_K, Q6KPackedAct for Q6_K, Q3_K and Q2_K; null unless
   // prepared with `packed` for a packed_type_supported(type) on kInt8, and
   // always for F16 (its packed kernels read the f32 rows themselves).
   const void* packed() const {
     if (!has_packed_) return nullptr;
-    if (type_ == GgmlType::kQ4_K) return packed_q4k_.data();
+    if (type_ == GgmlType::kQ4_K || type_ == GgmlType::kQ5_K) return packed_q4k_.data();
     if (type_ == GgmlType::kQ6_K || type_ == GgmlType::kQ3_K || type_ == GgmlType::kQ2_K) return packed_q6k_.data();
     return packed_.data();
   }

@@ -92,7 +92,7 @@ bool kquant_amx_active() {
 bool packed_type_supported(GgmlType t) {
   return q8_packed_supported() &&
          (packed_q8_act_type(t) || t == GgmlType::kQ2_K || t == GgmlType::kQ3_K || t == GgmlType::kQ4_K ||
-          t == GgmlType::kQ6_K || t == GgmlType::kF16);
+          t == GgmlType::kQ5_K || t == GgmlType::kQ6_K || t == GgmlType::kF16);
 }
 
 namespace {
@@ -182,6 +182,7 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   p.k_ = int(w.ne[0]);
   const int nb = p.n_blocks();
   const size_t raw = w.type == GgmlType::kQ4_K   ? size_t(nb) * kQ4KBlockBytes
+                     : w.type == GgmlType::kQ5_K ? size_t(nb) * kQ5KBlockBytes
                      : w.type == GgmlType::kQ6_K ? size_t(nb) * kQ6KBlockBytes
                      : w.type == GgmlType::kQ3_K ? size_t(nb) * kQ3KBlockBytes
                      : w.type == GgmlType::kQ2_K ? size_t(nb) * kQ2KBlockBytes
@@ -197,6 +198,10 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   auto pack_groups = [&](int64_t gb, int64_t ge, int) {
     if (p.type_ == GgmlType::kQ4_K) {
       packed_detail::pack_q4k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
+      return;
+    }
+    if (p.type_ == GgmlType::kQ5_K) {
+      packed_detail::pack_q5k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
       return;
     }
     if (p.type_ == GgmlType::kQ6_K) {
@@ -438,7 +443,7 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
   if (n_tokens <= 0 || row_begin >= row_end) return;
   assert(row_begin % PackedMatrix::kGroupRows == 0);
   assert(row_end % PackedMatrix::kGroupRows == 0 || row_end == w.rows());
-  if (w.type() == GgmlType::kQ4_K) {
+  if (w.type() == GgmlType::kQ4_K || w.type() == GgmlType::kQ5_K) {
     packed_detail::matmul_q4k_rows(w, static_cast<const Q4KPackedAct*>(x), n_tokens, y, y_stride,
                                    row_begin, row_end);
   } else if (w.type() == GgmlType::kQ6_K || w.type() == GgmlType::kQ3_K || w.type() == GgmlType::kQ2_K) {

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K and Q6_K weights repacked at load for the int8 GEMM (prefill) and
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K .. Q6_K weights repacked at load for the int8 GEMM (prefill) and
 // GEMV (decode), and F16 ones for the f32 FMA kernels: rows interleaved 16 to
 // a vector, so that one
 // vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
@@ -59,6 +59,12 @@
 //   Mn = sum_i m_i * xs_i                          (exact int32)
 //   acc = fma(float(S), d * d_x, acc); acc = fma(-float(Mn), dmin * d_x, acc)
 // per super-block in order, from acc = 0 (d, dmin widened from f16).
+//
+// Q5_K layout, per group and super-block (2880 bytes): Q4_K's 2368 bytes
+// (the low 4 bits of q, 0..31, as Q4_K's nibbles; sc, m, d, dmin), then 8
+// vectors of fifth bits: vector i holds at byte 4r + k, in bit c, the fifth
+// bit of q[r][32i + 4c + k] and in bit 4 + c that of q[r][32i + 16 + 4c + k].
+// Arithmetic: Q4_K's (llama.cpp's Q5_K x Q8_K forms the same integer sums).
 //
 // Q6_K layout, per group and super-block (3392 bytes, 3360 used): the low 4
 // bits of the quants (q in 0..63) as Q4_K's nibble planes (2048 bytes), their
@@ -152,7 +158,7 @@ void prepare_q8_packed_act(const BlockQ8_0* xq, int n_tokens, int k, Q8PackedAct
 
 struct BlockQ8K;
 
-// One token's Q8_K super-block as the packed Q4_K kernel reads it: the 256
+// One token's Q8_K super-block as the packed Q4_K and Q5_K kernels read it: the 256
 // quants, the sub-block sums as int16 pairs (xs_2k | xs_2k+1 << 16), d.
 struct Q4KPackedAct {
   int8_t qs[256];
@@ -191,13 +197,14 @@ class PackedMatrix {
   static constexpr size_t kQ40BlockQuantBytes = 4 * kChunkBytes;  // Q4_0: 32 values x 16 rows
   static constexpr size_t kQ50BlockQuantBytes = 5 * kChunkBytes;  // Q5_0: the same and fifth bits
   static constexpr size_t kQ4KBlockBytes = 2368;                // Q4_K: 256 values x 16 rows
+  static constexpr size_t kQ5KBlockBytes = 2880;                // Q5_K: 256 values x 16 rows
   static constexpr size_t kQ6KBlockBytes = 3392;                // Q6_K: 256 values x 16 rows
   static constexpr size_t kQ3KBlockBytes = 1856;                // Q3_K: 256 values x 16 rows
   static constexpr size_t kQ2KBlockBytes = 1600;                // Q2_K: 256 values x 16 rows
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
+  // Repacks a Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).
@@ -246,7 +253,7 @@ class PackedMatrix {
 // multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
 // prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0, Q4_0 ..
 // Q5_1 with their offsets),
-// Q4KPackedAct (Q4_K) or Q6KPackedAct (Q6_K, Q3_K, Q2_K with their offsets), or the f32 rows themselves
+// Q4KPackedAct (Q4_K, Q5_K) or Q6KPackedAct (Q6_K, Q3_K, Q2_K with their offsets), or the f32 rows themselves
 // ([n_tokens][K], F16). y: [n_tokens][y_stride].
 void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,
                         int64_t row_begin, int64_t row_end);
@@ -276,6 +283,8 @@ void matmul_packed_parallel(ThreadPool& pool, std::span<const PackedProduct> pro
 namespace packed_detail {
 // Per-type halves of the above (matmul_packed_q4k.cpp, matmul_packed_q6k.cpp).
 void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end);
+void pack_q5k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end);
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end);

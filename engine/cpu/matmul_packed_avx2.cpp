@@ -1,4 +1,4 @@
-// The packed Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K .. Q4_K and Q6_K tiles for CPUs with AVX2, FMA and F16C but
+// The packed Q8_0, Q4_0 .. Q5_1 and Q2_K .. Q6_K tiles for CPUs with AVX2, FMA and F16C but
 // no AVX-512 VNNI (AMD Zen 2 / Zen 3, Intel Haswell .. Alder Lake builds).
 // Same layouts as matmul_packed.h, read as two 32-byte halves per 64-byte
 // vector: half 0 holds rows 0-7 of a group, half 1 rows 8-15. Same
@@ -264,33 +264,49 @@ struct Q32Tiles {
 // (sc, sc) then gives sc * (the sub-block's dot product) per row, exactly.
 constexpr size_t kQ4KScOff = 2048, kQ4KMinOff = 2176, kQ4KDOff = 2304, kQ4KDminOff = 2336;
 
-template <int T, int H>
+// Q5_K (kQ5): quants 0..31, the fifth bits moved to bit 4 from the plane at
+// kQ5KHiOff; a pair is at most 2 * 31 * 128 = 7936, so the int16 sums go to
+// S after every chunk (4 vectors, at most 31744) instead of every sub-block.
+constexpr size_t kQ5KHiOff = PackedMatrix::kQ4KBlockBytes;
+
+template <int T, int H, bool kQ5>
 void q4k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q4KPackedAct* x, int nb, float* y,
               int y_stride, int rows) {
   static_assert(H <= 2, "a K-quant tile stays within one group");
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  constexpr size_t kBlockBytes = kQ5 ? PackedMatrix::kQ5KBlockBytes : PackedMatrix::kQ4KBlockBytes;
+  constexpr int kLines = kQ5 ? 6 : 5;  // prefetched per step of 8
+  const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
   for (int s = 0; s < nb; ++s) {
-    const uint8_t* b = grp + size_t(s) * PackedMatrix::kQ4KBlockBytes;
+    const uint8_t* b = grp + size_t(s) * kBlockBytes;
     __m256i S[T][H];
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) S[t][h] = _mm256_setzero_si256();
     for (int i = 0; i < 8; ++i) {
-      if constexpr (T <= 2) {  // decode: the next super-block, 5 lines per step
-        const char* pf = reinterpret_cast<const char*>(b + kKQuantPrefetchBlocks * PackedMatrix::kQ4KBlockBytes + i * 320);
-        for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+      if constexpr (T <= 2) {  // decode: the next super-block
+        const char* pf = reinterpret_cast<const char*>(b + kKQuantPrefetchBlocks * kBlockBytes + i * 64 * kLines);
+        for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
       }
-      __m256i P[T][H];
+      __m256i P[T][H], sc[H], fifth[H];
       for (int t = 0; t < T; ++t)
         for (int h = 0; h < H; ++h) P[t][h] = _mm256_setzero_si256();
+      for (int h = 0; h < H; ++h) {
+        sc[h] = pair16_u8(b + kQ4KScOff + i * 16 + 8 * (half0 + h));
+        fifth[h] = kQ5 ? load32(b + kQ5KHiOff + i * 64 + 32 * (half0 + h)) : _mm256_setzero_si256();
+      }
       for (int c = 0; c < 4; ++c) {
         __m256i lo[H], hi[H];
         for (int h = 0; h < H; ++h) {
           const __m256i v = load32(b + i * 256 + c * 64 + 32 * (half0 + h));
           lo[h] = _mm256_and_si256(v, m4);
           hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+          if constexpr (kQ5) {  // bits c and 4 + c of each byte to bit 4 (shifts within 16-bit lanes)
+            lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(_mm256_slli_epi16(fifth[h], 4 - c), b4));
+            hi[h] = _mm256_or_si256(hi[h], c == 0 ? _mm256_and_si256(fifth[h], b4)
+                                                  : _mm256_and_si256(_mm256_srli_epi16(fifth[h], c), b4));
+          }
         }
         for (int t = 0; t < T; ++t) {
           const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * c;
@@ -299,10 +315,13 @@ void q4k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q4KP
             P[t][h] = _mm256_add_epi16(P[t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
                                                                  _mm256_maddubs_epi16(hi[h], xb)));
         }
-      }
-      for (int h = 0; h < H; ++h) {
-        const __m256i sc = pair16_u8(b + kQ4KScOff + i * 16 + 8 * (half0 + h));
-        for (int t = 0; t < T; ++t) S[t][h] = _mm256_add_epi32(S[t][h], _mm256_madd_epi16(P[t][h], sc));
+        if (kQ5 || c == 3) {
+          for (int h = 0; h < H; ++h)
+            for (int t = 0; t < T; ++t) {
+              S[t][h] = _mm256_add_epi32(S[t][h], _mm256_madd_epi16(P[t][h], sc[h]));
+              P[t][h] = _mm256_setzero_si256();
+            }
+        }
       }
     }
     for (int h = 0; h < H; ++h) {
@@ -325,8 +344,10 @@ void q4k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q4KP
 }
 
 constexpr int kQ4KT = 2, kQ4KH = 2;
-constexpr HalfTileFn<Q4KPackedAct> kQ4KTiles[kQ4KT][kQ4KH] = {{&q4k_tile<1, 1>, &q4k_tile<1, 2>},
-                                                               {&q4k_tile<2, 1>, &q4k_tile<2, 2>}};
+constexpr HalfTileFn<Q4KPackedAct> kQ4KTiles[kQ4KT][kQ4KH] = {{&q4k_tile<1, 1, false>, &q4k_tile<1, 2, false>},
+                                                               {&q4k_tile<2, 1, false>, &q4k_tile<2, 2, false>}};
+constexpr HalfTileFn<Q4KPackedAct> kQ5KTiles[kQ4KT][kQ4KH] = {{&q4k_tile<1, 1, true>, &q4k_tile<1, 2, true>},
+                                                               {&q4k_tile<2, 1, true>, &q4k_tile<2, 2, true>}};
 
 // ---- Q6_K ----------------------------------------------------------------
 //
@@ -535,7 +556,8 @@ void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_to
 
 void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,
                           int64_t row_begin, int64_t row_end) {
-  run_half_tiles(kQ4KTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  run_half_tiles(w.type() == GgmlType::kQ5_K ? kQ5KTiles : kQ4KTiles, w, x, n_tokens, y, y_stride, row_begin,
+                 row_end);
 }
 
 void matmul_q6k_rows_avx2(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens, float* y, int y_stride,

@@ -1,4 +1,5 @@
-// The packed Q4_K layout and kernels (layout and arithmetic: matmul_packed.h).
+// The packed Q4_K and Q5_K layouts and kernels (layout and arithmetic:
+// matmul_packed.h). Q5_K is Q4_K with a plane of fifth bits.
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -20,12 +21,22 @@ namespace {
 
 constexpr size_t kScOff = 2048, kMinOff = 2176, kDOff = 2304, kDminOff = 2336;
 static_assert(kDminOff + 32 == PackedMatrix::kQ4KBlockBytes);
+constexpr size_t kQ5HiOff = PackedMatrix::kQ4KBlockBytes;  // Q5_K's fifth bits
+static_assert(kQ5HiOff + 512 == PackedMatrix::kQ5KBlockBytes);
 
 // Value v (0..255) of a Q4_K super-block: qs[32j + l] holds value 64j + l in
 // its low nibble and 64j + 32 + l in its high nibble.
 inline int q4k_value(const BlockQ4_K& b, int v) {
   const int j = v / 64, l = v % 64;
   return l < 32 ? b.qs[32 * j + l] & 15 : b.qs[32 * j + l - 32] >> 4;
+}
+
+// Value v of a Q5_K super-block, 0..31: Q4_K's nibble, and bit 2j (first 32
+// of the 64) or 2j + 1 (last 32) of qh[l % 32] as its fifth bit.
+inline int q5k_value(const BlockQ5_K& b, int v) {
+  const int j = v / 64, l = v % 64;
+  const int low = l < 32 ? b.qs[32 * j + l] & 15 : b.qs[32 * j + l - 32] >> 4;
+  return low | (((b.qh[l % 32] >> (2 * j + (l >= 32))) & 1) << 4);
 }
 
 }  // namespace
@@ -65,6 +76,27 @@ void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
   });
 }
 
+void pack_q5k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
+                     int64_t g_end) {
+  pack_kquant_groups<BlockQ5_K>(w, data, group_stride, PackedMatrix::kQ5KBlockBytes, g_begin, g_end,
+                                [](uint8_t* o, int r, const BlockQ5_K& b) {
+    for (int i = 0; i < 8; ++i) {
+      for (int c = 0; c < 4; ++c)
+        for (int k = 0; k < 4; ++k) {
+          const int lo = q5k_value(b, 32 * i + 4 * c + k), hi = q5k_value(b, 32 * i + 16 + 4 * c + k);
+          o[i * 256 + c * 64 + 4 * r + k] = uint8_t((lo & 15) | ((hi & 15) << 4));
+          o[kQ5HiOff + i * 64 + 4 * r + k] |= uint8_t(((lo >> 4) << c) | ((hi >> 4) << (4 + c)));
+        }
+      int sc, m;
+      k4_scale_min(b.scales, i, &sc, &m);
+      o[kScOff + i * 16 + r] = uint8_t(sc);
+      o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
+    }
+    std::memcpy(o + kDOff + 2 * r, &b.d, 2);
+    std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
+  });
+}
+
 #ifdef LARDER_Q4K_PACKED
 namespace {
 
@@ -92,49 +124,77 @@ inline __m512 q4k_step(__m512 acc, __m512i S, const __m512i (&mp)[4], __m512 dw,
   return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mn), _mm512_mul_ps(dm, dx), acc);
 }
 
+// Bit n of every byte moved to bit 4 (shifts within 16-bit lanes; the rest
+// is masked by the caller).
+template <int N>
+inline __m512i bit_to_4(__m512i h) {
+  if constexpr (N < 4) return _mm512_slli_epi16(h, 4 - N);
+  if constexpr (N == 4) return h;
+  return _mm512_srli_epi16(h, N - 4);
+}
+
 // T tokens x G groups of 16 rows (group g at grp + g * group_stride) over all
-// nb super-blocks; y: token 0, the first group's first row; the last group
-// writes last_rows rows. Several groups in flight are for decode: more
-// independent streams of weights.
-template <int T, int G>
+// nb super-blocks of Q4_K or (kQ5) Q5_K; y: token 0, the first group's first
+// row; the last group writes last_rows rows. Several groups in flight are for
+// decode: more independent streams of weights.
+template <int T, int G, bool kQ5>
 void tile_q4k_groups(const uint8_t* grp, size_t group_stride, const Q4KPackedAct* x, int nb, float* y,
                      int y_stride, int last_rows) {
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  constexpr size_t kBlockBytes = kQ5 ? PackedMatrix::kQ5KBlockBytes : PackedMatrix::kQ4KBlockBytes;
+  constexpr int kLines = kQ5 ? 6 : 5;  // prefetched per step of 8
+  const __m512i m4 = _mm512_set1_epi8(0x0F), b4 = _mm512_set1_epi8(0x10);
   __m512 acc[G][T];
   for (int g = 0; g < G; ++g)
     for (int t = 0; t < T; ++t) acc[g][t] = _mm512_setzero_ps();
   for (int s = 0; s < nb; ++s) {
     const uint8_t* bg[G];
-    for (int g = 0; g < G; ++g) bg[g] = grp + size_t(g) * group_stride + size_t(s) * PackedMatrix::kQ4KBlockBytes;
+    for (int g = 0; g < G; ++g) bg[g] = grp + size_t(g) * group_stride + size_t(s) * kBlockBytes;
     __m512i S[G][T];
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < T; ++t) S[g][t] = _mm512_setzero_si512();
     for (int i = 0; i < 8; ++i) {
-      if constexpr (T <= 4) {  // decode, verification: kSuperBlocksAhead ahead, 5 lines per step
+      if constexpr (T <= 4) {  // decode, verification: kSuperBlocksAhead ahead
         for (int g = 0; g < G; ++g) {
-          const char* pf = reinterpret_cast<const char*>(bg[g] + kSuperBlocksAhead * PackedMatrix::kQ4KBlockBytes + i * 320);
-          for (int l = 0; l < 5; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+          const char* pf = reinterpret_cast<const char*>(bg[g] + kSuperBlocksAhead * kBlockBytes + i * 64 * kLines);
+          for (int l = 0; l < kLines; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
         }
       }
       for (int g = 0; g < G; ++g) {
         const uint8_t* b = bg[g];
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + i * 16)));
+        const __m512i h = kQ5 ? _mm512_load_si512(b + kQ5HiOff + i * 64) : _mm512_setzero_si512();
         __m512i A[T], B[T];
         for (int t = 0; t < T; ++t) A[t] = B[t] = _mm512_setzero_si512();
-        for (int c = 0; c < 4; ++c) {
-          const __m512i v = _mm512_load_si512(b + i * 256 + c * 64);
-          const __m512i lo = _mm512_and_si512(v, m4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        auto chunk = [&]<int C>() {
+          const __m512i v = _mm512_load_si512(b + i * 256 + C * 64);
+          __m512i lo = _mm512_and_si512(v, m4);
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          if constexpr (kQ5) {  // A | (B & C): 0xF8
+            lo = _mm512_ternarylogic_epi32(lo, bit_to_4<C>(h), b4, 0xF8);
+            hi = _mm512_ternarylogic_epi32(hi, bit_to_4<4 + C>(h), b4, 0xF8);
+          }
           for (int t = 0; t < T; ++t) {
-            const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * c;
+            const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * C;
             A[t] = _mm512_dpbusd_epi32(A[t], lo, bcast4(q));
             B[t] = _mm512_dpbusd_epi32(B[t], hi, bcast4(q + 16));
           }
-        }
-        // S += sc * A + sc * B, exact: each lane of A and B is a 16-value sum
-        // with |.| <= 16 * 15 * 128 < 2^15, so its low int16 is the value, and
-        // with (sc, 0) as the other int16 pair vpdpwssd adds exactly sc * it.
-        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kScOff + i * 16)));
-        for (int t = 0; t < T; ++t) S[g][t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[g][t], A[t], sc), B[t], sc);
+        };
+        // S += sc * A + sc * B, exact: each lane of A and B is a sum of 16
+        // (Q5_K: 8) products with |.| <= 16 * 15 * 128 (8 * 31 * 128) < 2^15,
+        // so its low int16 is the value, and with (sc, 0) as the other int16
+        // pair vpdpwssd adds exactly sc * it.
+        auto fold = [&] {
+          for (int t = 0; t < T; ++t) {
+            S[g][t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(S[g][t], A[t], sc), B[t], sc);
+            A[t] = B[t] = _mm512_setzero_si512();
+          }
+        };
+        chunk.template operator()<0>();
+        chunk.template operator()<1>();
+        if constexpr (kQ5) fold();
+        chunk.template operator()<2>();
+        chunk.template operator()<3>();
+        fold();
       }
     }
     for (int g = 0; g < G; ++g) {
@@ -152,17 +212,22 @@ void tile_q4k_groups(const uint8_t* grp, size_t group_stride, const Q4KPackedAct
 }
 
 // T tokens x one group of 16 rows (run_group_tiles' tiles).
-template <int T>
+template <int T, bool kQ5>
 void tile_q4k(const uint8_t* grp, const Q4KPackedAct* x, int nb, float* y, int y_stride, int last_rows) {
-  tile_q4k_groups<T, 1>(grp, 0, x, nb, y, y_stride, last_rows);
+  tile_q4k_groups<T, 1, kQ5>(grp, 0, x, nb, y, y_stride, last_rows);
 }
 
 constexpr int kGDecode = 4;  // decode tiles: groups in flight, at most (kquant_decode_groups)
-constexpr DecodeGroupsFn<Q4KPackedAct> kDecodeTiles[kGDecode] = {&tile_q4k_groups<1, 1>, &tile_q4k_groups<1, 2>,
-                                                                   &tile_q4k_groups<1, 3>, &tile_q4k_groups<1, 4>};
-constexpr int kT = 6;  // 4 T + 5 zmm live
-constexpr GroupTileFn<Q4KPackedAct> kTiles[kT] = {&tile_q4k<1>, &tile_q4k<2>, &tile_q4k<3>,
-                                                  &tile_q4k<4>, &tile_q4k<5>, &tile_q4k<6>};
+constexpr int kT = 6;        // 4 T + 5 zmm live (Q5_K: + 2)
+template <bool kQ5>
+struct Tiles {
+  static constexpr DecodeGroupsFn<Q4KPackedAct> kDecode[kGDecode] = {
+      &tile_q4k_groups<1, 1, kQ5>, &tile_q4k_groups<1, 2, kQ5>, &tile_q4k_groups<1, 3, kQ5>,
+      &tile_q4k_groups<1, 4, kQ5>};
+  static constexpr GroupTileFn<Q4KPackedAct> kPrefill[kT] = {&tile_q4k<1, kQ5>, &tile_q4k<2, kQ5>,
+                                                             &tile_q4k<3, kQ5>, &tile_q4k<4, kQ5>,
+                                                             &tile_q4k<5, kQ5>, &tile_q4k<6, kQ5>};
+};
 
 #ifdef LARDER_KQUANT_AMX
 // One group's super-block sb in the unpacked form of matmul_packed_amx.h:
@@ -202,17 +267,26 @@ void finish_q4k_amx(__m512 (&acc)[16], const int32_t (&hi)[16][16], const int32_
 void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y,
                      int y_stride, int64_t row_begin, int64_t row_end) {
 #ifdef LARDER_Q4K_PACKED
+  if (w.type() == GgmlType::kQ5_K) {  // the vector tiles only (no AMX unpacking for it)
+    if (n_tokens == 1) {
+      run_decode_groups(Tiles<true>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
+    } else {
+      run_group_tiles(Tiles<true>::kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
+    }
+    return;
+  }
   if (n_tokens == 1) {  // decode: kGDecode groups' streams in flight
-    run_decode_groups(kDecodeTiles, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
+    run_decode_groups(Tiles<false>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
     return;
   }
 #ifdef LARDER_KQUANT_AMX
-  run_kquant_prefill(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q4k_amx, &finish_q4k_amx);
+  run_kquant_prefill(Tiles<false>::kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end, &unpack_q4k_amx,
+                     &finish_q4k_amx);
 #else
-  run_group_tiles(kTiles, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  run_group_tiles(Tiles<false>::kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
 #endif
 #elif defined(LARDER_PACKED_AVX2)
-  matmul_q4k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);
+  matmul_q4k_rows_avx2(w, x, n_tokens, y, y_stride, row_begin, row_end);  // Q4_K and Q5_K
 #else
   (void)w; (void)x; (void)n_tokens; (void)y; (void)y_stride; (void)row_begin; (void)row_end;
   assert(false && "the packed kernels need an AVX-512 VNNI or AVX2 build");

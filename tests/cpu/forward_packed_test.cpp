@@ -1,6 +1,6 @@
 // The determinism contract of engine/cpu/forward.h on small random models
 // shaped like real ones (head_dim 64, every matrix a multiple of 16 rows), so
-// that the repacked kernels (Q8_0, Q4_0 .. Q5_1, Q2_K .. Q4_K, F16) and the 16-position attention (the
+// that the repacked kernels (Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K, F16) and the 16-position attention (the
 // 8-position one in AVX2 builds) run through the whole forward pass, with
 // every KV dtype: a prompt prefilled in two chunks (what a restored prefix
 // does) gives the logits of one cold prefill bit for bit, on 1 and 2
@@ -65,7 +65,8 @@ TEST_CASE("packed kernels and 16-position attention keep prefill chunks and deco
                     M{GgmlType::kQ4_K, testing::WeightMix::kQ4_K_M}, M{GgmlType::kF16, testing::WeightMix::kUniform},
                     M{GgmlType::kQ4_0, testing::WeightMix::kUniform}, M{GgmlType::kQ5_0, testing::WeightMix::kUniform},
                     M{GgmlType::kQ3_K, testing::WeightMix::kUniform}, M{GgmlType::kQ2_K, testing::WeightMix::kUniform},
-                    M{GgmlType::kQ4_1, testing::WeightMix::kUniform}, M{GgmlType::kQ5_1, testing::WeightMix::kUniform}}) {
+                    M{GgmlType::kQ4_1, testing::WeightMix::kUniform}, M{GgmlType::kQ5_1, testing::WeightMix::kUniform},
+                    M{GgmlType::kQ5_K, testing::WeightMix::kQ5_K_M}}) {
     const std::string path = write_model(dir, m.type, m.mix);
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
       for (int n_threads : {1, 2}) {

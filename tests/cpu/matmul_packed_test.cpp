@@ -593,4 +593,51 @@ TEST_CASE("packed Q2_K matmul is close to the double dot product of dequantized 
     }
 }
 
+// ---- Q5_K -------------------------------------------------------------------
+
+TEST_CASE("packed Q5_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  check_against_definition(GgmlType::kQ5_K, 6, 65, &random_q5k, &q5k_definition, &prepare_q4k_packed_act);
+}
+
+TEST_CASE("packed Q5_K matmul is close to the double dot product of dequantized values",
+          "[cpu][matmul][q8packed]") {
+  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
+  std::mt19937 rng(11);
+  const int K = 1024, rows = 40, n = 3, nb = K / 256;
+  const Q5KMatrix m = random_q5k(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
+  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, &prepare_q4k_packed_act);
+  ThreadPool three(3);
+  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
+  std::vector<Q4KPackedAct> act(size_t(n) * nb);
+  prepare_q4k_packed_act(x.data(), n, K, act.data());
+  for (int tokens : {1, n}) {  // decode and prefill tiles, on 3 threads
+    std::vector<float> y3(size_t(tokens) * rows);
+    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
+    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
+  }
+  // The weights as dequantize_row gives them agree with the test's reading.
+  std::vector<float> wf(size_t(K) * rows);
+  dequantize_row(GgmlType::kQ5_K, m.blocks.data(), wf.data(), int64_t(K) * rows);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ5_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        for (int v = 0; v < 256; ++v) {
+          int sc, mn;
+          q4k_sc_m(w.scales, v / 32, &sc, &mn);
+          const double wv = half_to_double(w.d) * sc * q5k_q(w, v) - half_to_double(w.dmin) * mn;
+          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
+          const double p = wv * double(a.d) * a.qs[v];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
+    }
+}
+
 }  // namespace larder

@@ -6,7 +6,8 @@
 // (a change made for speed can move the last bits of a sum unnoticed).
 //
 // Here small random models go through each kernel family (packed Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q2_K and Q3_K, the Q4_K / Q6_K mix, packed F16, F32 row tiles; attention of head_dim 64 and 8;
+// Q4_1, Q5_0, Q5_1, Q2_K and Q3_K, the Q4_K / Q6_K and Q5_K / Q6_K mixes,
+// packed F16, F32 row tiles; attention of head_dim 64 and 8;
 // K/V in f32, f16 and q8_0): a prompt is prefilled, two tokens are decoded,
 // and the bits of every logit and every written K/V row are hashed. Each
 // hash is compared with the one recorded for this build's numerics id. The
@@ -69,6 +70,7 @@ constexpr Config kConfigs[] = {
     {"q5_0-hd64-kvf16", GgmlType::kQ5_0, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"q3_k-hd64-kvf16", GgmlType::kQ3_K, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"q2_k-hd64-kvf16", GgmlType::kQ2_K, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
+    {"q5_k_m-hd64-kvf16", GgmlType::kQ5_K, testing::WeightMix::kQ5_K_M, 256, 4, 2, KvDtype::kF16},
     {"q4_1-hd64-kvf16", GgmlType::kQ4_1, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"q5_1-hd64-kvf16", GgmlType::kQ5_1, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"f16-hd64-kvf16", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
@@ -140,6 +142,7 @@ constexpr Recorded kRecorded[] = {
     {"cpu-9-avx512vnni", "q5_0-hd64-kvf16", 0xafeec33070390854ull},
     {"cpu-9-avx512vnni", "q3_k-hd64-kvf16", 0xc1a847b3876f0f75ull},
     {"cpu-9-avx512vnni", "q2_k-hd64-kvf16", 0xefceb9a7684cb200ull},
+    {"cpu-9-avx512vnni", "q5_k_m-hd64-kvf16", 0x94bd20c55b869311ull},
     {"cpu-9-avx512vnni", "q4_1-hd64-kvf16", 0x0d9c97d1402a525cull},
     {"cpu-9-avx512vnni", "q5_1-hd64-kvf16", 0x08e2f2af7446d96eull},
     {"cpu-9-avx512vnni", "f16-hd64-kvf16", 0xc13a0851b45e975full},
@@ -155,6 +158,7 @@ constexpr Recorded kRecorded[] = {
     {"cpu-9-avx2", "q5_0-hd64-kvf16", 0xafeec33070390854ull},
     {"cpu-9-avx2", "q3_k-hd64-kvf16", 0xd124ba2bbf3a314cull},
     {"cpu-9-avx2", "q2_k-hd64-kvf16", 0x3c53cc406638a48dull},
+    {"cpu-9-avx2", "q5_k_m-hd64-kvf16", 0x61dd501c165a7254ull},
     {"cpu-9-avx2", "q4_1-hd64-kvf16", 0x0d9c97d1402a525cull},
     {"cpu-9-avx2", "q5_1-hd64-kvf16", 0xd6e3a7a574f41ef7ull},
     {"cpu-9-avx2", "f16-hd64-kvf16", 0x9611db7cd53bd9b3ull},
@@ -170,6 +174,7 @@ constexpr Recorded kRecorded[] = {
     {"cpu-9-scalar", "q5_0-hd64-kvf16", 0x0cc052587a6eddc0ull},
     {"cpu-9-scalar", "q3_k-hd64-kvf16", 0xd8344fad30619110ull},
     {"cpu-9-scalar", "q2_k-hd64-kvf16", 0x111dbee5a6d811a4ull},
+    {"cpu-9-scalar", "q5_k_m-hd64-kvf16", 0xdf9ad67366f29c51ull},
     {"cpu-9-scalar", "q4_1-hd64-kvf16", 0x5bf85f1d29c2d8fdull},
     {"cpu-9-scalar", "q5_1-hd64-kvf16", 0x47689eef021754c4ull},
     {"cpu-9-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},

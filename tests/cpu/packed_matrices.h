@@ -1,4 +1,4 @@
-// Random Q8_0, Q4_0 .. Q5_1, Q2_K, Q3_K, Q4_K and Q6_K matrices and the packed kernels' contracts
+// Random Q8_0, Q4_0 .. Q5_1 and Q2_K .. Q6_K matrices and the packed kernels' contracts
 // (engine/cpu/matmul_packed.h) written out as scalar loops, for the packed
 // kernels' tests (matmul_packed_test.cpp, matmul_packed_fused_test.cpp).
 #pragma once
@@ -240,6 +240,63 @@ inline std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<B
           int32_t isum = 0, xs = 0;
           for (int j = 0; j < 32; ++j) {
             isum += q4k_q(w, 32 * i + j) * a.qs[32 * i + j];
+            xs += a.qs[32 * i + j];
+          }
+          S += sc * isum;
+          Mn += mn * xs;
+        }
+        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+        acc = std::fma(-float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+// ---- Q5_K -------------------------------------------------------------------
+
+// Value v of a Q5_K super-block, 0..31, as ggml's dequantize_row_q5_K reads
+// it: Q4_K's nibble plus 16 if bit 2j (values 64j..64j+31) or 2j + 1 (values
+// 64j+32..64j+63) of qh[v % 32] is set.
+inline int q5k_q(const BlockQ5_K& b, int v) {
+  const int j = v / 64, l = v % 32;
+  const bool second = v % 64 >= 32;
+  const int low = second ? b.qs[32 * j + l] >> 4 : b.qs[32 * j + l] & 0xF;
+  return low + (((b.qh[l] >> (2 * j + (second ? 1 : 0))) & 1) ? 16 : 0);
+}
+
+using Q5KMatrix = KQuantMatrix<BlockQ5_K, GgmlType::kQ5_K>;
+
+inline Q5KMatrix random_q5k(int K, int rows, std::mt19937& rng, bool extremes) {
+  Q5KMatrix m{K, rows, std::vector<BlockQ5_K>(size_t(rows) * (K / 256))};
+  for (BlockQ5_K& b : m.blocks) {
+    b.d = uint16_t((rng() & 0x3ff) | (uint16_t(6 + rng() % 8) << 10));
+    b.dmin = uint16_t((rng() & 0x3ff) | (uint16_t(6 + rng() % 8) << 10));
+    // Extremes: q = 31, scales and mins of 63.
+    for (uint8_t& x : b.scales) x = extremes ? 0xFF : uint8_t(rng());
+    for (uint8_t& x : b.qs) x = extremes ? 0xFF : uint8_t(rng());
+    for (uint8_t& x : b.qh) x = extremes ? 0xFF : uint8_t(rng());
+  }
+  return m;
+}
+
+// The Q5_K contract of matmul_packed.h (Q4_K's, q in 0..31) as scalar code.
+inline std::vector<float> q5k_definition(const Q5KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+  const int nb = m.K / 256;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int s = 0; s < nb; ++s) {
+        const BlockQ5_K& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        int32_t S = 0, Mn = 0;
+        for (int i = 0; i < 8; ++i) {
+          int sc, mn;
+          q4k_sc_m(w.scales, i, &sc, &mn);
+          int32_t isum = 0, xs = 0;
+          for (int j = 0; j < 32; ++j) {
+            isum += q5k_q(w, 32 * i + j) * a.qs[32 * i + j];
             xs += a.qs[32 * i + j];
           }
           S += sc * isum;

@@ -55,8 +55,9 @@ namespace larder {
 // 9: Q4_0, Q4_1, Q5_0 and Q5_1 weights are repacked like Q8_0 and multiply
 //    Q8_0-quantized activations in int8, Q3_K and Q2_K ones like Q6_K and
 //    Q5_K like Q4_K with Q8_K activations, on AVX-512 VNNI and AVX2 builds
-//    (matmul_packed.h), instead of f32 activations times dequantized rows
-//    (and, for Q5_K on AVX-512 VNNI, the integer row tiles) (2026-12-06).
+//    (AVX-512 builds without VNNI take the AVX2 tiles) (matmul_packed.h),
+//    instead of f32 activations times dequantized rows (and, for Q5_K on
+//    AVX-512 VNNI, the integer row tiles) (2026-12-06).
 constexpr int kCpuArithmeticVersion = 9;
 
 std::string cpu_numerics_id() {

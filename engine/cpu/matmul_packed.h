@@ -234,8 +234,8 @@ class PackedMatrix {
   size_t group_stride() const { return group_stride_; }
   size_t bytes() const { return size_t(n_groups()) * group_stride_; }
   // Group g's bytes (Q8_0, Q4_0 .. Q5_1: quants, then scales at n_blocks() *
-  // block_quant_bytes();
-  // Q4_K: kQ4KBlockBytes per super-block).
+  // block_quant_bytes(); the K-quants: kQ4KBlockBytes, kQ5KBlockBytes, ...
+  // per super-block).
   const uint8_t* group(int64_t g) const { return data_.get() + size_t(g) * group_stride_; }
 
  private:

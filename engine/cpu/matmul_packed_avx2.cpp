@@ -266,7 +266,8 @@ constexpr size_t kQ4KScOff = 2048, kQ4KMinOff = 2176, kQ4KDOff = 2304, kQ4KDminO
 
 // Q5_K (kQ5): quants 0..31, the fifth bits moved to bit 4 from the plane at
 // kQ5KHiOff; a pair is at most 2 * 31 * 128 = 7936, so the int16 sums go to
-// S after every chunk (4 vectors, at most 31744) instead of every sub-block.
+// S after every two chunks (4 pairs, at most 31744 < 2^15) instead of every
+// sub-block.
 constexpr size_t kQ5KHiOff = PackedMatrix::kQ4KBlockBytes;
 
 template <int T, int H, bool kQ5>
@@ -315,7 +316,7 @@ void q4k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q4KP
             P[t][h] = _mm256_add_epi16(P[t][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], xa),
                                                                  _mm256_maddubs_epi16(hi[h], xb)));
         }
-        if (kQ5 || c == 3) {
+        if (c == 3 || (kQ5 && c == 1)) {
           for (int h = 0; h < H; ++h)
             for (int t = 0; t < T; ++t) {
               S[t][h] = _mm256_add_epi32(S[t][h], _mm256_madd_epi16(P[t][h], sc[h]));

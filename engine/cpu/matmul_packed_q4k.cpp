@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/cpu/matmul_kquant.h"
 #include "engine/cpu/matmul_packed.h"
@@ -57,44 +58,42 @@ void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAc
 
 namespace packed_detail {
 
+namespace {
+// One row of one super-block of Q4_K or Q5_K into a group's packed bytes o
+// (row r): the nibble planes, Q5_K's fifth bits, sc, m, d, dmin.
+template <class Block>
+void pack_q45k_block(uint8_t* o, int r, const Block& b) {
+  constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
+  auto value = [&](int v) {
+    if constexpr (kQ5) return q5k_value(b, v); else return q4k_value(b, v);
+  };
+  for (int i = 0; i < 8; ++i) {
+    for (int c = 0; c < 4; ++c)
+      for (int k = 0; k < 4; ++k) {
+        const int lo = value(32 * i + 4 * c + k), hi = value(32 * i + 16 + 4 * c + k);
+        o[i * 256 + c * 64 + 4 * r + k] = uint8_t((lo & 15) | ((hi & 15) << 4));
+        if constexpr (kQ5) o[kQ5HiOff + i * 64 + 4 * r + k] |= uint8_t(((lo >> 4) << c) | ((hi >> 4) << (4 + c)));
+      }
+    int sc, m;
+    k4_scale_min(b.scales, i, &sc, &m);
+    o[kScOff + i * 16 + r] = uint8_t(sc);
+    o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
+  }
+  std::memcpy(o + kDOff + 2 * r, &b.d, 2);
+  std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
+}
+}  // namespace
+
 void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end) {
   pack_kquant_groups<BlockQ4_K>(w, data, group_stride, PackedMatrix::kQ4KBlockBytes, g_begin, g_end,
-                                [](uint8_t* o, int r, const BlockQ4_K& b) {
-    for (int i = 0; i < 8; ++i) {
-      for (int c = 0; c < 4; ++c)
-        for (int k = 0; k < 4; ++k)
-          o[i * 256 + c * 64 + 4 * r + k] =
-              uint8_t(q4k_value(b, 32 * i + 4 * c + k) | (q4k_value(b, 32 * i + 16 + 4 * c + k) << 4));
-      int sc, m;
-      k4_scale_min(b.scales, i, &sc, &m);
-      o[kScOff + i * 16 + r] = uint8_t(sc);
-      o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
-    }
-    std::memcpy(o + kDOff + 2 * r, &b.d, 2);
-    std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
-  });
+                                &pack_q45k_block<BlockQ4_K>);
 }
 
 void pack_q5k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end) {
   pack_kquant_groups<BlockQ5_K>(w, data, group_stride, PackedMatrix::kQ5KBlockBytes, g_begin, g_end,
-                                [](uint8_t* o, int r, const BlockQ5_K& b) {
-    for (int i = 0; i < 8; ++i) {
-      for (int c = 0; c < 4; ++c)
-        for (int k = 0; k < 4; ++k) {
-          const int lo = q5k_value(b, 32 * i + 4 * c + k), hi = q5k_value(b, 32 * i + 16 + 4 * c + k);
-          o[i * 256 + c * 64 + 4 * r + k] = uint8_t((lo & 15) | ((hi & 15) << 4));
-          o[kQ5HiOff + i * 64 + 4 * r + k] |= uint8_t(((lo >> 4) << c) | ((hi >> 4) << (4 + c)));
-        }
-      int sc, m;
-      k4_scale_min(b.scales, i, &sc, &m);
-      o[kScOff + i * 16 + r] = uint8_t(sc);
-      o[kMinOff + (i / 2) * 32 + 2 * r + (i % 2)] = uint8_t(m);
-    }
-    std::memcpy(o + kDOff + 2 * r, &b.d, 2);
-    std::memcpy(o + kDminOff + 2 * r, &b.dmin, 2);
-  });
+                                &pack_q45k_block<BlockQ5_K>);
 }
 
 #ifdef LARDER_Q4K_PACKED

@@ -498,146 +498,93 @@ TEST_CASE("packed Q6_K matmul is close to the double dot product of dequantized 
     }
 }
 
-// ---- Q3_K -------------------------------------------------------------------
+// ---- Q3_K, Q2_K, Q5_K -------------------------------------------------------
+
+namespace {
+
+// A K-quant type M against the double dot product of its weights read by
+// the test (weight(block, v), from ggml's layout), which must also equal
+// dequantize_row's; the decode and prefill tiles on 3 threads give the same
+// bits as one call.
+template <class M, class Act>
+void check_kquant_against_double(M (*random)(int, int, std::mt19937&, bool),
+                                 void (*prepare)(const BlockQ8K*, int, int, Act*),
+                                 double (*weight)(const typename decltype(M::blocks)::value_type&, int), uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int K = 1024, rows = 40, n = 3, nb = K / 256;
+  const M m = random(K, rows, rng, false);
+  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
+  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, prepare);
+  ThreadPool three(3);
+  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
+  std::vector<Act> act(size_t(n) * nb);
+  prepare(x.data(), n, K, act.data());
+  for (int tokens : {1, n}) {
+    std::vector<float> y3(size_t(tokens) * rows);
+    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
+    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
+  }
+  std::vector<float> wf(size_t(K) * rows);
+  dequantize_row(m.view().type, m.blocks.data(), wf.data(), int64_t(K) * rows);
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < rows; ++r) {
+      double ref = 0, mag = 0;
+      for (int s = 0; s < nb; ++s) {
+        const auto& w = m.blocks[size_t(r) * nb + s];
+        const BlockQ8K& a = x[size_t(t) * nb + s];
+        for (int v = 0; v < 256; ++v) {
+          // dequantize_row rounds the exact products' difference once.
+          const double wv = weight(w, v);
+          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
+          const double p = wv * double(a.d) * a.qs[v];
+          ref += p;
+          mag += std::fabs(p);
+        }
+      }
+      // Per super-block: the int32 sums rounded to f32, the scale products
+      // and one or two fmas.
+      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
+    }
+}
+
+double q3k_weight(const BlockQ3_K& w, int v) {
+  int sc[16];
+  q3k_sc(w, sc);
+  return half_to_double(w.d) * sc[v / 16] * q3k_w(w, v);
+}
+double q2k_weight(const BlockQ2_K& w, int v) {
+  const int sc = w.scales[v / 16] & 15, mn = w.scales[v / 16] >> 4;
+  return half_to_double(w.d) * sc * q2k_q(w, v) - half_to_double(w.dmin) * mn;
+}
+double q5k_weight(const BlockQ5_K& w, int v) {
+  int sc, mn;
+  q4k_sc_m(w.scales, v / 32, &sc, &mn);
+  return half_to_double(w.d) * sc * q5k_q(w, v) - half_to_double(w.dmin) * mn;
+}
+
+}  // namespace
 
 TEST_CASE("packed Q3_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   check_against_definition(GgmlType::kQ3_K, 4, 62, &random_q3k, &q3k_definition, &prepare_q3k_packed_act);
 }
 
-TEST_CASE("packed Q3_K matmul is close to the double dot product of dequantized values",
-          "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  std::mt19937 rng(9);
-  const int K = 1024, rows = 40, n = 3, nb = K / 256;
-  const Q3KMatrix m = random_q3k(K, rows, rng, false);
-  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
-  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, &prepare_q3k_packed_act);
-  ThreadPool three(3);
-  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
-  std::vector<Q6KPackedAct> act(size_t(n) * nb);
-  prepare_q3k_packed_act(x.data(), n, K, act.data());
-  for (int tokens : {1, n}) {  // decode and prefill tiles, on 3 threads
-    std::vector<float> y3(size_t(tokens) * rows);
-    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
-    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
-  }
-  // The weights as dequantize_row gives them agree with the definition's.
-  std::vector<float> wf(size_t(K) * rows);
-  dequantize_row(GgmlType::kQ3_K, m.blocks.data(), wf.data(), int64_t(K) * rows);
-  for (int t = 0; t < n; ++t)
-    for (int r = 0; r < rows; ++r) {
-      double ref = 0, mag = 0;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ3_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        int sc[16];
-        q3k_sc(w, sc);
-        for (int v = 0; v < 256; ++v) {
-          const double wv = half_to_double(w.d) * sc[v / 16] * q3k_w(w, v);
-          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
-          const double p = wv * double(a.d) * a.qs[v];
-          ref += p;
-          mag += std::fabs(p);
-        }
-      }
-      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
-    }
-}
-
-// ---- Q2_K -------------------------------------------------------------------
-
 TEST_CASE("packed Q2_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   check_against_definition(GgmlType::kQ2_K, 4, 63, &random_q2k, &q2k_definition, &prepare_q2k_packed_act);
 }
-
-TEST_CASE("packed Q2_K matmul is close to the double dot product of dequantized values",
-          "[cpu][matmul][q8packed]") {
-  if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  std::mt19937 rng(10);
-  const int K = 1024, rows = 40, n = 3, nb = K / 256;
-  const Q2KMatrix m = random_q2k(K, rows, rng, false);
-  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
-  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, &prepare_q2k_packed_act);
-  ThreadPool three(3);
-  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
-  std::vector<Q6KPackedAct> act(size_t(n) * nb);
-  prepare_q2k_packed_act(x.data(), n, K, act.data());
-  for (int tokens : {1, n}) {  // decode and prefill tiles, on 3 threads
-    std::vector<float> y3(size_t(tokens) * rows);
-    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
-    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
-  }
-  // The weights as dequantize_row gives them agree with the test's reading.
-  std::vector<float> wf(size_t(K) * rows);
-  dequantize_row(GgmlType::kQ2_K, m.blocks.data(), wf.data(), int64_t(K) * rows);
-  for (int t = 0; t < n; ++t)
-    for (int r = 0; r < rows; ++r) {
-      double ref = 0, mag = 0;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ2_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        for (int v = 0; v < 256; ++v) {
-          const int sc = w.scales[v / 16] & 15, mn = w.scales[v / 16] >> 4;
-          const double wv = half_to_double(w.d) * sc * q2k_q(w, v) - half_to_double(w.dmin) * mn;
-          // dequantize_row rounds d * sc and dmin * m (exact) and their difference once.
-          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
-          const double p = wv * double(a.d) * a.qs[v];
-          ref += p;
-          mag += std::fabs(p);
-        }
-      }
-      // Per super-block: S, Mn rounded to f32, the scale products and two fmas.
-      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
-    }
-}
-
-// ---- Q5_K -------------------------------------------------------------------
 
 TEST_CASE("packed Q5_K matmul equals its scalar definition bit for bit", "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   check_against_definition(GgmlType::kQ5_K, 6, 65, &random_q5k, &q5k_definition, &prepare_q4k_packed_act);
 }
 
-TEST_CASE("packed Q5_K matmul is close to the double dot product of dequantized values",
+TEST_CASE("packed Q3_K, Q2_K, Q5_K matmuls are close to the double dot product of dequantized values",
           "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
-  std::mt19937 rng(11);
-  const int K = 1024, rows = 40, n = 3, nb = K / 256;
-  const Q5KMatrix m = random_q5k(K, rows, rng, false);
-  const std::vector<BlockQ8K> x = random_q8k(size_t(n) * nb, rng, false);
-  const std::vector<float> y = kquant_packed_product(PackedMatrix::pack(m.view()), x, n, -1, &prepare_q4k_packed_act);
-  ThreadPool three(3);
-  const PackedMatrix p3 = PackedMatrix::pack(m.view(), &three);
-  std::vector<Q4KPackedAct> act(size_t(n) * nb);
-  prepare_q4k_packed_act(x.data(), n, K, act.data());
-  for (int tokens : {1, n}) {  // decode and prefill tiles, on 3 threads
-    std::vector<float> y3(size_t(tokens) * rows);
-    matmul_packed_parallel(three, p3, act.data(), tokens, y3.data(), rows);
-    REQUIRE(std::memcmp(y.data(), y3.data(), y3.size() * sizeof(float)) == 0);
-  }
-  // The weights as dequantize_row gives them agree with the test's reading.
-  std::vector<float> wf(size_t(K) * rows);
-  dequantize_row(GgmlType::kQ5_K, m.blocks.data(), wf.data(), int64_t(K) * rows);
-  for (int t = 0; t < n; ++t)
-    for (int r = 0; r < rows; ++r) {
-      double ref = 0, mag = 0;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ5_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        for (int v = 0; v < 256; ++v) {
-          int sc, mn;
-          q4k_sc_m(w.scales, v / 32, &sc, &mn);
-          const double wv = half_to_double(w.d) * sc * q5k_q(w, v) - half_to_double(w.dmin) * mn;
-          REQUIRE(float(wv) == wf[size_t(r) * K + 256 * s + v]);
-          const double p = wv * double(a.d) * a.qs[v];
-          ref += p;
-          mag += std::fabs(p);
-        }
-      }
-      REQUIRE(std::fabs(double(y[size_t(t) * rows + r]) - ref) <= 1e-6 * mag + 1e-30);
-    }
+  SECTION("Q3_K") { check_kquant_against_double(&random_q3k, &prepare_q3k_packed_act, &q3k_weight, 9); }
+  SECTION("Q2_K") { check_kquant_against_double(&random_q2k, &prepare_q2k_packed_act, &q2k_weight, 10); }
+  SECTION("Q5_K") { check_kquant_against_double(&random_q5k, &prepare_q4k_packed_act, &q5k_weight, 11); }
 }
 
 }  // namespace larder

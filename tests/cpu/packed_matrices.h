@@ -223,15 +223,18 @@ inline std::vector<BlockQ8K> random_q8k(size_t n, std::mt19937& rng, bool extrem
   return v;
 }
 
-// The Q4_K contract of matmul_packed.h as scalar code.
-inline std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+// The Q4_K contract of matmul_packed.h as scalar code, for any block with
+// Q4_K's scales and mins (Q4_K, Q5_K): value(block, v) gives q.
+template <class M, class Block>
+std::vector<float> min_kquant_definition(const M& m, const std::vector<BlockQ8K>& x, int n_tokens,
+                                         int (*value)(const Block&, int)) {
   const int nb = m.K / 256;
   std::vector<float> y(size_t(n_tokens) * m.rows);
   for (int t = 0; t < n_tokens; ++t)
     for (int r = 0; r < m.rows; ++r) {
       float acc = 0.0f;
       for (int s = 0; s < nb; ++s) {
-        const BlockQ4_K& w = m.blocks[size_t(r) * nb + s];
+        const Block& w = m.blocks[size_t(r) * nb + s];
         const BlockQ8K& a = x[size_t(t) * nb + s];
         int32_t S = 0, Mn = 0;
         for (int i = 0; i < 8; ++i) {
@@ -239,7 +242,7 @@ inline std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<B
           q4k_sc_m(w.scales, i, &sc, &mn);
           int32_t isum = 0, xs = 0;
           for (int j = 0; j < 32; ++j) {
-            isum += q4k_q(w, 32 * i + j) * a.qs[32 * i + j];
+            isum += value(w, 32 * i + j) * a.qs[32 * i + j];
             xs += a.qs[32 * i + j];
           }
           S += sc * isum;
@@ -251,6 +254,9 @@ inline std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<B
       y[size_t(t) * m.rows + r] = acc;
     }
   return y;
+}
+inline std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
+  return min_kquant_definition(m, x, n_tokens, &q4k_q);
 }
 
 // ---- Q5_K -------------------------------------------------------------------
@@ -282,32 +288,7 @@ inline Q5KMatrix random_q5k(int K, int rows, std::mt19937& rng, bool extremes) {
 
 // The Q5_K contract of matmul_packed.h (Q4_K's, q in 0..31) as scalar code.
 inline std::vector<float> q5k_definition(const Q5KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
-  const int nb = m.K / 256;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ5_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        int32_t S = 0, Mn = 0;
-        for (int i = 0; i < 8; ++i) {
-          int sc, mn;
-          q4k_sc_m(w.scales, i, &sc, &mn);
-          int32_t isum = 0, xs = 0;
-          for (int j = 0; j < 32; ++j) {
-            isum += q5k_q(w, 32 * i + j) * a.qs[32 * i + j];
-            xs += a.qs[32 * i + j];
-          }
-          S += sc * isum;
-          Mn += mn * xs;
-        }
-        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
-        acc = std::fma(-float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
-      }
-      y[size_t(t) * m.rows + r] = acc;
-    }
-  return y;
+  return min_kquant_definition(m, x, n_tokens, &q5k_q);
 }
 
 // ---- Q6_K -------------------------------------------------------------------

@@ -63,9 +63,10 @@ std::atomic<int> g_kquant_decode_groups{0};  // 0: by CPU vendor
 void set_kquant_decode_groups(int groups) { g_kquant_decode_groups = std::max(0, groups); }
 
 namespace packed_detail {
-int kquant_decode_groups() {
+int kquant_decode_groups(GgmlType type) {
   const int set = g_kquant_decode_groups.load(std::memory_order_relaxed);
   if (set > 0) return set;
+  if (type == GgmlType::kQ2_K) return 4;
 #if defined(__x86_64__) && defined(__GNUC__)
   static const int by_vendor = [] {
     __builtin_cpu_init();

@@ -87,8 +87,10 @@
 //   acc = fma(float(S), d * d_x, acc)  per super-block in order, from 0.
 //
 // Q2_K layout, per group and super-block (1600 bytes): q (0..3) in 16
-// two-bit planes as Q3_K's low bits (1024 bytes), sc[i][r] and m[i][r]
-// (the 4-bit scale and min, u8, 16 x 16 each), d[r], dmin[r] (f16).
+// two-bit planes as Q3_K's low bits (1024 bytes), the 4-bit scales sc and
+// mins m (u8, 256 bytes each, the two sub-blocks of a step side by side:
+// byte 32 (i / 2) + 2 r + i % 2 holds row r's of sub-block i, as Q4_K's
+// mins), d[r], dmin[r] (f16).
 // Arithmetic (llama.cpp's Q2_K x Q8_K forms the same integer sums), with
 // xs_i the sum of x_q over sub-block i (Q8_K's bsums):
 //   S  = sum_i sc_i * sum_{j<16} q_j x_q,j          (exact int32)
@@ -173,17 +175,19 @@ void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAc
 
 // One token's Q8_K super-block for the packed Q6_K, Q3_K and Q2_K kernels:
 // the quants, -offset times each 16-value sum (offset: what the packed quants
-// add to w, 32 for Q6_K, 4 for Q3_K; 1 for Q2_K's mins), d.
+// add to w, 32 for Q6_K, 4 for Q3_K), those sums negated in int16 pairs (Q2_K's
+// mins: |xs| <= 16 * 128), d.
 struct Q6KPackedAct {
   int8_t qs[256];
   int32_t neg_oxs[16];
+  int32_t neg_xs_pairs[8];  // -xs_2j | -xs_2j+1 << 16 (int16 each): Q2_K's mins
   float d;
   int32_t pad[3];
 };
-static_assert(sizeof(Q6KPackedAct) == 336);
+static_assert(sizeof(Q6KPackedAct) == 368);
 void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);  // offset 32
 void prepare_q3k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);  // offset 4
-// Q2_K: offset 1, so that neg_oxs holds -xs_i for its mins.
+// Q2_K reads neg_xs_pairs; neg_oxs gets offset 1.
 void prepare_q2k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);
 
 // True for the types PackedMatrix::pack accepts on this build.

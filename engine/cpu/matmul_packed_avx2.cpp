@@ -52,6 +52,19 @@ inline __m256i pair16_s8(const uint8_t* p) {
   return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
 }
 
+// 8 rows' u8 pairs (a_r, b_r) at p (Q2_K's scales and mins, side by side)
+// as int16 words: (a_r, b_r) in lane r; *a gets (a_r, a_r), *b (b_r, b_r).
+inline __m256i side_by_side_u8(const uint8_t* p, __m256i* a, __m256i* b) {
+  const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i lo = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8, 9,
+                                      8, 9, 12, 13, 12, 13);
+  const __m256i hi = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6, 7, 6, 7,
+                                      10, 11, 10, 11, 14, 15, 14, 15);
+  if (a != nullptr) *a = _mm256_shuffle_epi8(v, lo);
+  if (b != nullptr) *b = _mm256_shuffle_epi8(v, hi);
+  return v;
+}
+
 // Lanes [0, n) of v to y (n <= 8).
 inline void store_rows(float* y, __m256 v, int n) {
   if (n >= kHalfRows) {
@@ -364,7 +377,8 @@ constexpr size_t kQ6KHiOff = 2048, kQ6KScOff = 3072, kQ6KDOff = 3328;
 // high bits at kQ3KHbOff, scales - 32 at kQ3KScOff, d at kQ3KDOff.
 constexpr size_t kQ3KHbOff = 1024, kQ3KScOff = 1536, kQ3KDOff = 1792;
 // Q2_K (q in 0..3, scales and mins u8 in 0..15): the two-bit planes at 0,
-// then scales, mins, d, dmin; the mins' sum is a second integer, Mn.
+// then scales, mins (each pair of sub-blocks side by side), d, dmin; the
+// mins' sum is a second integer, Mn.
 constexpr size_t kQ2KScOff = 1024, kQ2KMinOff = 1280, kQ2KDOff = 1536, kQ2KDminOff = 1568;
 // The three formats of q6k_tile.
 constexpr int kQ6K = 0, kQ3K = 1, kQ2K = 2;
@@ -451,8 +465,7 @@ void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KP
         h1[h] = load32(b + kPlanes + i2 * 128 + 64 + 32 * hh);
         hb[h] = kKind == kQ3K ? load32(b + kQ3KHbOff + i2 * 64 + 32 * hh) : _mm256_setzero_si256();
         if constexpr (kKind == kQ2K) {
-          sa[h] = pair16_u8(b + kScOff + 2 * i2 * 16 + 8 * hh);
-          sb[h] = pair16_u8(b + kScOff + (2 * i2 + 1) * 16 + 8 * hh);
+          side_by_side_u8(b + kScOff + 32 * i2 + 16 * hh, &sa[h], &sb[h]);
         } else {
           sa[h] = pair16_s8(b + kScOff + 2 * i2 * 16 + 8 * hh);
           sb[h] = pair16_s8(b + kScOff + (2 * i2 + 1) * 16 + 8 * hh);
@@ -477,16 +490,11 @@ void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KP
       q6k_chunk<T, H, 3, kKind>(b, i2, half0, h0, h1, hb, x, nb, s, A, B);
       fold();
       for (int h = 0; h < H; ++h) {
-        if constexpr (kKind == kQ2K) {  // m (u8, int32 lanes) times -xs into Mn
-          const int hh = half0 + h;
-          const __m256i ma = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + kQ2KMinOff + 2 * i2 * 16 + 8 * hh)));
-          const __m256i mb = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + kQ2KMinOff + (2 * i2 + 1) * 16 + 8 * hh)));
-          for (int t = 0; t < T; ++t) {
-            const Q6KPackedAct& a = x[size_t(t) * nb + s];
-            Mn[t][h] = _mm256_add_epi32(Mn[t][h], _mm256_add_epi32(
-                _mm256_mullo_epi32(ma, _mm256_set1_epi32(a.neg_oxs[2 * i2])),
-                _mm256_mullo_epi32(mb, _mm256_set1_epi32(a.neg_oxs[2 * i2 + 1]))));
-          }
+        if constexpr (kKind == kQ2K) {  // (m_a, m_b) times (-xs_a, -xs_b) into Mn
+          const __m256i mab = side_by_side_u8(b + kQ2KMinOff + 32 * i2 + 16 * (half0 + h), nullptr, nullptr);
+          for (int t = 0; t < T; ++t)
+            Mn[t][h] = _mm256_add_epi32(Mn[t][h],
+                                        _mm256_madd_epi16(mab, _mm256_set1_epi32(x[size_t(t) * nb + s].neg_xs_pairs[i2])));
           continue;
         }
         // sc (sign-extended int32 in each lane's low half) times -offset xs.

@@ -268,14 +268,14 @@ void matmul_q4k_rows(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens,
 #ifdef LARDER_Q4K_PACKED
   if (w.type() == GgmlType::kQ5_K) {  // the vector tiles only (no AMX unpacking for it)
     if (n_tokens == 1) {
-      run_decode_groups(Tiles<true>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
+      run_decode_groups(Tiles<true>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups(w.type()));
     } else {
       run_group_tiles(Tiles<true>::kPrefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
     }
     return;
   }
   if (n_tokens == 1) {  // decode: kGDecode groups' streams in flight
-    run_decode_groups(Tiles<false>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
+    run_decode_groups(Tiles<false>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups(w.type()));
     return;
   }
 #ifdef LARDER_KQUANT_AMX

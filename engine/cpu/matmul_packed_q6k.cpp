@@ -27,6 +27,10 @@ static_assert(kQ3KDOff + 32 <= PackedMatrix::kQ3KBlockBytes);
 // Q2_K: two-bit planes at 0, scales, mins, d, dmin.
 constexpr size_t kQ2KScOff = 1024, kQ2KMinOff = 1280, kQ2KDOff = 1536, kQ2KDminOff = 1568;
 static_assert(kQ2KDminOff + 32 <= PackedMatrix::kQ2KBlockBytes);
+// Q2_K's scales and mins of sub-blocks 2 i2 and 2 i2 + 1 sit side by side
+// for each row: byte 32 i2 + 2 r + (i % 2) holds row r's of sub-block i
+// (matmul_packed.h), as Q4_K's mins.
+inline size_t pair_index(int i, int r) { return size_t(32 * (i / 2) + 2 * r + i % 2); }
 
 // Value v (0..255) of a Q6_K super-block, 0..63 (ggml's layout: per half of
 // 128 values, ql holds the low 4 bits of 4 runs of 32 in two nibble planes,
@@ -57,6 +61,9 @@ void prepare_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* o
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
     for (int s = 0; s < 16; ++s) out[i].neg_oxs[s] = -offset * int32_t(xq[i].bsums[s]);
+    for (int j = 0; j < 8; ++j)
+      out[i].neg_xs_pairs[j] = int32_t(uint32_t(uint16_t(-xq[i].bsums[2 * j])) |
+                                       uint32_t(uint16_t(-xq[i].bsums[2 * j + 1])) << 16);
     out[i].d = xq[i].d;
     std::memset(out[i].pad, 0, sizeof(out[i].pad));
   }
@@ -127,8 +134,8 @@ void pack_q2k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
           for (int k = 0; k < 4; ++k)
             o[i2 * 128 + half * 64 + 4 * r + k] |= uint8_t(q2k_value(b, 32 * i2 + 16 * half + 4 * c + k) << (2 * c));
     for (int i = 0; i < 16; ++i) {
-      o[kQ2KScOff + i * 16 + r] = uint8_t(b.scales[i] & 15);
-      o[kQ2KMinOff + i * 16 + r] = uint8_t(b.scales[i] >> 4);
+      o[kQ2KScOff + pair_index(i, r)] = uint8_t(b.scales[i] & 15);
+      o[kQ2KMinOff + pair_index(i, r)] = uint8_t(b.scales[i] >> 4);
     }
     std::memcpy(o + kQ2KDOff + 2 * r, &b.d, 2);
     std::memcpy(o + kQ2KDminOff + 2 * r, &b.dmin, 2);
@@ -161,6 +168,7 @@ struct Q6KFormat {
   static constexpr size_t kBlockBytes = PackedMatrix::kQ6KBlockBytes;
   static constexpr size_t kScOff = 3072, kDOff = 3328;
   static constexpr bool kMins = false;  // the offset starts each sub-block's sum
+  static constexpr bool kPairs = false;  // sc_i * A_i in int32 (A_i need not fit int16)
   static __m512i scales(const uint8_t* p) {  // int8
     return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
@@ -192,6 +200,8 @@ struct Q3KFormat {  // q = w + 4 in 0..7: two low bits and the high bit (matmul_
   static constexpr size_t kBlockBytes = PackedMatrix::kQ3KBlockBytes;
   static constexpr size_t kScOff = kQ3KScOff, kDOff = kQ3KDOff;
   static constexpr bool kMins = false;
+  // Pairs as Q2_K's measured no faster here (2026-12-07, Zen 5): the quants' planes cost the most.
+  static constexpr bool kPairs = false;
   static __m512i scales(const uint8_t* p) { return Q6KFormat::scales(p); }
   static constexpr int kLinesPerStep = 4;  // of 29
   struct Planes {
@@ -214,8 +224,9 @@ struct Q2KFormat {  // q in 0..3 (matmul_packed.h); the mins are a second sum
   static constexpr size_t kScOff = kQ2KScOff, kMinOff = kQ2KMinOff, kDOff = kQ2KDOff, kDminOff = kQ2KDminOff;
   static constexpr int kLinesPerStep = 4;  // of 25
   static constexpr bool kMins = true;
-  static __m512i scales(const uint8_t* p) {  // u8
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  static constexpr bool kPairs = true;
+  static __m512i scale_pairs(const uint8_t* p) {  // u8
+    return _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
   }
   struct Planes {
     __m512i l0, l1;
@@ -283,18 +294,23 @@ void tile_q6k_groups(const uint8_t* grp, size_t group_stride, const Q6KPackedAct
         chunk<F, T, 1>(b, i2, p, x, nb, s, A, B);
         chunk<F, T, 2>(b, i2, p, x, nb, s, A, B);
         chunk<F, T, 3>(b, i2, p, x, nb, s, A, B);
-        const __m512i sa = F::scales(b + F::kScOff + 2 * i2 * 16);
-        const __m512i sb = F::scales(b + F::kScOff + (2 * i2 + 1) * 16);
-        for (int t = 0; t < T; ++t)
-          S[g][t] = _mm512_add_epi32(S[g][t], _mm512_add_epi32(_mm512_mullo_epi32(A[t], sa), _mm512_mullo_epi32(B[t], sb)));
-        if constexpr (F::kMins) {
-          const __m512i ma = F::scales(b + F::kMinOff + 2 * i2 * 16);
-          const __m512i mb = F::scales(b + F::kMinOff + (2 * i2 + 1) * 16);
-          for (int t = 0; t < T; ++t) {
-            const Q6KPackedAct& a = x[size_t(t) * nb + s];
-            Mn[g][t] = _mm512_add_epi32(Mn[g][t], _mm512_add_epi32(_mm512_mullo_epi32(_mm512_set1_epi32(a.neg_oxs[2 * i2]), ma),
-                                                                   _mm512_mullo_epi32(_mm512_set1_epi32(a.neg_oxs[2 * i2 + 1]), mb)));
+        if constexpr (F::kPairs) {
+          // Q2_K: A and B fit int16 (|A| <= 16 * 3 * 128), so one vpdpwssd
+          // adds sc_a * A + sc_b * B, and one more m_a * -xs_a + m_b * -xs_b.
+          const __m512i sab = F::scale_pairs(b + F::kScOff + 32 * i2);
+          for (int t = 0; t < T; ++t)
+            S[g][t] = _mm512_dpwssd_epi32(S[g][t], _mm512_mask_blend_epi16(0xAAAAAAAA, A[t], _mm512_slli_epi32(B[t], 16)),
+                                          sab);
+          if constexpr (F::kMins) {
+            const __m512i mab = F::scale_pairs(b + F::kMinOff + 32 * i2);
+            for (int t = 0; t < T; ++t)
+              Mn[g][t] = _mm512_dpwssd_epi32(Mn[g][t], mab, _mm512_set1_epi32(x[size_t(t) * nb + s].neg_xs_pairs[i2]));
           }
+        } else {
+          const __m512i sa = F::scales(b + F::kScOff + 2 * i2 * 16);
+          const __m512i sb = F::scales(b + F::kScOff + (2 * i2 + 1) * 16);
+          for (int t = 0; t < T; ++t)
+            S[g][t] = _mm512_add_epi32(S[g][t], _mm512_add_epi32(_mm512_mullo_epi32(A[t], sa), _mm512_mullo_epi32(B[t], sb)));
         }
       }
     }
@@ -392,7 +408,7 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
     const bool q3 = w.type() == GgmlType::kQ3_K;
     if (n_tokens == 1) {
       run_decode_groups(q3 ? Tiles<Q3KFormat>::kDecode : Tiles<Q2KFormat>::kDecode, w, x, y, y_stride, row_begin,
-                        row_end, kquant_decode_groups());
+                        row_end, kquant_decode_groups(w.type()));
     } else {
       run_group_tiles(q3 ? Tiles<Q3KFormat>::kPrefill : Tiles<Q2KFormat>::kPrefill, w, x, n_tokens, y, y_stride,
                       row_begin, row_end);
@@ -400,7 +416,7 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
     return;
   }
   if (n_tokens == 1) {  // decode: kGDecode groups' streams in flight
-    run_decode_groups(Tiles<Q6KFormat>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups());
+    run_decode_groups(Tiles<Q6KFormat>::kDecode, w, x, y, y_stride, row_begin, row_end, kquant_decode_groups(w.type()));
     return;
   }
 #ifdef LARDER_KQUANT_AMX

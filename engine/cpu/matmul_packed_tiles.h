@@ -53,8 +53,8 @@ using GroupTileFn = void (*)(const uint8_t*, const Act*, int, float*, int, int);
 template <class Act>
 using DecodeGroupsFn = void (*)(const uint8_t*, size_t, const Act*, int, float*, int, int);
 
-// How many groups a K-quant decode tile (Q4_K, Q6_K) streams at once, up to
-// their kGDecode of 4; chosen once per process by CPU vendor. Each row's
+// How many groups a K-quant decode tile (Q2_K .. Q6_K) of type streams at once, up to
+// their kGDecode of 4; Q3_K .. Q6_K by CPU vendor, once per process. Each row's
 // arithmetic is the same whatever the count (only the order in which rows
 // are visited changes), so the bits do not depend on it.
 //   Intel Xeon with AMX (2026-12-03, 2 threads): 4 groups streamed faster than
@@ -64,7 +64,11 @@ using DecodeGroupsFn = void (*)(const uint8_t*, size_t, const Act*, int, float*,
 //     which reads a row chunk's weights as one sequential stream, decodes
 //     5-11 % faster on 2 threads and 10 % on 1; 2 groups matched 4: 1.
 // Q8_0's tile keeps its 4: on the same Zen 5 one group was 12-17 % slower.
-int kquant_decode_groups();
+// Q2_K takes 4 on both: on the Zen 5 (2026-12-07, 1B-shaped matrices, 2
+// threads, 1 and 4 alternated pass by pass in one process: test_cpu
+// "[.bench-decode]" with LARDER_BENCH_DECODE_GROUPS=1,4), 4 streamed 7-15 %
+// faster, while Q3_K was even and Q4_K 6-10 % slower.
+int kquant_decode_groups(GgmlType type);
 
 // Rows [row_begin, row_end) of w times one token's activations, the groups
 // in runs of up to max_groups (1..kG); tiles[G - 1] takes G groups.

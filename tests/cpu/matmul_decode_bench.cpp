@@ -1,7 +1,7 @@
 // Decode (one token) and short-prefill throughput on Llama-3.2-1B-shaped
 // matrices, weights streamed from memory rather than cache (hidden: run with
 // `test_cpu "[.bench-decode]"`), through the row-major kernels and, for the
-// types decode repacks (Q8_0, Q4_K, Q6_K), through the packed ones.
+// types decode repacks (Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K), through the packed ones.
 //
 // One "pass" multiplies one activation row by every matrix of n_layers
 // layers (q 2048x2048, k and v 512x2048, o 2048x2048, gate and up
@@ -148,7 +148,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
-  // LARDER_BENCH_TYPES: comma-separated type names (default Q8_0,Q4_K,Q5_K,Q6_K);
+  // LARDER_BENCH_TYPES: comma-separated type names (default Q8_0,Q4_K,Q5_K,Q6_K;
+  // also Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K);
   // LARDER_BENCH_TOKENS: tokens per pass (default 1); LARDER_BENCH_ROUNDS (default 7);
   // LARDER_BENCH_MB: weight bytes per type (default 160; < 8: one L2-resident matrix).
   std::string names = std::getenv("LARDER_BENCH_TYPES") ? std::getenv("LARDER_BENCH_TYPES") : "Q8_0,Q4_K,Q5_K,Q6_K";
@@ -160,7 +161,8 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   const bool packed_only = std::getenv("LARDER_BENCH_PACKED_ONLY") != nullptr;
   std::mt19937 rng(7);
   std::vector<TypeSet> sets;
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                     GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
     if (("," + names + ",").find(std::string(",") + ggml_type_name(t) + ",") != std::string::npos)
       sets.push_back(make_set(t, rng, total_mb));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -172,6 +174,13 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   // times[set][pool]: matmul, its read; the packed matmul, its read.
   using Times = std::vector<std::vector<std::vector<double>>>;
   Times mm(sets.size(), std::vector<std::vector<double>>(2)), rd = mm, pm = mm, pr = mm;
+  // LARDER_BENCH_DECODE_GROUPS=1,4: the K-quant decode tiles' group counts
+  // (set_kquant_decode_groups), each timed once per round beside the others.
+  std::vector<int> groups;
+  if (const char* g = std::getenv("LARDER_BENCH_DECODE_GROUPS"))
+    for (const char* p = g; *p != 0; ++p)
+      if (*p >= '1' && *p <= '9') groups.push_back(*p - '0');
+  std::vector<Times> by_groups(groups.size(), Times(sets.size(), std::vector<std::vector<double>>(2)));
   for (int round = 0; round < rounds + 1; ++round)
     for (size_t i = 0; i < sets.size(); ++i)
       for (int p = 0; p < 2; ++p) {
@@ -181,6 +190,12 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
         const bool row_major = !packed_only || sets[i].packed.empty();
         for (int k = 0; row_major && k < inner; ++k) tm += pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
         for (int k = 0; row_major && k < inner; ++k) tr += read_pass(sets[i], pools[p], sink) / inner;
+        for (size_t j = 0; j < groups.size() && !sets[i].packed.empty(); ++j) {
+          set_kquant_decode_groups(groups[j]);
+          const double t = packed_pass(sets[i], pools[p], n, x.data(), y.data(), xq);
+          if (round > 0) by_groups[j][i][p].push_back(t);
+          set_kquant_decode_groups(0);
+        }
         if (!sets[i].packed.empty()) {
           for (int k = 0; k < inner; ++k) tpm += packed_pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
           for (int k = 0; k < inner; ++k) tpr += read_packed_pass(sets[i], pools[p], sink) / inner;
@@ -190,6 +205,14 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
           pm[i][p].push_back(tpm), pr[i][p].push_back(tpr);
         }
       }
+  for (size_t j = 0; j < groups.size(); ++j)
+    for (size_t i = 0; i < sets.size(); ++i)
+      for (int p = 0; p < 2; ++p)
+        if (!by_groups[j][i][p].empty())
+          std::printf("%-5s threads %d, packed, %d decode groups: %6.1f GB/s  (packed read %6.1f GB/s)\n",
+                      ggml_type_name(sets[i].type), p + 1, groups[j],
+                      double(sets[i].packed_bytes) / 1e9 / median(by_groups[j][i][p]),
+                      double(sets[i].packed_bytes) / 1e9 / median(pr[i][p]));
   std::printf("tokens %d, %d rounds, median (GB/s of weights; read = plain read of the same bytes)\n", n, rounds);
   for (size_t i = 0; i < sets.size(); ++i)
     for (int p = 0; p < 2; ++p) {

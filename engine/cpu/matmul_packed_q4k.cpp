@@ -25,19 +25,20 @@ static_assert(kDminOff + 32 == PackedMatrix::kQ4KBlockBytes);
 constexpr size_t kQ5HiOff = PackedMatrix::kQ4KBlockBytes;  // Q5_K's fifth bits
 static_assert(kQ5HiOff + 512 == PackedMatrix::kQ5KBlockBytes);
 
-// Value v (0..255) of a Q4_K super-block: qs[32j + l] holds value 64j + l in
-// its low nibble and 64j + 32 + l in its high nibble.
-inline int q4k_value(const BlockQ4_K& b, int v) {
-  const int j = v / 64, l = v % 64;
-  return l < 32 ? b.qs[32 * j + l] & 15 : b.qs[32 * j + l - 32] >> 4;
-}
-
-// Value v of a Q5_K super-block, 0..31: Q4_K's nibble, and bit 2j (first 32
-// of the 64) or 2j + 1 (last 32) of qh[l % 32] as its fifth bit.
-inline int q5k_value(const BlockQ5_K& b, int v) {
-  const int j = v / 64, l = v % 64;
-  const int low = l < 32 ? b.qs[32 * j + l] & 15 : b.qs[32 * j + l - 32] >> 4;
-  return low | (((b.qh[l % 32] >> (2 * j + (l >= 32))) & 1) << 4);
+// The 256 values of a Q4_K super-block in order: qs[32j + l] holds value
+// 64j + l in its low nibble and 64j + 32 + l in its high nibble. Q5_K: plus
+// bit 2j (first 32 of the 64) or 2j + 1 (last 32) of qh[l] as the fifth bit.
+template <class Block>
+void q45k_values(const Block& b, uint8_t (&q)[256]) {
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * j + l] = uint8_t(b.qs[32 * j + l] & 15);
+      q[64 * j + 32 + l] = uint8_t(b.qs[32 * j + l] >> 4);
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        q[64 * j + l] |= uint8_t(((b.qh[l] >> (2 * j)) & 1) << 4);
+        q[64 * j + 32 + l] |= uint8_t(((b.qh[l] >> (2 * j + 1)) & 1) << 4);
+      }
+    }
 }
 
 }  // namespace
@@ -64,16 +65,20 @@ namespace {
 template <class Block>
 void pack_q45k_block(uint8_t* o, int r, const Block& b) {
   constexpr bool kQ5 = std::is_same_v<Block, BlockQ5_K>;
-  auto value = [&](int v) {
-    if constexpr (kQ5) return q5k_value(b, v); else return q4k_value(b, v);
-  };
+  uint8_t q[256];
+  q45k_values(b, q);
   for (int i = 0; i < 8; ++i) {
     for (int c = 0; c < 4; ++c)
-      for (int k = 0; k < 4; ++k) {
-        const int lo = value(32 * i + 4 * c + k), hi = value(32 * i + 16 + 4 * c + k);
-        o[i * 256 + c * 64 + 4 * r + k] = uint8_t((lo & 15) | ((hi & 15) << 4));
-        if constexpr (kQ5) o[kQ5HiOff + i * 64 + 4 * r + k] |= uint8_t(((lo >> 4) << c) | ((hi >> 4) << (4 + c)));
+      for (int k = 0; k < 4; ++k)
+        o[i * 256 + c * 64 + 4 * r + k] = uint8_t((q[32 * i + 4 * c + k] & 15) | (q[32 * i + 16 + 4 * c + k] & 15) << 4);
+    if constexpr (kQ5) {
+      for (int k = 0; k < 4; ++k) {  // fifth bits: bit c (first 16) or 4 + c (last 16) of byte 4r + k
+        int hb = 0;
+        for (int c = 0; c < 4; ++c)
+          hb |= (q[32 * i + 4 * c + k] >> 4) << c | (q[32 * i + 16 + 4 * c + k] >> 4) << (4 + c);
+        o[kQ5HiOff + i * 64 + 4 * r + k] = uint8_t(hb);
       }
+    }
     int sc, m;
     k4_scale_min(b.scales, i, &sc, &m);
     o[kScOff + i * 16 + r] = uint8_t(sc);

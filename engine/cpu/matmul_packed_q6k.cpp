@@ -32,28 +32,48 @@ static_assert(kQ2KDminOff + 32 <= PackedMatrix::kQ2KBlockBytes);
 // (matmul_packed.h), as Q4_K's mins.
 inline size_t pair_index(int i, int r) { return size_t(32 * (i / 2) + 2 * r + i % 2); }
 
-// Value v (0..255) of a Q6_K super-block, 0..63 (ggml's layout: per half of
-// 128 values, ql holds the low 4 bits of 4 runs of 32 in two nibble planes,
-// qh their high 2 bits in four 2-bit planes).
-inline int q6k_value(const BlockQ6_K& b, int v) {
-  const int n = v / 128, g = (v % 128) / 32, l = v % 32;
-  const uint8_t lo = b.ql[64 * n + l + (g % 2) * 32];
-  const int low4 = g < 2 ? (lo & 15) : (lo >> 4);
-  return low4 | (((b.qh[32 * n + l] >> (2 * g)) & 3) << 4);
+// The 256 values of a Q6_K super-block in order, 0..63 (ggml's layout: per
+// half n of 128 values, ql holds the low 4 bits of 4 runs g of 32 in two
+// nibble planes, qh their high 2 bits in four 2-bit planes).
+void q6k_values(const BlockQ6_K& b, uint8_t (&q)[256]) {
+  for (int n = 0; n < 2; ++n)
+    for (int g = 0; g < 4; ++g)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = b.ql[64 * n + l + (g % 2) * 32];
+        q[128 * n + 32 * g + l] = uint8_t((g < 2 ? (lo & 15) : (lo >> 4)) | (((b.qh[32 * n + l] >> (2 * g)) & 3) << 4));
+      }
 }
 
-// Value v (0..255) of a Q3_K super-block as q = w + 4 in 0..7 (ggml's
-// layout: qs holds the low 2 bits of 4 runs of 32 per half of 128 values,
-// hmask bit 4h + g of byte l the high bit of value 128 h + 32 g + l).
-inline int q3k_value(const BlockQ3_K& b, int v) {
-  const int h = v / 128, g = (v % 128) / 32, l = v % 32;
-  return ((b.qs[32 * h + l] >> (2 * g)) & 3) | (((b.hmask[l] >> (4 * h + g)) & 1) << 2);
+// A Q3_K super-block's values as q = w + 4 in 0..7 (ggml's layout: qs holds
+// the low 2 bits of 4 runs g of 32 per half h of 128 values, hmask bit 4h + g
+// of byte l the high bit of value 128 h + 32 g + l).
+void q3k_values(const BlockQ3_K& b, uint8_t (&q)[256]) {
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < 4; ++g)
+      for (int l = 0; l < 32; ++l)
+        q[128 * h + 32 * g + l] =
+            uint8_t(((b.qs[32 * h + l] >> (2 * g)) & 3) | (((b.hmask[l] >> (4 * h + g)) & 1) << 2));
 }
 
-// Value v (0..255) of a Q2_K super-block, 0..3 (qs as Q3_K's).
-inline int q2k_value(const BlockQ2_K& b, int v) {
-  const int h = v / 128, g = (v % 128) / 32, l = v % 32;
-  return (b.qs[32 * h + l] >> (2 * g)) & 3;
+// A Q2_K super-block's values, 0..3 (qs as Q3_K's).
+void q2k_values(const BlockQ2_K& b, uint8_t (&q)[256]) {
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < 4; ++g)
+      for (int l = 0; l < 32; ++l) q[128 * h + 32 * g + l] = uint8_t((b.qs[32 * h + l] >> (2 * g)) & 3);
+}
+
+// Row r's two-bit planes (16 vectors: vector (i2, half) holds, at byte
+// 4r + k, in bits 2c, 2c + 1, bits shift, shift + 1 of value
+// 32 i2 + 16 half + 4c + k); Q6_K's high bits (shift 4), Q3_K's and Q2_K's
+// low bits (shift 0).
+void pack_two_bit_planes(uint8_t* o, int r, const uint8_t (&q)[256], int shift) {
+  for (int i2 = 0; i2 < 8; ++i2)
+    for (int half = 0; half < 2; ++half)
+      for (int k = 0; k < 4; ++k) {
+        const uint8_t* v = q + 32 * i2 + 16 * half + k;
+        o[i2 * 128 + half * 64 + 4 * r + k] = uint8_t(((v[0] >> shift) & 3) | ((v[4] >> shift) & 3) << 2 |
+                                                      ((v[8] >> shift) & 3) << 4 | ((v[12] >> shift) & 3) << 6);
+      }
 }
 
 void prepare_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out, int32_t offset) {
@@ -86,17 +106,14 @@ void pack_q6k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end) {
   pack_kquant_groups<BlockQ6_K>(w, data, group_stride, PackedMatrix::kQ6KBlockBytes, g_begin, g_end,
                                 [](uint8_t* o, int r, const BlockQ6_K& b) {
-    for (int i2 = 0; i2 < 8; ++i2) {
-      for (int half = 0; half < 2; ++half) {
-        for (int c = 0; c < 4; ++c) {
-          for (int k = 0; k < 4; ++k) {
-            const int q = q6k_value(b, 32 * i2 + 16 * half + 4 * c + k);
-            o[i2 * 256 + c * 64 + 4 * r + k] |= uint8_t((q & 15) << (4 * half));
-            o[kHiOff + i2 * 128 + half * 64 + 4 * r + k] |= uint8_t((q >> 4) << (2 * c));
-          }
-        }
-      }
-    }
+    uint8_t q[256];
+    q6k_values(b, q);
+    for (int i2 = 0; i2 < 8; ++i2)  // nibble planes: low 4 bits of sub-block 2 i2 | 2 i2 + 1 << 4
+      for (int c = 0; c < 4; ++c)
+        for (int k = 0; k < 4; ++k)
+          o[i2 * 256 + c * 64 + 4 * r + k] =
+              uint8_t((q[32 * i2 + 4 * c + k] & 15) | (q[32 * i2 + 16 + 4 * c + k] & 15) << 4);
+    pack_two_bit_planes(o + kHiOff, r, q, 4);
     for (int i = 0; i < 16; ++i) o[kScOff + i * 16 + r] = uint8_t(b.scales[i]);
     std::memcpy(o + kDOff + 2 * r, &b.d, 2);
   });
@@ -106,17 +123,16 @@ void pack_q3k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end) {
   pack_kquant_groups<BlockQ3_K>(w, data, group_stride, PackedMatrix::kQ3KBlockBytes, g_begin, g_end,
                                 [](uint8_t* o, int r, const BlockQ3_K& b) {
-    for (int i2 = 0; i2 < 8; ++i2) {
-      for (int half = 0; half < 2; ++half) {
-        for (int c = 0; c < 4; ++c) {
-          for (int k = 0; k < 4; ++k) {
-            const int q = q3k_value(b, 32 * i2 + 16 * half + 4 * c + k);
-            o[i2 * 128 + half * 64 + 4 * r + k] |= uint8_t((q & 3) << (2 * c));
-            o[kQ3KHbOff + i2 * 64 + 4 * r + k] |= uint8_t((q >> 2) << (4 * half + c));
-          }
-        }
+    uint8_t q[256];
+    q3k_values(b, q);
+    pack_two_bit_planes(o, r, q, 0);
+    for (int i2 = 0; i2 < 8; ++i2)  // high bits: bit 4 half + c of byte 4r + k
+      for (int k = 0; k < 4; ++k) {
+        int hb = 0;
+        for (int half = 0; half < 2; ++half)
+          for (int c = 0; c < 4; ++c) hb |= (q[32 * i2 + 16 * half + 4 * c + k] >> 2) << (4 * half + c);
+        o[kQ3KHbOff + i2 * 64 + 4 * r + k] = uint8_t(hb);
       }
-    }
     int sc[16];
     q3k_scales(b.scales, sc);
     for (int i = 0; i < 16; ++i) o[kQ3KScOff + i * 16 + r] = uint8_t(int8_t(sc[i]));
@@ -128,11 +144,9 @@ void pack_q2k_groups(const WeightView& w, uint8_t* data, size_t group_stride, in
                      int64_t g_end) {
   pack_kquant_groups<BlockQ2_K>(w, data, group_stride, PackedMatrix::kQ2KBlockBytes, g_begin, g_end,
                                 [](uint8_t* o, int r, const BlockQ2_K& b) {
-    for (int i2 = 0; i2 < 8; ++i2)
-      for (int half = 0; half < 2; ++half)
-        for (int c = 0; c < 4; ++c)
-          for (int k = 0; k < 4; ++k)
-            o[i2 * 128 + half * 64 + 4 * r + k] |= uint8_t(q2k_value(b, 32 * i2 + 16 * half + 4 * c + k) << (2 * c));
+    uint8_t q[256];
+    q2k_values(b, q);
+    pack_two_bit_planes(o, r, q, 0);
     for (int i = 0; i < 16; ++i) {
       o[kQ2KScOff + pair_index(i, r)] = uint8_t(b.scales[i] & 15);
       o[kQ2KMinOff + pair_index(i, r)] = uint8_t(b.scales[i] >> 4);

@@ -165,6 +165,21 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+#ifdef __GFNI__
+// The gf2p8affineqb matrix that moves bits from .. from + n - 1 of every byte
+// to to .. to + n - 1 and clears the others: output bit i is the parity of
+// the input bits that the matrix's byte 7 - i selects (Intel SDM, GF2P8AFFINEQB).
+constexpr uint64_t move_bits(int from, int to, int n) {
+  uint64_t m = 0;
+  for (int i = 0; i < n; ++i) m |= uint64_t(1u << (from + i)) << (8 * (7 - (to + i)));
+  return m;
+}
+template <uint64_t kMatrix>
+inline __m512i gf_move(__m512i v) {
+  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(kMatrix)), 0);
+}
+#endif
+
 // Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (the rest is masked).
 template <int C>
 inline __m512i hi_bits(__m512i h) {
@@ -196,6 +211,13 @@ struct Q6KFormat {
   static void quants(const uint8_t* b, int i2, const Planes& p, __m512i* qa, __m512i* qb) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i v = _mm512_load_si512(b + i2 * 256 + C * 64);
+#ifdef __GFNI__
+    if constexpr (C != 2) {  // the high bits to bits 4, 5 of clean bytes; m4 ? A : B (0xE4) adds the nibble
+      *qa = _mm512_ternarylogic_epi32(v, gf_move<move_bits(2 * C, 4, 2)>(p.h0), m4, 0xE4);
+      *qb = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), gf_move<move_bits(2 * C, 4, 2)>(p.h1), m4, 0xE4);
+      return;
+    }
+#endif
     // A | (B & C): 0xF8
     *qa = _mm512_ternarylogic_epi32(_mm512_and_si512(v, m4), hi_bits<C>(p.h0), m30, 0xF8);
     *qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hi_bits<C>(p.h1), m30, 0xF8);
@@ -226,10 +248,19 @@ struct Q3KFormat {  // q = w + 4 in 0..7: two low bits and the high bit (matmul_
   };
   template <int C>
   static void quants(const uint8_t*, int, const Planes& p, __m512i* qa, __m512i* qb) {
-    const __m512i m3 = _mm512_set1_epi8(0x03), m4 = _mm512_set1_epi8(0x04);
+    const __m512i m3 = _mm512_set1_epi8(0x03);
+#ifdef __GFNI__
+    // The high bit to bit 2 of a clean byte; m3 ? A : B (0xE4) adds the low bits.
+    *qa = _mm512_ternarylogic_epi32(C == 0 ? p.l0 : _mm512_srli_epi32(p.l0, 2 * C), gf_move<move_bits(C, 2, 1)>(p.hb),
+                                    m3, 0xE4);
+    *qb = _mm512_ternarylogic_epi32(C == 0 ? p.l1 : _mm512_srli_epi32(p.l1, 2 * C),
+                                    gf_move<move_bits(4 + C, 2, 1)>(p.hb), m3, 0xE4);
+#else
+    const __m512i m4 = _mm512_set1_epi8(0x04);
     *qa = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(p.l0, 2 * C), m3), bit_to_2<C>(p.hb), m4, 0xF8);
     *qb = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi32(p.l1, 2 * C), m3), bit_to_2<4 + C>(p.hb), m4,
                                     0xF8);
+#endif
   }
 };
 
@@ -248,6 +279,13 @@ struct Q2KFormat {  // q in 0..3 (matmul_packed.h); the mins are a second sum
   };
   template <int C>
   static void quants(const uint8_t*, int, const Planes& p, __m512i* qa, __m512i* qb) {
+#ifdef __GFNI__
+    if constexpr (C != 0) {  // bits 2C, 2C + 1 to bits 0, 1 of clean bytes: one instruction
+      *qa = gf_move<move_bits(2 * C, 0, 2)>(p.l0);
+      *qb = gf_move<move_bits(2 * C, 0, 2)>(p.l1);
+      return;
+    }
+#endif
     const __m512i m3 = _mm512_set1_epi8(0x03);
     *qa = _mm512_and_si512(_mm512_srli_epi32(p.l0, 2 * C), m3);
     *qb = _mm512_and_si512(_mm512_srli_epi32(p.l1, 2 * C), m3);

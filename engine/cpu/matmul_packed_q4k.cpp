@@ -171,11 +171,20 @@ void tile_q4k_groups(const uint8_t* grp, size_t group_stride, const Q4KPackedAct
         for (int t = 0; t < T; ++t) A[t] = B[t] = _mm512_setzero_si512();
         auto chunk = [&]<int C>() {
           const __m512i v = _mm512_load_si512(b + i * 256 + C * 64);
-          __m512i lo = _mm512_and_si512(v, m4);
-          __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-          if constexpr (kQ5) {  // A | (B & C): 0xF8
-            lo = _mm512_ternarylogic_epi32(lo, bit_to_4<C>(h), b4, 0xF8);
-            hi = _mm512_ternarylogic_epi32(hi, bit_to_4<4 + C>(h), b4, 0xF8);
+          __m512i lo, hi;
+#ifdef __GFNI__
+          if constexpr (kQ5) {  // the fifth bit to bit 4 of clean bytes; m4 ? A : B (0xE4) adds the nibble
+            lo = _mm512_ternarylogic_epi32(v, gf_move<move_bits(C, 4, 1)>(h), m4, 0xE4);
+            hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), gf_move<move_bits(4 + C, 4, 1)>(h), m4, 0xE4);
+          } else
+#endif
+          {
+            lo = _mm512_and_si512(v, m4);
+            hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            if constexpr (kQ5) {  // A | (B & C): 0xF8
+              lo = _mm512_ternarylogic_epi32(lo, bit_to_4<C>(h), b4, 0xF8);
+              hi = _mm512_ternarylogic_epi32(hi, bit_to_4<4 + C>(h), b4, 0xF8);
+            }
           }
           for (int t = 0; t < T; ++t) {
             const int8_t* q = x[size_t(t) * nb + s].qs + 32 * i + 4 * C;

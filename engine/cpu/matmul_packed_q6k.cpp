@@ -165,21 +165,6 @@ inline __m512i bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-#ifdef __GFNI__
-// The gf2p8affineqb matrix that moves bits from .. from + n - 1 of every byte
-// to to .. to + n - 1 and clears the others: output bit i is the parity of
-// the input bits that the matrix's byte 7 - i selects (Intel SDM, GF2P8AFFINEQB).
-constexpr uint64_t move_bits(int from, int to, int n) {
-  uint64_t m = 0;
-  for (int i = 0; i < n; ++i) m |= uint64_t(1u << (from + i)) << (8 * (7 - (to + i)));
-  return m;
-}
-template <uint64_t kMatrix>
-inline __m512i gf_move(__m512i v) {
-  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(kMatrix)), 0);
-}
-#endif
-
 // Bits 2c, 2c + 1 of every byte moved to bits 4, 5 (the rest is masked).
 template <int C>
 inline __m512i hi_bits(__m512i h) {

@@ -14,7 +14,26 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include <cstdint>
+
 namespace larder {
+
+#ifdef __GFNI__
+// The gf2p8affineqb matrix that moves bits from .. from + n - 1 of every byte
+// to to .. to + n - 1 and clears the others: output bit i is the parity of
+// the input bits that the matrix's byte 7 - i selects (Intel SDM, GF2P8AFFINEQB).
+// The packed kernels take their bit planes apart with it: one instruction
+// where a shift and a mask would do.
+constexpr uint64_t move_bits(int from, int to, int n) {
+  uint64_t m = 0;
+  for (int i = 0; i < n; ++i) m |= uint64_t(1u << (from + i)) << (8 * (7 - (to + i)));
+  return m;
+}
+template <uint64_t kMatrix>
+inline __m512i gf_move(__m512i v) {
+  return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(int64_t(kMatrix)), 0);
+}
+#endif
 
 // exp(x) (softmax inputs are <= 0; above ~88.7 it is +inf): Cephes expf's range
 // reduction x = n ln2 + r (ln2 in two parts) and degree-5 polynomial, then

@@ -336,10 +336,11 @@ void set_kquant_amx(bool enabled);
 // True when Q4_K / Q6_K prefill runs on AMX.
 bool kquant_amx_active();
 
-// How many groups of 16 rows the Q4_K / Q6_K decode tiles stream at once
-// (1..4; larger values act as 4); 0, the default, picks by CPU vendor
-// (packed_detail::kquant_decode_groups in matmul_packed_tiles.h has the
-// measurements). Same bits whatever the count; tests set each one.
+// How many groups of 16 rows the AVX-512 Q2_K .. Q6_K decode tiles stream at
+// once (1..4; larger values act as 4); 0, the default, picks per type (Q2_K
+// 4, the others by CPU vendor: packed_detail::kquant_decode_groups in
+// matmul_packed_tiles.h has the measurements). Same bits whatever the count;
+// tests set each one.
 void set_kquant_decode_groups(int groups);
 
 }  // namespace larder

@@ -490,7 +490,7 @@ void q6k_tile(const uint8_t* grp, size_t /*group_stride*/, int half0, const Q6KP
       q6k_chunk<T, H, 3, kKind>(b, i2, half0, h0, h1, hb, x, nb, s, A, B);
       fold();
       for (int h = 0; h < H; ++h) {
-        if constexpr (kKind == kQ2K) {  // (m_a, m_b) times (-xs_a, -xs_b) into Mn
+        if constexpr (kKind == kQ2K) {  // (m_a, m_b) times (-xs_a, -xs_b) into Mn: 2 * 15 * 2048, exact
           const __m256i mab = side_by_side_u8(b + kQ2KMinOff + 32 * i2 + 16 * (half0 + h), nullptr, nullptr);
           for (int t = 0; t < T; ++t)
             Mn[t][h] = _mm256_add_epi32(Mn[t][h],

@@ -174,7 +174,7 @@ inline __m512i hi_bits(__m512i h) {
   return _mm512_srli_epi32(h, 2);
 }
 
-// The two formats of the tile below. For step i2 (sub-blocks 2 i2 and
+// The three formats of the tile below. For step i2 (sub-blocks 2 i2 and
 // 2 i2 + 1), Planes loads what chunk C of both needs besides their own
 // vector, and quants<C> gives the u8 quants (w + offset) of values
 // 32 i2 + 4C + k (qa) and 32 i2 + 16 + 4C + k (qb) at byte 4r + k.
@@ -331,6 +331,7 @@ void tile_q6k_groups(const uint8_t* grp, size_t group_stride, const Q6KPackedAct
         chunk<F, T, 1>(b, i2, p, x, nb, s, A, B);
         chunk<F, T, 2>(b, i2, p, x, nb, s, A, B);
         chunk<F, T, 3>(b, i2, p, x, nb, s, A, B);
+        static_assert(!F::kMins || F::kPairs, "the mins are added with the pairs");
         if constexpr (F::kPairs) {
           // Q2_K: A and B fit int16 (|A| <= 16 * 3 * 128), so one vpdpwssd
           // adds sc_a * A + sc_b * B, and one more m_a * -xs_a + m_b * -xs_b.

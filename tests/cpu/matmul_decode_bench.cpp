@@ -108,8 +108,8 @@ double read_pass(const TypeSet& s, ThreadPool& pool, volatile float* sink) {
   return now_s() - t0;
 }
 
-// As pass, through the packed matrices of s (what decode runs for Q8_0,
-// Q4_K and Q6_K: matmul_packed.h), activations prepared for them once per
+// As pass, through the packed matrices of s (what decode runs for every
+// packed type: matmul_packed.h), activations prepared for them once per
 // matrix as the forward pass does.
 double packed_pass(const TypeSet& s, ThreadPool& pool, int n, const float* x, float* y, MatmulInput& in) {
   const double t0 = now_s();
@@ -175,7 +175,8 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   using Times = std::vector<std::vector<std::vector<double>>>;
   Times mm(sets.size(), std::vector<std::vector<double>>(2)), rd = mm, pm = mm, pr = mm;
   // LARDER_BENCH_DECODE_GROUPS=1,4: the K-quant decode tiles' group counts
-  // (set_kquant_decode_groups), each timed once per round beside the others.
+  // (set_kquant_decode_groups, 1..9; AVX-512 builds), each timed once per
+  // round beside the others.
   std::vector<int> groups;
   if (const char* g = std::getenv("LARDER_BENCH_DECODE_GROUPS"))
     for (const char* p = g; *p != 0; ++p)
@@ -190,10 +191,14 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
         const bool row_major = !packed_only || sets[i].packed.empty();
         for (int k = 0; row_major && k < inner; ++k) tm += pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
         for (int k = 0; row_major && k < inner; ++k) tr += read_pass(sets[i], pools[p], sink) / inner;
-        for (size_t j = 0; j < groups.size() && !sets[i].packed.empty(); ++j) {
+        const GgmlType t = sets[i].type;
+        const bool kquant = t == GgmlType::kQ2_K || t == GgmlType::kQ3_K || t == GgmlType::kQ4_K ||
+                            t == GgmlType::kQ5_K || t == GgmlType::kQ6_K;
+        for (size_t j = 0; j < groups.size() && kquant && !sets[i].packed.empty(); ++j) {
           set_kquant_decode_groups(groups[j]);
-          const double t = packed_pass(sets[i], pools[p], n, x.data(), y.data(), xq);
-          if (round > 0) by_groups[j][i][p].push_back(t);
+          double tg = 0;
+          for (int k = 0; k < inner; ++k) tg += packed_pass(sets[i], pools[p], n, x.data(), y.data(), xq) / inner;
+          if (round > 0) by_groups[j][i][p].push_back(tg);
           set_kquant_decode_groups(0);
         }
         if (!sets[i].packed.empty()) {

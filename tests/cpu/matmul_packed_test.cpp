@@ -341,7 +341,7 @@ void check_against_definition(GgmlType type, int kT, uint32_t seed,
         REQUIRE(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
       }
       // Decode with each number of groups in flight (the default picks one by
-      // CPU vendor), also split mid-way.
+      // type and CPU vendor), also split mid-way.
       for (int groups : {1, 2, 3, 4}) {
         INFO("decode groups=" << groups);
         set_kquant_decode_groups(groups);

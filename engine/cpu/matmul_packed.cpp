@@ -277,6 +277,11 @@ struct Q50Format {  // Q4_0's nibbles plus a vector of fifth bits: q = w + 16
   static constexpr bool kMins = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i h = _mm512_load_si512(blk + PackedMatrix::kQ40BlockQuantBytes);
+#ifdef __GFNI__  // bit j to bit 4 of clean bytes; 0x0F ? nibble : it (0xE4)
+    const __m512i v = _mm512_load_si512(blk + size_t(j % 4) * PackedMatrix::kChunkBytes);
+    const __m512i fifth = _mm512_gf2p8affine_epi64_epi8(h, _mm512_set1_epi64(int64_t(move_bits(j, 4, 1))), 0);
+    return _mm512_ternarylogic_epi32(j < 4 ? v : _mm512_srli_epi16(v, 4), fifth, _mm512_set1_epi8(0x0F), 0xE4);
+#endif
     // Bit j of each byte to bit 4 (shifts within 16-bit lanes; the mask
     // drops what crossed from the neighbouring byte).
     const __m512i hs = j <= 4 ? _mm512_slli_epi16(h, unsigned(4 - j)) : _mm512_srli_epi16(h, unsigned(j - 4));

@@ -67,8 +67,14 @@ namespace {
 //     kernels): always that size, 3.9e-2..8.0e-2.
 //   Q4_1, Q5_1 on the packed kernels: still 4.7e-2..6.9e-2 (5.0e-2..9.4e-2
 //     with f32 activations), whether larder's S_x = d_x sum(q_x) is exact or
-//     rounded to f16 as llama.cpp's Q8_1 blocks hold it; the cause of the
-//     gap is not known.
+//     rounded to f16 as llama.cpp's Q8_1 blocks hold it. Likely the flips
+//     above: the reference's CPU library (libggml-cpu-zen4.so of
+//     node-llama-cpp 3.21.1) has repacked kernels, which sum each block's
+//     f32 term in order per row as larder does, for Q2_K, Q4_0, Q4_K, Q5_K,
+//     Q6_K and Q8_0 only (the tensor_traits instantiations in its symbols);
+//     Q4_1, Q5_1, Q5_0 and Q3_K run ggml's vec_dot, whose 8-lane partial sums
+//     (and, for Q4_1 / Q5_1, mins summed apart) round differently, so they
+//     meet the flips more often. Not proven: it would take ggml's order.
 //   Q2_K, Q3_K f32 against Q8_K (builds without the packed kernels):
 //     6.9e-2..1.18e-1; the coarser weights leave the random models with
 //     flatter, more sensitive distributions.

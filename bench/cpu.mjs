@@ -11,6 +11,10 @@
 //   decode  : --decode-tokens greedy tokens after a 16-token prompt, EOS
 //             ignored; tok/s = (tokens - 1) / (first token .. last token), from
 //             the stream's chunks for larder.
+//   load    : seconds from starting the engine on the file to its being ready
+//             for a request: larderd's spawn until /health answers (polled
+//             every 100 ms), llama.cpp's loadModel and createContext. The
+//             file sits in the page cache for both (written or read before).
 //   context : with --contexts 4096,16384,...: prefill the first C - 1 tokens
 //             of a prompt, then time the last --prompt-tokens of it (prefill
 //             at that depth) and --decode-tokens decoded after it.
@@ -212,7 +216,10 @@ async function benchLarder(args, file, shape, ids) {
             fs.writeFileSync(config, `[cache.device]\nbudget = ${kvBytes}\n`);
             extraArgs.push("--config", config);
         }
+        const t0 = performance.now();
         const d = await Daemon.start({bin: args.larder, model: file, threads, startTimeoutMs: 120000, extraArgs});
+        line({impl: "larder", bench: "load", model: path.basename(file), threads,
+            seconds: (performance.now() - t0) / 1000});
         try {
             const base = {url: d.baseURL, model: path.basename(file, ".gguf")};
             await larderPrefill(base, ids(args.promptTokens));  // warm-up: pages in the weights
@@ -245,7 +252,9 @@ async function benchLarder(args, file, shape, ids) {
 
 // ---- llama.cpp through node-llama-cpp ----------------------------------------
 async function benchLlamaCpp(args, llama, file, shape, ids) {
+    const t0 = performance.now();
     const model = await llama.loadModel({modelPath: file});
+    const loadSeconds = (performance.now() - t0) / 1000;
     const evalOptions = {temperature: 0, repeatPenalty: false};
     const first = async (seq, tokens) => {
         const t0 = performance.now();
@@ -266,8 +275,11 @@ async function benchLlamaCpp(args, llama, file, shape, ids) {
     };
     for (const threads of args.threads) {
         const maxCtx = Math.max(args.promptTokens + 8, ...args.contexts.map((c) => c + args.decodeTokens + 8));
+        const t1 = performance.now();
         const context = await model.createContext({contextSize: maxCtx, batchSize: 512, sequences: 1,
             threads: {ideal: threads, min: threads}});
+        line({impl: "llama.cpp", bench: "load", model: path.basename(file), threads,
+            seconds: loadSeconds + (performance.now() - t1) / 1000});
         const seq = context.getSequence();
         await first(seq, ids(args.promptTokens));  // warm-up
         const pre = [];

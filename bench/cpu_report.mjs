@@ -74,6 +74,23 @@ for (const bench of ["prefill", "decode"]) {
         : "2 x multiply-adds per token in the layers x tok/s / the int8 peak of that many threads"})\n`);
 }
 
+const loads = rows.filter((r) => r.bench === "load");
+if (loads.length) {
+    console.log("### load (seconds from starting the engine on the file to ready for a request)\n");
+    console.log("| model file | threads | larder s | llama.cpp s | llama.cpp / larder |");
+    console.log("| --- | ---: | ---: | ---: | ---: |");
+    const keys = [...new Set(loads.map((r) => `${r.model}\t${r.threads}`))];
+    for (const k of keys) {
+        const [model, t] = k.split("\t");
+        const get = (impl) => loads.find((r) => r.impl === impl && r.model === model && r.threads === Number(t));
+        const l = get("larder"), o = get("llama.cpp");
+        const ratio = l && o ? `${fmt(o.seconds / l.seconds, 2)}x` : "–";
+        console.log(`| ${model} | ${t} | ${fmt(l?.seconds, 2)} | ${fmt(o?.seconds, 2)} | ${ratio} |`);
+    }
+    console.log("\n(larder: spawn of larderd until /health answers, polled every 100 ms; llama.cpp: " +
+        "loadModel and createContext in this process; the file in the page cache for both)\n");
+}
+
 const ctx = rows.filter((r) => r.bench === "context");
 if (ctx.length) {
     console.log("### Long contexts (prefill of the last prompt tokens and decode after them, at that depth)\n");

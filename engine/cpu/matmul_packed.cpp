@@ -106,9 +106,10 @@ void pack_q8_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
   for (int64_t g = g_begin; g < g_end; ++g) {
     uint8_t* q = data + size_t(g) * group_stride;
     auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kQB);
-    std::memset(q, 0x80, size_t(nb) * kQB);  // padding rows: w = 0
-    std::memset(s, 0, group_stride - size_t(nb) * kQB);
     const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
+    // Padding rows: w = 0 (a full group writes every quant byte below).
+    if (r_end < kR) std::memset(q, 0x80, size_t(nb) * kQB);
+    std::memset(s, 0, group_stride - size_t(nb) * kQB);
     for (int64_t r = 0; r < r_end; ++r) {
       const auto* src = reinterpret_cast<const BlockQ8_0*>(w.row(g * kR + r));
       for (int b = 0; b < nb; ++b) {
@@ -141,15 +142,16 @@ void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
   for (int64_t g = g_begin; g < g_end; ++g) {
     uint8_t* q = data + size_t(g) * group_stride;
     auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kQB);
-    std::memset(q, 0x88, size_t(nb) * kQB);  // padding rows: q = 8, w = 0 (Q4_0)
-    if (q5) {  // q = 16, w = 0
+    const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
+    // Padding rows (a full group writes every quant byte below).
+    if (r_end < kR) std::memset(q, 0x88, size_t(nb) * kQB);  // q = 8, w = 0 (Q4_0)
+    if (q5 && r_end < kR) {  // q = 16, w = 0
       for (int b = 0; b < nb; ++b) {
         std::memset(q + size_t(b) * kQB, 0x00, PackedMatrix::kQ40BlockQuantBytes);
         std::memset(q + size_t(b) * kQB + PackedMatrix::kQ40BlockQuantBytes, 0xFF, PackedMatrix::kChunkBytes);
       }
     }
     std::memset(s, 0, group_stride - size_t(nb) * kQB);
-    const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
     for (int64_t r = 0; r < r_end; ++r) {
       const uint8_t* row = w.row(g * kR + r);
       for (int b = 0; b < nb; ++b) {

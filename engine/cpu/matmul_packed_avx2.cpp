@@ -122,30 +122,57 @@ void run_half_tiles(const HalfTileFn<Act> (&tiles)[kT][kH], const PackedMatrix& 
 // again, and w * x is formed as |w| (u8, 0..128) times x with w's sign
 // (vpsignb; x in [-127, 127] as quantize_rows_q8_0 makes it, so the negation
 // is exact): each vpmaddubsw pair is at most 2 * 128 * 127 = 32512 < 2^15.
+// The 32-value block tiles' shared steps (Q8_0; Q4_0 .. Q5_1). Halves
+// half0 .. half0 + H - 1: q[h] their first quant bytes, s[h] their first
+// scales (kQB quant bytes per block; the scales follow nb blocks of them).
+template <int H>
+inline void block_halves(const uint8_t* grp, size_t group_stride, int half0, int nb, size_t kQB,
+                         const uint8_t* (&q)[H], const uint8_t* (&s)[H]) {
+  for (int h = 0; h < H; ++h) {
+    const int hh = half0 + h;
+    const uint8_t* g = grp + size_t(hh / 2) * group_stride;
+    q[h] = g + 32 * (hh % 2);
+    s[h] = g + size_t(nb) * kQB + 16 * (hh % 2);
+  }
+}
+
+// Decode and short verification (T <= 2) stream the weights once: block
+// `off` + kQ8PrefetchBlocks Q8_0 blocks ahead, kQB bytes per half's group.
+template <int H>
+inline void prefetch_block(const uint8_t* const (&q)[H], int half0, size_t off, size_t kQB) {
+  for (int h = 0; h < H; ++h) {
+    if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
+    const char* pf = reinterpret_cast<const char*>(q[h] + off + kQ8PrefetchBlocks * PackedMatrix::kBlockQuantBytes);
+    for (size_t l = 0; l < kQB / 64; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+  }
+}
+
+// acc += float(is) * (d_w * d_x) for block b (the contract's one fma per block).
+template <int T, int H>
+inline void add_block(__m256 (&acc)[T][H], const __m256i (&is)[T][H], const uint8_t* const (&s)[H],
+                      const Q8PackedAct* x, int nb, int b) {
+  __m256 dw[H];
+  for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
+  for (int t = 0; t < T; ++t) {
+    const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
+    for (int h = 0; h < H; ++h)
+      acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
+  }
+}
+
 template <int T, int H>
 void q8_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
              int y_stride, int rows) {
   const uint8_t* q[H];
   const uint8_t* s[H];
-  for (int h = 0; h < H; ++h) {
-    const int hh = half0 + h;
-    const uint8_t* g = grp + size_t(hh / 2) * group_stride;
-    q[h] = g + 32 * (hh % 2);
-    s[h] = g + size_t(nb) * PackedMatrix::kBlockQuantBytes + 16 * (hh % 2);
-  }
+  block_halves(grp, group_stride, half0, nb, PackedMatrix::kBlockQuantBytes, q, s);
   const __m256i flip = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
   for (int b = 0; b < nb; ++b) {
     const size_t off = size_t(b) * PackedMatrix::kBlockQuantBytes;
-    if constexpr (T <= 2) {  // decode and short verification: stream the weights once
-      for (int h = 0; h < H; ++h) {
-        if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
-        const char* pf = reinterpret_cast<const char*>(q[h] + off + kQ8PrefetchBlocks * PackedMatrix::kBlockQuantBytes);
-        for (int l = 0; l < 8; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-      }
-    }
+    if constexpr (T <= 2) prefetch_block(q, half0, off, PackedMatrix::kBlockQuantBytes);
     __m256i is[T][H];
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) is[t][h] = _mm256_setzero_si256();
@@ -163,13 +190,7 @@ void q8_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedA
         }
       }
     }
-    __m256 dw[H];
-    for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
-    for (int t = 0; t < T; ++t) {
-      const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
-      for (int h = 0; h < H; ++h)
-        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
-    }
+    add_block(acc, is, s, x, nb, b);
   }
   store_tile(acc, y, y_stride, rows);
 }
@@ -195,25 +216,14 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
   constexpr size_t kQB = kQ5 ? PackedMatrix::kQ50BlockQuantBytes : PackedMatrix::kQ40BlockQuantBytes;
   const uint8_t* q[H];
   const uint8_t* s[H];
-  for (int h = 0; h < H; ++h) {
-    const int hh = half0 + h;
-    const uint8_t* g = grp + size_t(hh / 2) * group_stride;
-    q[h] = g + 32 * (hh % 2);
-    s[h] = g + size_t(nb) * kQB + 16 * (hh % 2);
-  }
+  block_halves(grp, group_stride, half0, nb, kQB, q, s);
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
   for (int b = 0; b < nb; ++b) {
     const size_t off = size_t(b) * kQB;
-    if constexpr (T <= 2) {  // decode: Q8_0's distance in bytes (2 blocks)
-      for (int h = 0; h < H; ++h) {
-        if (h > 0 && (half0 + h) % 2 == 1) continue;  // the same lines as half h - 1
-        const char* pf = reinterpret_cast<const char*>(q[h] + off + kQ8PrefetchBlocks * PackedMatrix::kBlockQuantBytes);
-        for (size_t l = 0; l < kQB / 64; ++l) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
-      }
-    }
+    if constexpr (T <= 2) prefetch_block(q, half0, off, kQB);  // Q8_0's distance in bytes
     __m256i is[T][H];
     for (int t = 0; t < T; ++t) {
       const __m256i c = kMins ? _mm256_setzero_si256() : _mm256_set1_epi32(x[size_t(t) * nb + b].neg_c);
@@ -242,13 +252,7 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
         }
       }
     }
-    __m256 dw[H];
-    for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
-    for (int t = 0; t < T; ++t) {
-      const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
-      for (int h = 0; h < H; ++h)
-        acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
-    }
+    add_block(acc, is, s, x, nb, b);
     if constexpr (kMins) {
       __m256 mw[H];
       for (int h = 0; h < H; ++h) mw[h] = load_f16x8(s[h] + size_t(nb + b) * 32);

@@ -15,21 +15,44 @@
 
 namespace larder::testing {
 
-// ---- Q8_0 -------------------------------------------------------------------
-
-struct Q8Matrix {
+// A matrix of `rows` rows of K values in blocks of kValues (32: Q8_0, Q4_0 ..
+// Q5_1; 256: the K-quants), blocks [rows][K / kValues].
+template <class Block, GgmlType kType, int kValues>
+struct BlockMatrix {
+  static constexpr int kBlockValues = kValues;
   int K = 0, rows = 0;
-  std::vector<BlockQ8_0> blocks;  // [rows][K / 32]
+  std::vector<Block> blocks;
   WeightView view() const {
     WeightView w;
-    w.type = GgmlType::kQ8_0;
+    w.type = kType;
     w.ne[0] = K;
     w.ne[1] = rows;
     w.data = reinterpret_cast<const uint8_t*>(blocks.data());
-    w.row_bytes = size_t(K / 32) * sizeof(BlockQ8_0);
+    w.row_bytes = size_t(K / kValues) * sizeof(Block);
     return w;
   }
 };
+
+// y[t][r] for every token t of x ([n_tokens][K / kValues] activation blocks)
+// and row r of m: acc = step(w, a, acc) over the row's blocks w and the
+// token's blocks a in block order, from acc = 0 (every packed contract is a
+// sequence of per-block f32 steps).
+template <class M, class Act, class Step>
+std::vector<float> blockwise_product(const M& m, const std::vector<Act>& x, int n_tokens, Step step) {
+  const int nb = m.K / M::kBlockValues;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) acc = step(m.blocks[size_t(r) * nb + b], x[size_t(t) * nb + b], acc);
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
+}
+
+// ---- Q8_0 -------------------------------------------------------------------
+
+using Q8Matrix = BlockMatrix<BlockQ8_0, GgmlType::kQ8_0, 32>;
 
 // Random blocks: quants in [lo, 127] (or only the extremes), positive or
 // negative f16 scales of moderate size. Weights take every int8 (a GGUF file
@@ -50,41 +73,19 @@ inline std::vector<BlockQ8_0> random_blocks(size_t n, std::mt19937& rng, bool ex
 // The packed kernel's contract, as plain scalar code: per block an exact
 // integer dot product, then one fma with d_w * d_x, in block order.
 inline std::vector<float> q8_0_definition(const Q8Matrix& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
-  const int nb = m.K / 32;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int b = 0; b < nb; ++b) {
-        const BlockQ8_0& w = m.blocks[size_t(r) * nb + b];
-        const BlockQ8_0& a = x[size_t(t) * nb + b];
-        int32_t isum = 0;
-        for (int i = 0; i < 32; ++i) isum += int32_t(w.qs[i]) * int32_t(a.qs[i]);
-        const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
-        acc = std::fma(float(isum), scale, acc);
-      }
-      y[size_t(t) * m.rows + r] = acc;
-    }
-  return y;
+  return blockwise_product(m, x, n_tokens, [](const BlockQ8_0& w, const BlockQ8_0& a, float acc) {
+    int32_t isum = 0;
+    for (int i = 0; i < 32; ++i) isum += int32_t(w.qs[i]) * int32_t(a.qs[i]);
+    const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
+    return std::fma(float(isum), scale, acc);
+  });
 }
 
 // ---- Q4_0, Q5_0, Q4_1, Q5_1 -------------------------------------------------
 
 // A matrix of 32-value Q4_0, Q5_0, Q4_1 or Q5_1 blocks.
 template <class Block, GgmlType kType>
-struct Q32Matrix {
-  int K = 0, rows = 0;
-  std::vector<Block> blocks;  // [rows][K / 32]
-  WeightView view() const {
-    WeightView w;
-    w.type = kType;
-    w.ne[0] = K;
-    w.ne[1] = rows;
-    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
-    w.row_bytes = size_t(K / 32) * sizeof(Block);
-    return w;
-  }
-};
+using Q32Matrix = BlockMatrix<Block, kType, 32>;
 using Q40Matrix = Q32Matrix<BlockQ4_0, GgmlType::kQ4_0>;
 using Q50Matrix = Q32Matrix<BlockQ5_0, GgmlType::kQ5_0>;
 using Q41Matrix = Q32Matrix<BlockQ4_1, GgmlType::kQ4_1>;
@@ -139,27 +140,18 @@ inline int q32_w(const BlockQ5_1& b, int i) {
 // w = q - 8 or q - 16; Q4_1 / Q5_1 add fma(m, d_x * sum(q_x)) per block.
 template <class M>
 std::vector<float> q32_definition(const M& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
-  const int nb = m.K / 32;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int b = 0; b < nb; ++b) {
-        const auto& w = m.blocks[size_t(r) * nb + b];
-        const BlockQ8_0& a = x[size_t(t) * nb + b];
-        int32_t isum = 0, xsum = 0;
-        for (int i = 0; i < 32; ++i) {
-          isum += q32_w(w, i) * int32_t(a.qs[i]);
-          xsum += a.qs[i];
-        }
-        const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
-        acc = std::fma(float(isum), scale, acc);
-        if constexpr (requires { w.m; })  // s = d_x * sum, exact
-          acc = std::fma(float(half_to_double(w.m)), float(half_to_double(a.d)) * float(xsum), acc);
-      }
-      y[size_t(t) * m.rows + r] = acc;
+  return blockwise_product(m, x, n_tokens, [](const auto& w, const BlockQ8_0& a, float acc) {
+    int32_t isum = 0, xsum = 0;
+    for (int i = 0; i < 32; ++i) {
+      isum += q32_w(w, i) * int32_t(a.qs[i]);
+      xsum += a.qs[i];
     }
-  return y;
+    const float scale = float(half_to_double(w.d)) * float(half_to_double(a.d));
+    acc = std::fma(float(isum), scale, acc);
+    if constexpr (requires { w.m; })  // s = d_x * sum, exact
+      acc = std::fma(float(half_to_double(w.m)), float(half_to_double(a.d)) * float(xsum), acc);
+    return acc;
+  });
 }
 
 // ---- Q4_K -------------------------------------------------------------------
@@ -183,19 +175,7 @@ inline int q4k_q(const BlockQ4_K& b, int v) {
 
 // A K-quant matrix of `rows` rows of K values in blocks of 256.
 template <class Block, GgmlType kType>
-struct KQuantMatrix {
-  int K = 0, rows = 0;
-  std::vector<Block> blocks;
-  WeightView view() const {
-    WeightView w;
-    w.type = kType;
-    w.ne[0] = K;
-    w.ne[1] = rows;
-    w.data = reinterpret_cast<const uint8_t*>(blocks.data());
-    w.row_bytes = size_t(K / 256) * sizeof(Block);
-    return w;
-  }
-};
+using KQuantMatrix = BlockMatrix<Block, kType, 256>;
 using Q4KMatrix = KQuantMatrix<BlockQ4_K, GgmlType::kQ4_K>;
 
 inline Q4KMatrix random_q4k(int K, int rows, std::mt19937& rng, bool extremes) {
@@ -228,32 +208,22 @@ inline std::vector<BlockQ8K> random_q8k(size_t n, std::mt19937& rng, bool extrem
 template <class M, class Block>
 std::vector<float> min_kquant_definition(const M& m, const std::vector<BlockQ8K>& x, int n_tokens,
                                          int (*value)(const Block&, int)) {
-  const int nb = m.K / 256;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int s = 0; s < nb; ++s) {
-        const Block& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        int32_t S = 0, Mn = 0;
-        for (int i = 0; i < 8; ++i) {
-          int sc, mn;
-          q4k_sc_m(w.scales, i, &sc, &mn);
-          int32_t isum = 0, xs = 0;
-          for (int j = 0; j < 32; ++j) {
-            isum += value(w, 32 * i + j) * a.qs[32 * i + j];
-            xs += a.qs[32 * i + j];
-          }
-          S += sc * isum;
-          Mn += mn * xs;
-        }
-        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
-        acc = std::fma(-float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
+  return blockwise_product(m, x, n_tokens, [value](const Block& w, const BlockQ8K& a, float acc) {
+    int32_t S = 0, Mn = 0;
+    for (int i = 0; i < 8; ++i) {
+      int sc, mn;
+      q4k_sc_m(w.scales, i, &sc, &mn);
+      int32_t isum = 0, xs = 0;
+      for (int j = 0; j < 32; ++j) {
+        isum += value(w, 32 * i + j) * a.qs[32 * i + j];
+        xs += a.qs[32 * i + j];
       }
-      y[size_t(t) * m.rows + r] = acc;
+      S += sc * isum;
+      Mn += mn * xs;
     }
-  return y;
+    acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+    return std::fma(-float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
+  });
 }
 inline std::vector<float> q4k_definition(const Q4KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
   return min_kquant_definition(m, x, n_tokens, &q4k_q);
@@ -319,25 +289,15 @@ inline Q6KMatrix random_q6k(int K, int rows, std::mt19937& rng, bool extremes) {
 
 // The Q6_K contract of matmul_packed.h as scalar code.
 inline std::vector<float> q6k_definition(const Q6KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
-  const int nb = m.K / 256;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ6_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        int32_t S = 0;
-        for (int i = 0; i < 16; ++i) {
-          int32_t isum = 0;
-          for (int j = 0; j < 16; ++j) isum += (q6k_q(w, 16 * i + j) - 32) * a.qs[16 * i + j];
-          S += int32_t(w.scales[i]) * isum;
-        }
-        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
-      }
-      y[size_t(t) * m.rows + r] = acc;
+  return blockwise_product(m, x, n_tokens, [](const BlockQ6_K& w, const BlockQ8K& a, float acc) {
+    int32_t S = 0;
+    for (int i = 0; i < 16; ++i) {
+      int32_t isum = 0;
+      for (int j = 0; j < 16; ++j) isum += (q6k_q(w, 16 * i + j) - 32) * a.qs[16 * i + j];
+      S += int32_t(w.scales[i]) * isum;
     }
-  return y;
+    return std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+  });
 }
 
 // ---- Q3_K -------------------------------------------------------------------
@@ -381,30 +341,20 @@ inline Q3KMatrix random_q3k(int K, int rows, std::mt19937& rng, bool extremes) {
 
 // The Q3_K contract of matmul_packed.h as scalar code, with q = w + 4.
 inline std::vector<float> q3k_definition(const Q3KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
-  const int nb = m.K / 256;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ3_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        int sc[16];
-        q3k_sc(w, sc);
-        int32_t S = 0;
-        for (int i = 0; i < 16; ++i) {
-          int32_t isum = 0, xs = 0;
-          for (int j = 0; j < 16; ++j) {
-            isum += (q3k_w(w, 16 * i + j) + 4) * a.qs[16 * i + j];
-            xs += a.qs[16 * i + j];
-          }
-          S += sc[i] * (isum - 4 * xs);
-        }
-        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+  return blockwise_product(m, x, n_tokens, [](const BlockQ3_K& w, const BlockQ8K& a, float acc) {
+    int sc[16];
+    q3k_sc(w, sc);
+    int32_t S = 0;
+    for (int i = 0; i < 16; ++i) {
+      int32_t isum = 0, xs = 0;
+      for (int j = 0; j < 16; ++j) {
+        isum += (q3k_w(w, 16 * i + j) + 4) * a.qs[16 * i + j];
+        xs += a.qs[16 * i + j];
       }
-      y[size_t(t) * m.rows + r] = acc;
+      S += sc[i] * (isum - 4 * xs);
     }
-  return y;
+    return std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+  });
 }
 
 // ---- Q2_K -------------------------------------------------------------------
@@ -434,30 +384,20 @@ inline Q2KMatrix random_q2k(int K, int rows, std::mt19937& rng, bool extremes) {
 
 // The Q2_K contract of matmul_packed.h as scalar code.
 inline std::vector<float> q2k_definition(const Q2KMatrix& m, const std::vector<BlockQ8K>& x, int n_tokens) {
-  const int nb = m.K / 256;
-  std::vector<float> y(size_t(n_tokens) * m.rows);
-  for (int t = 0; t < n_tokens; ++t)
-    for (int r = 0; r < m.rows; ++r) {
-      float acc = 0.0f;
-      for (int s = 0; s < nb; ++s) {
-        const BlockQ2_K& w = m.blocks[size_t(r) * nb + s];
-        const BlockQ8K& a = x[size_t(t) * nb + s];
-        int32_t S = 0, Mn = 0;
-        for (int i = 0; i < 16; ++i) {
-          int32_t isum = 0, xs = 0;
-          for (int j = 0; j < 16; ++j) {
-            isum += q2k_q(w, 16 * i + j) * a.qs[16 * i + j];
-            xs += a.qs[16 * i + j];
-          }
-          S += (w.scales[i] & 15) * isum;
-          Mn += (w.scales[i] >> 4) * -xs;
-        }
-        acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
-        acc = std::fma(float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
+  return blockwise_product(m, x, n_tokens, [](const BlockQ2_K& w, const BlockQ8K& a, float acc) {
+    int32_t S = 0, Mn = 0;
+    for (int i = 0; i < 16; ++i) {
+      int32_t isum = 0, xs = 0;
+      for (int j = 0; j < 16; ++j) {
+        isum += q2k_q(w, 16 * i + j) * a.qs[16 * i + j];
+        xs += a.qs[16 * i + j];
       }
-      y[size_t(t) * m.rows + r] = acc;
+      S += (w.scales[i] & 15) * isum;
+      Mn += (w.scales[i] >> 4) * -xs;
     }
-  return y;
+    acc = std::fma(float(S), float(half_to_double(w.d)) * a.d, acc);
+    return std::fma(float(Mn), float(half_to_double(w.dmin)) * a.d, acc);
+  });
 }
 
 }  // namespace larder::testing

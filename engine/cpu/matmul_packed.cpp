@@ -198,37 +198,22 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
   void* mem = alloc_huge_aligned(p.bytes());
   if (mem == nullptr) throw std::bad_alloc();
   p.data_.reset(static_cast<uint8_t*>(mem));
-  auto pack_groups = [&](int64_t gb, int64_t ge, int) {
-    if (p.type_ == GgmlType::kQ4_K) {
-      packed_detail::pack_q4k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    if (p.type_ == GgmlType::kQ5_K) {
-      packed_detail::pack_q5k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    if (p.type_ == GgmlType::kQ6_K) {
-      packed_detail::pack_q6k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    if (p.type_ == GgmlType::kQ3_K) {
-      packed_detail::pack_q3k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    if (p.type_ == GgmlType::kQ2_K) {
-      packed_detail::pack_q2k_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    if (p.type_ == GgmlType::kF16) {
-      packed_detail::pack_f16_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    if (packed_q8_act_type(p.type_) && p.type_ != GgmlType::kQ8_0) {
-      pack_q4_0_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-      return;
-    }
-    pack_q8_0_groups(w, p.data_.get(), p.group_stride_, gb, ge);
-  };
+  using PackFn = void (*)(const WeightView&, uint8_t*, size_t, int64_t, int64_t);
+  PackFn pack_fn = &pack_q8_0_groups;
+  switch (p.type_) {
+    case GgmlType::kQ4_K: pack_fn = &packed_detail::pack_q4k_groups; break;
+    case GgmlType::kQ5_K: pack_fn = &packed_detail::pack_q5k_groups; break;
+    case GgmlType::kQ6_K: pack_fn = &packed_detail::pack_q6k_groups; break;
+    case GgmlType::kQ3_K: pack_fn = &packed_detail::pack_q3k_groups; break;
+    case GgmlType::kQ2_K: pack_fn = &packed_detail::pack_q2k_groups; break;
+    case GgmlType::kF16: pack_fn = &packed_detail::pack_f16_groups; break;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1: pack_fn = &pack_q4_0_groups; break;
+    default: break;  // Q8_0
+  }
+  auto pack_groups = [&](int64_t gb, int64_t ge, int) { pack_fn(w, p.data_.get(), p.group_stride_, gb, ge); };
   if (pool != nullptr && pool->n_threads() > 1) {
     pool->parallel_for(p.n_groups(), 16, pack_groups);
   } else {

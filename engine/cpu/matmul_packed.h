@@ -175,19 +175,19 @@ void prepare_q4k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q4KPackedAc
 
 // One token's Q8_K super-block for the packed Q6_K, Q3_K and Q2_K kernels:
 // the quants, -offset times each 16-value sum (offset: what the packed quants
-// add to w, 32 for Q6_K, 4 for Q3_K), those sums negated in int16 pairs (Q2_K's
-// mins: |xs| <= 16 * 128), d.
+// add to w, 32 for Q6_K, 4 for Q3_K, 0 for Q2_K), for Q2_K's mins those sums
+// negated in int16 pairs (|xs| <= 16 * 128; zero for the others), d.
 struct Q6KPackedAct {
   int8_t qs[256];
   int32_t neg_oxs[16];
-  int32_t neg_xs_pairs[8];  // -xs_2j | -xs_2j+1 << 16 (int16 each): Q2_K's mins
+  int32_t neg_xs_pairs[8];  // -xs_2j | -xs_2j+1 << 16 (int16 each): Q2_K only
   float d;
   int32_t pad[3];
 };
 static_assert(sizeof(Q6KPackedAct) == 368);
 void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);  // offset 32
 void prepare_q3k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);  // offset 4
-// Q2_K reads neg_xs_pairs; neg_oxs gets offset 1.
+// Q2_K: offset 0, and neg_xs_pairs for its mins.
 void prepare_q2k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out);
 
 // True for the types PackedMatrix::pack accepts on this build.

@@ -76,14 +76,19 @@ void pack_two_bit_planes(uint8_t* o, int r, const uint8_t (&q)[256], int shift) 
       }
 }
 
-void prepare_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out, int32_t offset) {
+// offset: what the packed quants add to w (neg_oxs = -offset xs); min_pairs:
+// Q2_K, whose mins read -xs in neg_xs_pairs. The field a type does not read
+// is zero.
+void prepare_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out, int32_t offset,
+                        bool min_pairs) {
   const size_t n = size_t(n_tokens) * size_t(k / kQK_K);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(out[i].qs, xq[i].qs, sizeof(out[i].qs));
     for (int s = 0; s < 16; ++s) out[i].neg_oxs[s] = -offset * int32_t(xq[i].bsums[s]);
     for (int j = 0; j < 8; ++j)
-      out[i].neg_xs_pairs[j] = int32_t(uint32_t(uint16_t(-xq[i].bsums[2 * j])) |
-                                       uint32_t(uint16_t(-xq[i].bsums[2 * j + 1])) << 16);
+      out[i].neg_xs_pairs[j] = min_pairs ? int32_t(uint32_t(uint16_t(-xq[i].bsums[2 * j])) |
+                                                   uint32_t(uint16_t(-xq[i].bsums[2 * j + 1])) << 16)
+                                         : 0;
     out[i].d = xq[i].d;
     std::memset(out[i].pad, 0, sizeof(out[i].pad));
   }
@@ -91,13 +96,13 @@ void prepare_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* o
 }  // namespace
 
 void prepare_q6k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
-  prepare_packed_act(xq, n_tokens, k, out, 32);
+  prepare_packed_act(xq, n_tokens, k, out, 32, false);
 }
 void prepare_q3k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
-  prepare_packed_act(xq, n_tokens, k, out, 4);
+  prepare_packed_act(xq, n_tokens, k, out, 4, false);
 }
 void prepare_q2k_packed_act(const BlockQ8K* xq, int n_tokens, int k, Q6KPackedAct* out) {
-  prepare_packed_act(xq, n_tokens, k, out, 1);
+  prepare_packed_act(xq, n_tokens, k, out, 0, true);
 }
 
 namespace packed_detail {

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
       {"q8_0", GgmlType::kQ8_0}, {"q4_0", GgmlType::kQ4_0}, {"q4_1", GgmlType::kQ4_1},
       {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1}, {"q2_k", GgmlType::kQ2_K},
       {"q3_k", GgmlType::kQ3_K}, {"q4_k", GgmlType::kQ4_K}, {"q5_k", GgmlType::kQ5_K},
-      {"q6_k", GgmlType::kQ6_K}};
+      {"q6_k", GgmlType::kQ6_K}, {"iq4_nl", GgmlType::kIQ4_NL}, {"iq4_xs", GgmlType::kIQ4_XS}};
   std::vector<std::string> type_names{"q4_k_m", "q5_k_m"};
   for (const auto& [name, t] : kTypes) type_names.push_back(name);
   CLI::App app("make_synthetic: a random-weight llama GGUF of a given shape");

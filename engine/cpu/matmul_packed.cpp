@@ -90,7 +90,7 @@ bool kquant_amx_active() {
 #endif
 }
 
-bool packed_type_supported(GgmlType t) {
+bool packed_type_supported(GgmlType t) {  // packed_q8_act_type: Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS
   return q8_packed_supported() &&
          (packed_q8_act_type(t) || t == GgmlType::kQ2_K || t == GgmlType::kQ3_K || t == GgmlType::kQ4_K ||
           t == GgmlType::kQ5_K || t == GgmlType::kQ6_K || t == GgmlType::kF16);
@@ -131,7 +131,7 @@ void pack_q8_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
 // Q5_0's fifth bits follow in one more vector, byte 4r + k holding bit
 // (4j + k) of row r's qh in its bit j.
 // Q4_1 and Q5_1 store the same quants (w = d q + m), and their mins m after
-// the scales.
+// the scales; IQ4_NL the same indices (w = kIQ4Values[i]).
 void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end) {
   constexpr int kR = PackedMatrix::kGroupRows;
   const bool q5 = w.type == GgmlType::kQ5_0 || w.type == GgmlType::kQ5_1;
@@ -144,7 +144,7 @@ void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
     auto* s = reinterpret_cast<uint16_t*>(q + size_t(nb) * kQB);
     const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
     // Padding rows (a full group writes every quant byte below).
-    if (r_end < kR) std::memset(q, 0x88, size_t(nb) * kQB);  // q = 8, w = 0 (Q4_0)
+    if (r_end < kR) std::memset(q, 0x88, size_t(nb) * kQB);  // q = 8, w = 0 (Q4_0; IQ4_NL: scale 0)
     if (q5 && r_end < kR) {  // q = 16, w = 0
       for (int b = 0; b < nb; ++b) {
         std::memset(q + size_t(b) * kQB, 0x00, PackedMatrix::kQ40BlockQuantBytes);
@@ -169,6 +169,37 @@ void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
           uint8_t bits = 0;
           for (int j = 0; j < 8; ++j) bits = uint8_t(bits | (((qh >> (4 * j + k)) & 1u) << j));
           dst[PackedMatrix::kQ40BlockQuantBytes + size_t(k)] = bits;
+        }
+      }
+    }
+  }
+}
+
+// IQ4_XS: each super-block's 8 sub-blocks as 8 blocks of IQ4_NL's layout,
+// with f32 scales d * (ls - 32).
+void pack_iq4xs_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end) {
+  constexpr int kR = PackedMatrix::kGroupRows;
+  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  const int nb = int(w.ne[0] / kQK4);
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    uint8_t* q = data + size_t(g) * group_stride;
+    auto* s = reinterpret_cast<float*>(q + size_t(nb) * kQB);
+    const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
+    if (r_end < kR) std::memset(q, 0x88, size_t(nb) * kQB);  // index 8, scale 0
+    std::memset(s, 0, group_stride - size_t(nb) * kQB);
+    for (int64_t r = 0; r < r_end; ++r) {
+      const auto* row = reinterpret_cast<const BlockIQ4_XS*>(w.row(g * kR + r));
+      for (int sb = 0; sb < nb / 8; ++sb) {
+        const BlockIQ4_XS& blk = row[sb];
+        uint16_t d, scales_h;
+        std::memcpy(&d, &blk.d, 2);
+        std::memcpy(&scales_h, &blk.scales_h, 2);
+        for (int ib = 0; ib < 8; ++ib) {
+          const int b = 8 * sb + ib;
+          s[size_t(b) * kR + r] = fp16_to_fp32(d) * float(iq4xs_scale(scales_h, blk.scales_l, ib));
+          uint8_t* dst = q + size_t(b) * kQB + size_t(r) * 4;
+          for (int j = 0; j < 4; ++j)
+            std::memcpy(dst + size_t(j) * PackedMatrix::kChunkBytes, blk.qs + 16 * ib + 4 * j, 4);
         }
       }
     }
@@ -210,7 +241,9 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ5_0:
     case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1: pack_fn = &pack_q4_0_groups; break;
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL: pack_fn = &pack_q4_0_groups; break;
+    case GgmlType::kIQ4_XS: pack_fn = &pack_iq4xs_groups; break;
     default: break;  // Q8_0
   }
   auto pack_groups = [&](int64_t gb, int64_t ge, int) { pack_fn(w, p.data_.get(), p.group_stride_, gb, ge); };
@@ -229,6 +262,8 @@ struct Q40Format;
 struct Q50Format;
 struct Q41Format;
 struct Q51Format;
+struct IQ4NLFormat;
+struct IQ4XSFormat;
 }  // namespace
 
 #ifdef LARDER_Q8_PACKED
@@ -243,9 +278,11 @@ constexpr size_t kPrefetchBytes = 4 * PackedMatrix::kBlockQuantBytes;
 // are kQuantBytes per group, and part(blk, j) gives, at byte 4r + k, row r's
 // weight 4j + k of the block plus the format's offset, as u8.
 // kMins: the format has w = d q + m, its mins stored after the scales.
+// kF32Scales: its scales are f32 (IQ4_XS), not f16.
 struct Q8Format {  // 8 chunks of w + 128
   static constexpr size_t kQuantBytes = PackedMatrix::kBlockQuantBytes;
   static constexpr bool kMins = false;
+  static constexpr bool kF32Scales = false;
   static __m512i part(const uint8_t* blk, int j) {
     return _mm512_load_si512(blk + size_t(j) * PackedMatrix::kChunkBytes);
   }
@@ -253,6 +290,7 @@ struct Q8Format {  // 8 chunks of w + 128
 struct Q40Format {  // 4 chunks of q = w + 8 in nibbles: values 0..15 low, 16..31 high
   static constexpr size_t kQuantBytes = PackedMatrix::kQ40BlockQuantBytes;
   static constexpr bool kMins = false;
+  static constexpr bool kF32Scales = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i v = _mm512_load_si512(blk + size_t(j % 4) * PackedMatrix::kChunkBytes);
     const __m512i low = _mm512_set1_epi8(0x0F);
@@ -262,6 +300,7 @@ struct Q40Format {  // 4 chunks of q = w + 8 in nibbles: values 0..15 low, 16..3
 struct Q50Format {  // Q4_0's nibbles plus a vector of fifth bits: q = w + 16
   static constexpr size_t kQuantBytes = PackedMatrix::kQ50BlockQuantBytes;
   static constexpr bool kMins = false;
+  static constexpr bool kF32Scales = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i h = _mm512_load_si512(blk + PackedMatrix::kQ40BlockQuantBytes);
 #ifdef __GFNI__  // bit j to bit 4 of clean bytes; 0x0F ? nibble : it (0xE4)
@@ -280,6 +319,20 @@ struct Q41Format : Q40Format {  // Q4_0's quants, w = d q + m
 };
 struct Q51Format : Q50Format {  // Q5_0's quants, w = d q + m
   static constexpr bool kMins = true;
+};
+struct IQ4NLFormat {  // Q4_0's nibbles are indices: w + 128 = kIQ4Values[i] + 128 (1..241)
+  static constexpr size_t kQuantBytes = PackedMatrix::kQ40BlockQuantBytes;
+  static constexpr bool kMins = false;
+  static constexpr bool kF32Scales = false;
+  static __m512i part(const uint8_t* blk, int j) {
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181),
+                      char(197), char(217), char(241)));
+    return _mm512_shuffle_epi8(table, Q40Format::part(blk, j));
+  }
+};
+struct IQ4XSFormat : IQ4NLFormat {  // IQ4_NL's with f32 scales
+  static constexpr bool kF32Scales = true;
 };
 
 // T tokens x G groups of 16 rows over all nb blocks. q[g]: group g's quants,
@@ -323,8 +376,13 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
       }
     }
     __m512 dw[G];
-    for (int g = 0; g < G; ++g)
-      dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[g] + size_t(b) * 16)));
+    for (int g = 0; g < G; ++g) {
+      if constexpr (F::kF32Scales) {
+        dw[g] = _mm512_load_ps(reinterpret_cast<const float*>(s[g]) + size_t(b) * 16);
+      } else {
+        dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[g] + size_t(b) * 16)));
+      }
+    }
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(x[size_t(t) * nb + b].d);
       for (int g = 0; g < G; ++g)
@@ -373,7 +431,7 @@ constexpr size_t kActBlockBytes = 512 * 1024;
 #endif  // LARDER_Q8_PACKED
 
 namespace {
-// Q8_0 (F = Q8Format), Q4_0 (Q40Format), Q5_0, Q4_1 or Q5_1 rows on the
+// Q8_0 (F = Q8Format), Q4_0 (Q40Format), Q5_0, Q4_1, Q5_1, IQ4_NL or IQ4_XS rows on the
 // tiles above (AVX2: matmul_packed_avx2.cpp's).
 template <class F>
 void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y,
@@ -452,6 +510,10 @@ void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, floa
     matmul_q8_rows<Q41Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   } else if (w.type() == GgmlType::kQ5_1) {
     matmul_q8_rows<Q51Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  } else if (w.type() == GgmlType::kIQ4_NL) {
+    matmul_q8_rows<IQ4NLFormat>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
+  } else if (w.type() == GgmlType::kIQ4_XS) {
+    matmul_q8_rows<IQ4XSFormat>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   } else {
     matmul_q8_rows<Q8Format>(w, static_cast<const Q8PackedAct*>(x), n_tokens, y, y_stride, row_begin, row_end);
   }

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and Q2_K .. Q6_K weights repacked at load for the int8 GEMM (prefill) and
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and Q2_K .. Q6_K weights repacked at load for the int8 GEMM (prefill) and
 // GEMV (decode), and F16 ones for the f32 FMA kernels: rows interleaved 16 to
 // a vector, so that one
 // vpdpbusd forms partial sums of 16 rows in its 16 int32 lanes and nothing is
@@ -46,6 +46,18 @@
 // row r's qh (the fifth bit of value 4j + k; j = 0..7), then the scales.
 // q = nibble | fifth bit << 4 in 0..31, w = q - 16. Padding rows: q = 16,
 // scale 0. Arithmetic: Q4_0's with w = q - 16 (llama.cpp's Q5_0 x Q8_0).
+//
+// IQ4_NL layout: Q4_0's (the 4-bit indices i as they are in the file), then
+// the scales, nb x 16 f16. IQ4_XS: the same indices per 32-value sub-block
+// (packed as nb = K / 32 blocks of 32), then nb x 16 f32 scales d * (ls - 32)
+// (exact in f32: 11 + 6 significant bits). Padding rows: i = 8, scale 0.
+// Arithmetic: Q8_0's, with w = kIQ4Values[i] (-127..113, quant_blocks.h):
+//   isum_b = sum_{i<32} kIQ4Values[i[r][32b+i]] * q_x[t][32b+i]
+//   acc    = fma(float(isum_b), scale_w[r][b] * d_x[t][b], acc)  in block order.
+// llama.cpp's IQ4_NL x Q8_0 forms the same integer sums. Its IQ4_XS takes
+// Q8_K activations (one scale per 256 values) and folds ls - 32 into the
+// integer sums; larder's Q8_0 activations round x per 32 values instead, as
+// for every other 32-value type.
 //
 // Q4_K layout, per group and super-block of 256 values (2368 bytes):
 //   quants: 8 sub-blocks x 4 vectors of 64 bytes; vector c of sub-block i
@@ -133,9 +145,9 @@ class ThreadPool;
 // True when this build has the packed kernels (AVX-512 with VNNI, or AVX2).
 bool q8_packed_supported();
 
-// One token's Q8_0 block as the packed Q8_0, Q4_0 .. Q5_1 kernels read it:
-// the 32 quants; for weights stored as u8 w + offset (Q8_0: 128, Q4_0: 8,
-// Q5_0: 16), neg_c = -offset * sum(qs), which turns the sum of those back
+// One token's Q8_0 block as the packed Q8_0, Q4_0 .. Q5_1, IQ4_NL and IQ4_XS
+// kernels read it: the 32 quants; for weights stored as u8 w + offset (Q8_0,
+// IQ4_NL, IQ4_XS: 128, Q4_0: 8, Q5_0: 16), neg_c = -offset * sum(qs), which turns the sum of those back
 // into w * x; for Q4_1 and Q5_1 (w = d q + m), s = d * sum(qs) (exact in
 // f32) for the min term; d as f32. 40 bytes.
 struct Q8PackedAct {
@@ -148,10 +160,11 @@ struct Q8PackedAct {
 };
 static_assert(sizeof(Q8PackedAct) == 40);
 
-// The packed types read with Q8PackedAct: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1.
+// The packed types read with Q8PackedAct: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1,
+// IQ4_NL and IQ4_XS (whose 256-value blocks are packed as 8 blocks of 32).
 inline bool packed_q8_act_type(GgmlType t) {
   return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ5_0 || t == GgmlType::kQ4_1 ||
-         t == GgmlType::kQ5_1;
+         t == GgmlType::kQ5_1 || t == GgmlType::kIQ4_NL || t == GgmlType::kIQ4_XS;
 }
 
 // xq: [n_tokens][k / 32] Q8_0 blocks -> out: [n_tokens][k / 32], for weights
@@ -208,7 +221,7 @@ class PackedMatrix {
 
   PackedMatrix() = default;
 
-  // Repacks a Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
+  // Repacks a Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
   // rows. Requires packed_type_supported(w.type).
@@ -217,20 +230,25 @@ class PackedMatrix {
   GgmlType type() const { return type_; }
   int64_t rows() const { return rows_; }
   int k() const { return k_; }
-  // Blocks per row: of 32 values (Q8_0, Q4_0 .. Q5_1), 256 (Q2_K .. Q6_K) or 1 (F16).
+  // Blocks per row: of 32 values (Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS), 256
+  // (Q2_K .. Q6_K) or 1 (F16).
   int n_blocks() const {
     if (type_ == GgmlType::kF16) return k_;
     return k_ / (packed_q8_act_type(type_) ? kQ8_0BlockSize : 256);
   }
-  // Quant bytes of one block of a group (Q8_0, Q4_0 .. Q5_1; the scales
-  // follow n_blocks() of them).
+  // Quant bytes of one block of a group (Q8_0, Q4_0 .. Q5_1, IQ4_NL,
+  // IQ4_XS; the scales follow n_blocks() of them).
   size_t block_quant_bytes() const {
-    if (type_ == GgmlType::kQ4_0 || type_ == GgmlType::kQ4_1) return kQ40BlockQuantBytes;
+    if (type_ == GgmlType::kQ4_0 || type_ == GgmlType::kQ4_1 || type_ == GgmlType::kIQ4_NL ||
+        type_ == GgmlType::kIQ4_XS)
+      return kQ40BlockQuantBytes;
     if (type_ == GgmlType::kQ5_0 || type_ == GgmlType::kQ5_1) return kQ50BlockQuantBytes;
     return kBlockQuantBytes;
   }
-  // Their scales' bytes per block (and mins': Q4_1, Q5_1).
+  // Their scales' bytes per block (and mins': Q4_1, Q5_1): f16 scales, but
+  // IQ4_XS's are f32 (d * (ls - 32), exact in f32, not in f16).
   size_t block_scale_bytes() const {
+    if (type_ == GgmlType::kIQ4_XS) return kGroupRows * sizeof(float);
     const bool mins = type_ == GgmlType::kQ4_1 || type_ == GgmlType::kQ5_1;
     return (mins ? 2 : 1) * kGroupRows * sizeof(uint16_t);
   }
@@ -304,11 +322,11 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
 void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
 void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
                      int64_t row_begin, int64_t row_end);
-// matmul_packed_avx2.cpp: the AVX2 tiles (Q8_0; Q4_0 .. Q5_1; Q4_K; Q6_K,
-// Q3_K and Q2_K).
+// matmul_packed_avx2.cpp: the AVX2 tiles (Q8_0; Q4_0 .. Q5_1, IQ4_NL,
+// IQ4_XS; Q4_K; Q6_K, Q3_K and Q2_K).
 void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                          int64_t row_begin, int64_t row_end);
-// Q4_0, Q5_0, Q4_1, Q5_1.
+// Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS.
 void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                            int64_t row_begin, int64_t row_end);
 void matmul_q4k_rows_avx2(const PackedMatrix& w, const Q4KPackedAct* x, int n_tokens, float* y, int y_stride,

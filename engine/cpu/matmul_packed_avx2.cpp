@@ -125,14 +125,15 @@ void run_half_tiles(const HalfTileFn<Act> (&tiles)[kT][kH], const PackedMatrix& 
 // The 32-value block tiles' shared steps (Q8_0; Q4_0 .. Q5_1). Halves
 // half0 .. half0 + H - 1: q[h] their first quant bytes, s[h] their first
 // scales (kQB quant bytes per block; the scales follow nb blocks of them).
+// scale_bytes: 2 (f16 scales) or 4 (IQ4_XS's f32).
 template <int H>
 inline void block_halves(const uint8_t* grp, size_t group_stride, int half0, int nb, size_t kQB,
-                         const uint8_t* (&q)[H], const uint8_t* (&s)[H]) {
+                         const uint8_t* (&q)[H], const uint8_t* (&s)[H], size_t scale_bytes = 2) {
   for (int h = 0; h < H; ++h) {
     const int hh = half0 + h;
     const uint8_t* g = grp + size_t(hh / 2) * group_stride;
     q[h] = g + 32 * (hh % 2);
-    s[h] = g + size_t(nb) * kQB + 16 * (hh % 2);
+    s[h] = g + size_t(nb) * kQB + kHalfRows * scale_bytes * (hh % 2);
   }
 }
 
@@ -147,12 +148,19 @@ inline void prefetch_block(const uint8_t* const (&q)[H], int half0, size_t off, 
   }
 }
 
-// acc += float(is) * (d_w * d_x) for block b (the contract's one fma per block).
-template <int T, int H>
+// acc += float(is) * (d_w * d_x) for block b (the contract's one fma per
+// block); kF32Scales: d_w is f32 (IQ4_XS), else f16.
+template <int T, int H, bool kF32Scales = false>
 inline void add_block(__m256 (&acc)[T][H], const __m256i (&is)[T][H], const uint8_t* const (&s)[H],
                       const Q8PackedAct* x, int nb, int b) {
   __m256 dw[H];
-  for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
+  for (int h = 0; h < H; ++h) {
+    if constexpr (kF32Scales) {
+      dw[h] = _mm256_loadu_ps(reinterpret_cast<const float*>(s[h] + size_t(b) * 64));
+    } else {
+      dw[h] = load_f16x8(s[h] + size_t(b) * 32);
+    }
+  }
   for (int t = 0; t < T; ++t) {
     const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
     for (int h = 0; h < H; ++h)
@@ -269,6 +277,63 @@ template <bool kQ5, bool kMins>
 struct Q32Tiles {
 #define LARDER_H4(T) {&q4_0_tile<T, 1, kQ5, kMins>, &q4_0_tile<T, 2, kQ5, kMins>, &q4_0_tile<T, 3, kQ5, kMins>, \
                       &q4_0_tile<T, 4, kQ5, kMins>}
+  static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
+#undef LARDER_H4
+};
+
+// ---- IQ4_NL, IQ4_XS --------------------------------------------------------
+//
+// Q4_0's layout with 4-bit indices: w = kIQ4Values[i] (-127..113) by a byte
+// shuffle, then Q8_0's |w| x sign-applied x (|w| <= 127, so a vpmaddubsw pair
+// is at most 2 * 127 * 127 = 32258 < 2^15); the low and high nibbles' pairs
+// go to int32 separately (their sum could pass 2^15). The block's sum starts
+// from 0: Q8PackedAct::neg_c is for the AVX-512 tiles' w + 128.
+template <int T, int H, bool kF32Scales>
+void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
+              int y_stride, int rows) {
+  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  const uint8_t* q[H];
+  const uint8_t* s[H];
+  block_halves(grp, group_stride, half0, nb, kQB, q, s, kF32Scales ? 4 : 2);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i table = _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+                                         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  __m256 acc[T][H];
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const size_t off = size_t(b) * kQB;
+    if constexpr (T <= 2) prefetch_block(q, half0, off, kQB);
+    __m256i is[T][H];
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) is[t][h] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m256i wl[H], wh[H];
+      for (int h = 0; h < H; ++h) {
+        const __m256i v = load32(q[h] + off + size_t(j) * PackedMatrix::kChunkBytes);
+        wl[h] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+        wh[h] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+      }
+      for (int t = 0; t < T; ++t) {
+        const __m256i xl = bcast4(x[size_t(t) * nb + b].qs + 4 * j);
+        const __m256i xh = bcast4(x[size_t(t) * nb + b].qs + 16 + 4 * j);
+        for (int h = 0; h < H; ++h) {
+          const __m256i pl = _mm256_maddubs_epi16(_mm256_abs_epi8(wl[h]), _mm256_sign_epi8(xl, wl[h]));
+          const __m256i ph = _mm256_maddubs_epi16(_mm256_abs_epi8(wh[h]), _mm256_sign_epi8(xh, wh[h]));
+          is[t][h] = _mm256_add_epi32(is[t][h], _mm256_madd_epi16(pl, ones));
+          is[t][h] = _mm256_add_epi32(is[t][h], _mm256_madd_epi16(ph, ones));
+        }
+      }
+    }
+    add_block<T, H, kF32Scales>(acc, is, s, x, nb, b);
+  }
+  store_tile(acc, y, y_stride, rows);
+}
+
+template <bool kF32Scales>
+struct IQ4Tiles {
+#define LARDER_H4(T) {&iq4_tile<T, 1, kF32Scales>, &iq4_tile<T, 2, kF32Scales>, &iq4_tile<T, 3, kF32Scales>, \
+                      &iq4_tile<T, 4, kF32Scales>}
   static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
 };
@@ -553,10 +618,12 @@ void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_toke
 
 void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                            int64_t row_begin, int64_t row_end) {
-  const auto& tiles = w.type() == GgmlType::kQ5_0   ? Q32Tiles<true, false>::kTiles
-                     : w.type() == GgmlType::kQ4_1 ? Q32Tiles<false, true>::kTiles
-                     : w.type() == GgmlType::kQ5_1 ? Q32Tiles<true, true>::kTiles
-                                                   : Q32Tiles<false, false>::kTiles;
+  const auto& tiles = w.type() == GgmlType::kQ5_0     ? Q32Tiles<true, false>::kTiles
+                     : w.type() == GgmlType::kQ4_1   ? Q32Tiles<false, true>::kTiles
+                     : w.type() == GgmlType::kQ5_1   ? Q32Tiles<true, true>::kTiles
+                     : w.type() == GgmlType::kIQ4_NL ? IQ4Tiles<false>::kTiles
+                     : w.type() == GgmlType::kIQ4_XS ? IQ4Tiles<true>::kTiles
+                                                     : Q32Tiles<false, false>::kTiles;
   if (n_tokens == 1) {
     const HalfTileFn<Q8PackedAct> decode[1][kQ8H] = {{tiles[0][0], tiles[0][1], tiles[0][2], tiles[0][3]}};
     run_half_tiles(decode, w, x, 1, y, y_stride, row_begin, row_end);

@@ -38,6 +38,8 @@ const TypeTraits* traits(GgmlType t) {
   //   block_q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]} = 176
   //   block_q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}    = 210
   //   block_q8_K {f32 d; i8 qs[256]; i16 bsums[16]}               = 292
+  //   block_iq4_nl {f16 d; u8 qs[16]}                             = 18
+  //   block_iq4_xs {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]} = 136
   static const TypeTraits kF32{"F32", 1, 4, true};
   static const TypeTraits kF16{"F16", 1, 2, true};
   static const TypeTraits kQ4_0{"Q4_0", 32, 18, true};
@@ -52,6 +54,21 @@ const TypeTraits* traits(GgmlType t) {
   static const TypeTraits kQ5_K{"Q5_K", 256, 176, true};
   static const TypeTraits kQ6_K{"Q6_K", 256, 210, true};
   static const TypeTraits kQ8_K{"Q8_K", 256, 292, false};
+  static const TypeTraits kIQ4_NL{"IQ4_NL", 32, 18, true};
+  static const TypeTraits kIQ4_XS{"IQ4_XS", 256, 136, true};
+  // Named and sized (so a file holding them parses and its loader can say
+  // which type it refuses), not computed with. Sizes from ggml-common.h's
+  // block structs: d (f16) and, per 256 values, IQ2_XXS u16 qs[32]; IQ2_XS
+  // u16 qs[32], u8 scales[8]; IQ3_XXS u8 qs[96]; IQ1_S u8 qs[32], u16 qh[8];
+  // IQ3_S u8 qs[64], qh[8], signs[32], scales[4]; IQ2_S u8 qs[64], qh[8],
+  // scales[8]; IQ1_M (no d) u8 qs[32], qh[16], scales[8].
+  static const TypeTraits kIQ2_XXS{"IQ2_XXS", 256, 66, false};
+  static const TypeTraits kIQ2_XS{"IQ2_XS", 256, 74, false};
+  static const TypeTraits kIQ3_XXS{"IQ3_XXS", 256, 98, false};
+  static const TypeTraits kIQ1_S{"IQ1_S", 256, 50, false};
+  static const TypeTraits kIQ3_S{"IQ3_S", 256, 110, false};
+  static const TypeTraits kIQ2_S{"IQ2_S", 256, 82, false};
+  static const TypeTraits kIQ1_M{"IQ1_M", 256, 56, false};
   static const TypeTraits kBF16{"BF16", 1, 2, true};
   switch (t) {
     case GgmlType::kF32: return &kF32;
@@ -68,6 +85,15 @@ const TypeTraits* traits(GgmlType t) {
     case GgmlType::kQ5_K: return &kQ5_K;
     case GgmlType::kQ6_K: return &kQ6_K;
     case GgmlType::kQ8_K: return &kQ8_K;
+    case GgmlType::kIQ4_NL: return &kIQ4_NL;
+    case GgmlType::kIQ4_XS: return &kIQ4_XS;
+    case GgmlType::kIQ2_XXS: return &kIQ2_XXS;
+    case GgmlType::kIQ2_XS: return &kIQ2_XS;
+    case GgmlType::kIQ3_XXS: return &kIQ3_XXS;
+    case GgmlType::kIQ1_S: return &kIQ1_S;
+    case GgmlType::kIQ3_S: return &kIQ3_S;
+    case GgmlType::kIQ2_S: return &kIQ2_S;
+    case GgmlType::kIQ1_M: return &kIQ1_M;
     case GgmlType::kBF16: return &kBF16;
   }
   return nullptr;
@@ -206,7 +232,7 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
       return;
     }
     default:
-      // Q4_0 .. Q5_1 and Q2_K .. Q6_K: engine/gguf/quant_blocks.cpp.
+      // Q4_0 .. Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS: engine/gguf/quant_blocks.cpp.
       if (dequantize_blocks(type, s, n / ggml_block_size(type), dst)) return;
       // Programming error: callers check ggml_type_supported first.
       assert(false && "dequantize_row: unsupported type");

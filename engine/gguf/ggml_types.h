@@ -26,6 +26,15 @@ enum class GgmlType : uint32_t {
   kQ5_K = 13,
   kQ6_K = 14,
   kQ8_K = 15,
+  kIQ2_XXS = 16,  // i-quants larder names but does not compute with,
+  kIQ2_XS = 17,   // except IQ4_NL and IQ4_XS
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kIQ1_M = 29,
   kBF16 = 30,
 };
 
@@ -40,10 +49,11 @@ static_assert(sizeof(BlockQ8_0) == 34);
 // not know at all.
 const char* ggml_type_name(GgmlType t);
 // True for the types larder can compute with: F32, F16, BF16, Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (not Q8_1 / Q8_K, which are
-// activation formats).
+// Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (not Q8_1 /
+// Q8_K, which are activation formats, nor the other i-quants).
 bool ggml_type_supported(GgmlType t);
-// Values per block (1 for F32/F16/BF16, 32 for Q4_0..Q8_0, 256 for k-quants)
+// Values per block (1 for F32/F16/BF16, 32 for Q4_0..Q8_0 and IQ4_NL, 256
+// for k-quants and IQ4_XS)
 // and bytes per block.
 int64_t ggml_block_size(GgmlType t);
 size_t ggml_type_size(GgmlType t);

@@ -108,6 +108,22 @@ void dequant_q6_k(const BlockQ6_K* b, float* y) {
   }
 }
 
+// IQ4_NL / IQ4_XS: value i of a 32-value (sub-)block is the table entry of
+// index q4_at(qs, i), times the scale (every product exact: 11 + 6 + 7 bits).
+void dequant_iq4_nl(const BlockIQ4_NL* b, float* y) {
+  const float d = f16_at(b->d);
+  for (int i = 0; i < kQK4; ++i) y[i] = d * float(kIQ4Values[q4_at(b->qs, i)]);
+}
+void dequant_iq4_xs(const BlockIQ4_XS* b, float* y) {
+  const float d = f16_at(b->d);
+  uint16_t scales_h;
+  std::memcpy(&scales_h, &b->scales_h, 2);
+  for (int ib = 0; ib < 8; ++ib) {
+    const float dl = d * float(iq4xs_scale(scales_h, b->scales_l, ib));
+    for (int i = 0; i < kQK4; ++i) y[32 * ib + i] = dl * float(kIQ4Values[q4_at(b->qs + 16 * ib, i)]);
+  }
+}
+
 template <class B, class F>
 void each_block(const uint8_t* src, int64_t n_blocks, float* dst, int per, F f) {
   for (int64_t k = 0; k < n_blocks; ++k)
@@ -135,6 +151,8 @@ bool dequantize_blocks(GgmlType type, const uint8_t* src, int64_t n_blocks, floa
     case GgmlType::kQ4_K: each_block<BlockQ4_K>(src, n_blocks, dst, kQK_K, dequant_q4_k); return true;
     case GgmlType::kQ5_K: each_block<BlockQ5_K>(src, n_blocks, dst, kQK_K, dequant_q5_k); return true;
     case GgmlType::kQ6_K: each_block<BlockQ6_K>(src, n_blocks, dst, kQK_K, dequant_q6_k); return true;
+    case GgmlType::kIQ4_NL: each_block<BlockIQ4_NL>(src, n_blocks, dst, kQK4, dequant_iq4_nl); return true;
+    case GgmlType::kIQ4_XS: each_block<BlockIQ4_XS>(src, n_blocks, dst, kQK_K, dequant_iq4_xs); return true;
     default: return false;
   }
 }

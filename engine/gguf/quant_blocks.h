@@ -27,11 +27,14 @@ struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16
 struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 // The structs are read in place from the mmap: any byte alignment must work.
 static_assert(alignof(BlockQ4_0) <= 2 && alignof(BlockQ6_K) <= 2);
 
@@ -47,12 +50,26 @@ inline void k4_scale_min(const uint8_t* S, int s, int* sc, int* m) {
   }
 }
 
+// The value each 4-bit index of IQ4_NL and IQ4_XS stands for (before the
+// block's scale): ggml's kvalues_iq4nl (docs/quant-formats.md, "IQ4_NL and
+// IQ4_XS").
+inline constexpr int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 6-bit scale of sub-block ib (0..7, 32 values each) of an IQ4_XS block,
+// minus 32 (so in -32..31): low 4 bits from scales_l, high 2 from scales_h.
+// `scales_h` is the block's little-endian u16 field, read with memcpy.
+inline int iq4xs_scale(uint16_t scales_h, const uint8_t* scales_l, int ib) {
+  return (((scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((scales_h >> (2 * ib)) & 3) << 4)) - 32;
+}
+
 // The sixteen 6-bit scales of a Q3_K block, minus 32 (so in -32..31).
 void q3k_scales(const uint8_t* S, int out[16]);
 
 // Dequantize n_blocks consecutive blocks at src into dst
 // (n_blocks * 32 or * 256 floats). type: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K. Returns false (writing nothing) for any other type.
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. Returns false (writing nothing) for any
+// other type.
 bool dequantize_blocks(GgmlType type, const uint8_t* src, int64_t n_blocks, float* dst);
 
 }  // namespace larder

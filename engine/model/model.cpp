@@ -213,7 +213,8 @@ Status Loader::bind(const std::string& name, int64_t ne0, int64_t ne1, bool is_n
   }
   if (!ggml_type_supported(t->type)) {
     return Status::unsupported(f_.path() + ": tensor '" + name + "' has type " + tn +
-                               ", which larder does not compute with (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K)");
+                               ", which larder does not compute with (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                               "Q2_K..Q6_K, IQ4_NL, IQ4_XS)");
   }
   out->type = t->type;
   out->ne[0] = t->ne[0];

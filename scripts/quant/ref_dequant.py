@@ -25,7 +25,7 @@ TYPES = {
     "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
     "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q2_K": (10, 256, 84),
     "Q3_K": (11, 256, 110), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176),
-    "Q6_K": (14, 256, 210),
+    "Q6_K": (14, 256, 210), "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136),
 }
 
 
@@ -179,16 +179,38 @@ def dec_q6_k(b):
     return out
 
 
+# ---- 4-bit non-linear (i-quants) ----------------------------------------------
+# The sixteen values a 4-bit index stands for (docs/quant-formats.md).
+IQ4_VALUES = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+
+
+def dec_iq4_nl(b):
+    d = f16(b, 0)
+    return [d * IQ4_VALUES[q] for q in q4_quants(b[2:18])]
+
+
+def dec_iq4_xs(b):
+    d = f16(b, 0)
+    scales_h = b[2] | (b[3] << 8)
+    scales_l, qs = b[4:8], b[8:136]
+    out = []
+    for ib in range(8):
+        ls = ((scales_l[ib // 2] >> (4 * (ib % 2))) & 15) | (((scales_h >> (2 * ib)) & 3) << 4)
+        out.extend(d * (ls - 32) * IQ4_VALUES[q] for q in q4_quants(qs[16 * ib:16 * ib + 16]))
+    return out
+
+
 DECODERS = {
     "Q4_0": dec_q4_0, "Q4_1": dec_q4_1, "Q5_0": dec_q5_0, "Q5_1": dec_q5_1,
     "Q8_0": dec_q8_0, "Q2_K": dec_q2_k, "Q3_K": dec_q3_k, "Q4_K": dec_q4_k,
-    "Q5_K": dec_q5_k, "Q6_K": dec_q6_k,
+    "Q5_K": dec_q5_k, "Q6_K": dec_q6_k, "IQ4_NL": dec_iq4_nl, "IQ4_XS": dec_iq4_xs,
 }
 
 # Offsets of the f16 fields in each block (set to chosen finite values).
 F16_FIELDS = {
     "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
     "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
+    "IQ4_NL": [0], "IQ4_XS": [0],
 }
 
 SPECIAL_F16 = [0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00]
@@ -258,6 +280,15 @@ def self_test():
     b = bytes(32) + bytes(64) + S + one
     v = dec_q3_k(b)
     assert v[0] == (1 - 32) * -4 and v[128] == (0 - 32) * -4
+    # IQ4_NL: index 8 -> 1, index 0 -> -127; d = 0.5
+    b = half + bytes([0x08] * 16)
+    v = dec_iq4_nl(b)
+    assert v[0] == Fraction(1, 2) and v[16] == Fraction(-127, 2)
+    # IQ4_XS: sub-block 0 scale 33 (low nibble 1, high bits 2 -> 1 | 2 << 4 = 33): 33 - 32 = 1;
+    # sub-block 1 scale 0 -> -32. Index 15 -> 113.
+    b = one + struct.pack("<H", 0x0002) + bytes([0x01, 0, 0, 0]) + bytes([0xFF] * 128)
+    v = dec_iq4_xs(b)
+    assert v[0] == 113 and v[31] == 113 and v[32] == -32 * 113, (v[0], v[32])
     print("self-test ok")
 
 

@@ -17,7 +17,8 @@ std::vector<ArchFamily> make_families() {
   const std::vector<ArchQuant> quants = {
       {GgmlType::kQ4_K, WeightMix::kQ4_K_M}, {GgmlType::kQ5_K, WeightMix::kQ5_K_M},
       GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ4_0, GgmlType::kQ4_1,
-      GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K};
+      GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL,
+      GgmlType::kIQ4_XS};
   auto with_quants = [&](std::vector<ArchQuant> t) {
     t.insert(t.end(), quants.begin(), quants.end());
     return t;

@@ -66,7 +66,8 @@ TEST_CASE("packed kernels and 16-position attention keep prefill chunks and deco
                     M{GgmlType::kQ4_0, testing::WeightMix::kUniform}, M{GgmlType::kQ5_0, testing::WeightMix::kUniform},
                     M{GgmlType::kQ3_K, testing::WeightMix::kUniform}, M{GgmlType::kQ2_K, testing::WeightMix::kUniform},
                     M{GgmlType::kQ4_1, testing::WeightMix::kUniform}, M{GgmlType::kQ5_1, testing::WeightMix::kUniform},
-                    M{GgmlType::kQ5_K, testing::WeightMix::kQ5_K_M}}) {
+                    M{GgmlType::kQ5_K, testing::WeightMix::kQ5_K_M}, M{GgmlType::kIQ4_NL, testing::WeightMix::kUniform},
+                    M{GgmlType::kIQ4_XS, testing::WeightMix::kUniform}}) {
     const std::string path = write_model(dir, m.type, m.mix);
     for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0}) {
       for (int n_threads : {1, 2}) {

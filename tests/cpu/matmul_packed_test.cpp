@@ -125,13 +125,14 @@ TEST_CASE("packed Q8_0 parallel matmul: same bits for any thread count", "[cpu][
 
 namespace {
 
-// Q4_0, Q5_0, Q4_1 or Q5_1 (M) against the scalar definition, bit for bit.
+// Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL or IQ4_XS (M) against the scalar definition, bit for bit.
 template <class M>
 void check_q32_against_definition(M (*random)(int, int, std::mt19937&, bool), uint32_t seed) {
   std::mt19937 rng(seed);
   struct Case { int K, rows; bool extremes; };
   for (const Case c : {Case{32, 16, false}, Case{64, 37, false}, Case{96, 5, false}, Case{256, 48, false},
-                       Case{2048, 33, false}, Case{128, 40, true}}) {
+                       Case{2048, 33, false}, Case{128, 40, true}, Case{512, 21, true}}) {
+    if (c.K % M::kBlockValues != 0) continue;  // IQ4_XS: 256-value blocks
     INFO("K=" << c.K << " rows=" << c.rows << (c.extremes ? " extremes" : ""));
     const M m = random(c.K, c.rows, rng, c.extremes);
     const PackedMatrix p = PackedMatrix::pack(m.view());
@@ -207,30 +208,37 @@ void check_q32_parallel(M (*random)(int, int, std::mt19937&, bool), uint32_t see
 
 }  // namespace
 
-TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1 matmuls equal their scalar definitions bit for bit",
+TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS matmuls equal their scalar definitions bit for bit",
           "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   SECTION("Q4_0") { check_q32_against_definition(&random_q4_0, 78); }
   SECTION("Q5_0") { check_q32_against_definition(&random_q5_0, 79); }
   SECTION("Q4_1") { check_q32_against_definition(&random_q4_1, 80); }
   SECTION("Q5_1") { check_q32_against_definition(&random_q5_1, 81); }
+  SECTION("IQ4_NL") { check_q32_against_definition(&random_iq4_nl, 82); }
+  SECTION("IQ4_XS") { check_q32_against_definition(&random_iq4_xs, 83); }
 }
 
-TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1 matmuls are close to the double dot product", "[cpu][matmul][q8packed]") {
+TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS matmuls are close to the double dot product",
+          "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   SECTION("Q4_0") { check_q32_against_double(&random_q4_0, 6); }
   SECTION("Q5_0") { check_q32_against_double(&random_q5_0, 7); }
   SECTION("Q4_1") { check_q32_against_double(&random_q4_1, 8); }
   SECTION("Q5_1") { check_q32_against_double(&random_q5_1, 9); }
+  SECTION("IQ4_NL") { check_q32_against_double(&random_iq4_nl, 14); }
+  SECTION("IQ4_XS") { check_q32_against_double(&random_iq4_xs, 15); }
 }
 
-TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1 parallel matmuls: same bits for any thread count",
+TEST_CASE("packed Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS parallel matmuls: same bits for any thread count",
           "[cpu][matmul][q8packed]") {
   if (!q8_packed_supported()) LARDER_SKIP("no AVX-512 VNNI or AVX2 in this build");
   SECTION("Q4_0") { check_q32_parallel(&random_q4_0, 10); }
   SECTION("Q5_0") { check_q32_parallel(&random_q5_0, 11); }
   SECTION("Q4_1") { check_q32_parallel(&random_q4_1, 12); }
   SECTION("Q5_1") { check_q32_parallel(&random_q5_1, 13); }
+  SECTION("IQ4_NL") { check_q32_parallel(&random_iq4_nl, 16); }
+  SECTION("IQ4_XS") { check_q32_parallel(&random_iq4_xs, 17); }
 }
 
 namespace {

@@ -6,7 +6,7 @@
 // (a change made for speed can move the last bits of a sum unnoticed).
 //
 // Here small random models go through each kernel family (packed Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q2_K and Q3_K, the Q4_K / Q6_K and Q5_K / Q6_K mixes,
+// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K and Q3_K, the Q4_K / Q6_K and Q5_K / Q6_K mixes,
 // packed F16, F32 row tiles; attention of head_dim 64 and 8;
 // K/V in f32, f16 and q8_0): a prompt is prefilled, two tokens are decoded,
 // and the bits of every logit and every written K/V row are hashed. Each
@@ -73,6 +73,8 @@ constexpr Config kConfigs[] = {
     {"q5_k_m-hd64-kvf16", GgmlType::kQ5_K, testing::WeightMix::kQ5_K_M, 256, 4, 2, KvDtype::kF16},
     {"q4_1-hd64-kvf16", GgmlType::kQ4_1, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"q5_1-hd64-kvf16", GgmlType::kQ5_1, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
+    {"iq4_nl-hd64-kvf16", GgmlType::kIQ4_NL, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
+    {"iq4_xs-hd64-kvf16", GgmlType::kIQ4_XS, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"f16-hd64-kvf16", GgmlType::kF16, testing::WeightMix::kUniform, 256, 4, 2, KvDtype::kF16},
     {"f32-hd8-kvf16", GgmlType::kF32, testing::WeightMix::kUniform, 64, 8, 4, KvDtype::kF16},
     // Past two chunks of attention positions (kAttentionChunk, attention.h):
@@ -145,6 +147,8 @@ constexpr Recorded kRecorded[] = {
     {"cpu-9-avx512vnni", "q5_k_m-hd64-kvf16", 0x94bd20c55b869311ull},
     {"cpu-9-avx512vnni", "q4_1-hd64-kvf16", 0x0d9c97d1402a525cull},
     {"cpu-9-avx512vnni", "q5_1-hd64-kvf16", 0x08e2f2af7446d96eull},
+    {"cpu-9-avx512vnni", "iq4_nl-hd64-kvf16", 0x53d06de0e7d443deull},
+    {"cpu-9-avx512vnni", "iq4_xs-hd64-kvf16", 0xa96c98b6b265c386ull},
     {"cpu-9-avx512vnni", "f16-hd64-kvf16", 0xc13a0851b45e975full},
     {"cpu-9-avx512vnni", "f32-hd8-kvf16", 0xa615be5ea97336dbull},
     {"cpu-9-avx512vnni", "f16-hd64-kvf16-ctx2100", 0x00885827844910a7ull},
@@ -161,6 +165,8 @@ constexpr Recorded kRecorded[] = {
     {"cpu-9-avx2", "q5_k_m-hd64-kvf16", 0x61dd501c165a7254ull},
     {"cpu-9-avx2", "q4_1-hd64-kvf16", 0x0d9c97d1402a525cull},
     {"cpu-9-avx2", "q5_1-hd64-kvf16", 0xd6e3a7a574f41ef7ull},
+    {"cpu-9-avx2", "iq4_nl-hd64-kvf16", 0x11d9a1b3805dc260ull},
+    {"cpu-9-avx2", "iq4_xs-hd64-kvf16", 0xf6ae73de3b824184ull},
     {"cpu-9-avx2", "f16-hd64-kvf16", 0x9611db7cd53bd9b3ull},
     {"cpu-9-avx2", "f32-hd8-kvf16", 0x340ee8e2ef22d572ull},
     {"cpu-9-avx2", "f16-hd64-kvf16-ctx2100", 0x742f517d11de86ecull},
@@ -177,6 +183,8 @@ constexpr Recorded kRecorded[] = {
     {"cpu-9-scalar", "q5_k_m-hd64-kvf16", 0xdf9ad67366f29c51ull},
     {"cpu-9-scalar", "q4_1-hd64-kvf16", 0x5bf85f1d29c2d8fdull},
     {"cpu-9-scalar", "q5_1-hd64-kvf16", 0x47689eef021754c4ull},
+    {"cpu-9-scalar", "iq4_nl-hd64-kvf16", 0x36487a8dcd043adeull},
+    {"cpu-9-scalar", "iq4_xs-hd64-kvf16", 0xbee56731e2a97769ull},
     {"cpu-9-scalar", "f16-hd64-kvf16", 0x374ed87bf1029df4ull},
     {"cpu-9-scalar", "f32-hd8-kvf16", 0xe30c674453a244a4ull},
     {"cpu-9-scalar", "f16-hd64-kvf16-ctx2100", 0x46c94e5e0cc548f0ull},

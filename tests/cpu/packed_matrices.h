@@ -90,6 +90,9 @@ using Q40Matrix = Q32Matrix<BlockQ4_0, GgmlType::kQ4_0>;
 using Q50Matrix = Q32Matrix<BlockQ5_0, GgmlType::kQ5_0>;
 using Q41Matrix = Q32Matrix<BlockQ4_1, GgmlType::kQ4_1>;
 using Q51Matrix = Q32Matrix<BlockQ5_1, GgmlType::kQ5_1>;
+using IQ4NLMatrix = Q32Matrix<BlockIQ4_NL, GgmlType::kIQ4_NL>;
+// IQ4_XS: 256-value blocks, whose 32-value sub-blocks the kernels take as blocks.
+using IQ4XSMatrix = BlockMatrix<BlockIQ4_XS, GgmlType::kIQ4_XS, 256>;
 
 // Random quants (or, with extremes, blocks of all-zero or all-one bits: the
 // smallest or largest w) and f16 scales of either sign.
@@ -103,6 +106,10 @@ M random_q32(int K, int rows, std::mt19937& rng, bool extremes) {
     for (uint8_t& q : b.qs) q = extremes ? fill : uint8_t(rng());
     if constexpr (requires { b.qh; })
       for (uint8_t& q : b.qh) q = extremes ? fill : uint8_t(rng());
+    if constexpr (requires { b.scales_l; }) {  // IQ4_XS: 6-bit scales, 0..63 (ls - 32: -32..31)
+      for (uint8_t& q : b.scales_l) q = extremes ? fill : uint8_t(rng());
+      b.scales_h = extremes ? uint16_t(fill * 0x101) : uint16_t(rng());
+    }
   }
   return m;
 }
@@ -117,6 +124,12 @@ inline Q41Matrix random_q4_1(int K, int rows, std::mt19937& rng, bool extremes) 
 }
 inline Q51Matrix random_q5_1(int K, int rows, std::mt19937& rng, bool extremes) {
   return random_q32<Q51Matrix>(K, rows, rng, extremes);
+}
+inline IQ4NLMatrix random_iq4_nl(int K, int rows, std::mt19937& rng, bool extremes) {
+  return random_q32<IQ4NLMatrix>(K, rows, rng, extremes);
+}
+inline IQ4XSMatrix random_iq4_xs(int K, int rows, std::mt19937& rng, bool extremes) {
+  return random_q32<IQ4XSMatrix>(K, rows, rng, extremes);
 }
 
 // Value i of a block as ggml's dequantize_row_q4_0 / _q5_0 read it: values
@@ -135,6 +148,11 @@ inline int q32_w(const BlockQ5_1& b, int i) {
   const int low = i < 16 ? (b.qs[i] & 0xF) : (b.qs[i - 16] >> 4);
   return low | (((b.qh[i / 8] >> (i % 8)) & 1) << 4);
 }
+// IQ4_NL: the index, laid out as Q4_0's, into ggml's kvalues_iq4nl (written
+// out here, not taken from quant_blocks.h).
+constexpr int kIQ4Table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline int iq4_w(const uint8_t* qs, int i) { return kIQ4Table[i < 16 ? (qs[i] & 0xF) : (qs[i - 16] >> 4)]; }
+inline int q32_w(const BlockIQ4_NL& b, int i) { return iq4_w(b.qs, i); }
 
 // The packed kernel's Q4_0 / Q5_0 contract as scalar code: Q8_0's, with
 // w = q - 8 or q - 16; Q4_1 / Q5_1 add fma(m, d_x * sum(q_x)) per block.
@@ -152,6 +170,30 @@ std::vector<float> q32_definition(const M& m, const std::vector<BlockQ8_0>& x, i
       acc = std::fma(float(half_to_double(w.m)), float(half_to_double(a.d)) * float(xsum), acc);
     return acc;
   });
+}
+
+// The packed IQ4_XS contract as scalar code: IQ4_NL's per 32-value
+// sub-block ib, with the scale d * (ls - 32), ls from ggml's
+// dequantize_row_iq4_xs (low 4 bits in scales_l, high 2 in scales_h).
+inline std::vector<float> q32_definition(const IQ4XSMatrix& m, const std::vector<BlockQ8_0>& x, int n_tokens) {
+  const int nb = m.K / 32;
+  std::vector<float> y(size_t(n_tokens) * m.rows);
+  for (int t = 0; t < n_tokens; ++t)
+    for (int r = 0; r < m.rows; ++r) {
+      float acc = 0.0f;
+      for (int b = 0; b < nb; ++b) {
+        const BlockIQ4_XS& w = m.blocks[size_t(r) * (nb / 8) + b / 8];
+        const BlockQ8_0& a = x[size_t(t) * nb + b];
+        const int ib = b % 8;
+        const int ls = ((w.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((w.scales_h >> (2 * ib)) & 3) << 4);
+        int32_t isum = 0;
+        for (int i = 0; i < 32; ++i) isum += iq4_w(w.qs + 16 * ib, i) * int32_t(a.qs[i]);
+        const float dl = float(half_to_double(w.d)) * float(ls - 32);  // exact
+        acc = std::fma(float(isum), dl * float(half_to_double(a.d)), acc);
+      }
+      y[size_t(t) * m.rows + r] = acc;
+    }
+  return y;
 }
 
 // ---- Q4_K -------------------------------------------------------------------

@@ -242,6 +242,21 @@ TEST_CASE("bad tensor infos", "[gguf][hostile]") {
     CHECK(has(s, "'blk.0.mystery'"));
     CHECK(has(s, "type id 99"));
   }
+  SECTION("an i-quant larder does not compute with is named, and its size known") {
+    // IQ3_S (ggml type 21): 110 bytes per 256 values; two rows.
+    GgufWriter w;
+    w.add_tensor_raw("blk.0.ffn_up.weight", {256, 2}, 21, std::vector<uint8_t>(220, 0));
+    const std::string path = temp_file("iq3s.gguf");
+    REQUIRE(write_file_bytes(path, w.to_bytes()).is_ok());
+    auto f = GgufFile::open(path);
+    std::filesystem::remove(path);  // the mapping stays valid
+    REQUIRE(f.is_ok());
+    const GgufTensorInfo* t = f.value()->find_tensor("blk.0.ffn_up.weight");
+    REQUIRE(t != nullptr);
+    CHECK(std::string(ggml_type_name(t->type)) == "IQ3_S");
+    CHECK(t->n_bytes == 220);
+    CHECK_FALSE(ggml_type_supported(t->type));
+  }
   SECTION("data offset past the end") {
     GgufWriter w;
     w.add_tensor_raw("far", {4}, 0, four_floats, uint64_t(1) << 20);

@@ -59,7 +59,8 @@ TEST_CASE("quantized type table", "[gguf][types][quant]") {
                        Row{GgmlType::kQ5_0, 32, 22}, Row{GgmlType::kQ5_1, 32, 24},
                        Row{GgmlType::kQ2_K, 256, 84}, Row{GgmlType::kQ3_K, 256, 110},
                        Row{GgmlType::kQ4_K, 256, 144}, Row{GgmlType::kQ5_K, 256, 176},
-                       Row{GgmlType::kQ6_K, 256, 210}}) {
+                       Row{GgmlType::kQ6_K, 256, 210}, Row{GgmlType::kIQ4_NL, 32, 18},
+                       Row{GgmlType::kIQ4_XS, 256, 136}}) {
     INFO(ggml_type_name(r.t));
     CHECK(ggml_type_supported(r.t));
     CHECK(ggml_block_size(r.t) == r.block);
@@ -72,7 +73,7 @@ TEST_CASE("quantized type table", "[gguf][types][quant]") {
 TEST_CASE("dequantize_row matches the Python reference", "[gguf][types][quant]") {
   const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                             GgmlType::kQ8_0, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
-                            GgmlType::kQ5_K, GgmlType::kQ6_K};
+                            GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
   int n_checked = 0;
   for (GgmlType t : types) {
     const std::string name = ggml_type_name(t);

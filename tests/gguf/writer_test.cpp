@@ -197,6 +197,9 @@ TEST_CASE("to_bytes and write produce the same file", "[gguf][writer]") {
 //   Q4_K  step r_s/15, d = R/945, dmin = M/63:  r_s/30 + R/1890 + M/126
 //   Q5_K  step r_s/31, d = R/1953, dmin = M/63: r_s/62 + R/3906 + M/126
 //   Q6_K  step a_s/31, d = A/3937:              a_s/62 + A/7874
+//   IQ4_NL step A/127: the table's largest gap is 24 (half: 12) and its top,
+//          113, is 14 below 127, so |err| <= 14 step:     14 A/127
+//   IQ4_XS step a_s/127, d = A/3937:             14 a_s/127 + 14 A/3937
 // plus the f16 rounding of the scales (rounded up: <= 2^-10 relative, or
 // 2^-24 absolute when subnormal, times sc <= 127): 2^-9 A + 2^-17.
 
@@ -221,7 +224,7 @@ double error_bound(GgmlType type, const float* x, int i) {
   const int bs = int(ggml_block_size(type));
   const SubStats blk = stats(x, bs);
   const double A = blk.amax;
-  const int sub = (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K) ? 32 : 16;
+  const int sub = (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kIQ4_XS) ? 32 : 16;
   double R = 0, M = 0;
   for (int s = 0; s < bs / sub; ++s) {
     const SubStats ss = stats(x + s * sub, sub);
@@ -242,6 +245,8 @@ double error_bound(GgmlType type, const float* x, int i) {
     case GgmlType::kQ5_K: b = r_s / 62 + R / 3906 + M / 126; break;
     case GgmlType::kQ6_K: b = a_s / 62 + A / 7874; break;
     case GgmlType::kQ8_0: b = A / 254; break;
+    case GgmlType::kIQ4_NL: b = 14 * A / 127; break;
+    case GgmlType::kIQ4_XS: b = 14 * a_s / 127 + 14 * A / 3937; break;
     default: FAIL("no bound");
   }
   return b + A / 512 + 1.0 / 131072;
@@ -269,7 +274,7 @@ std::vector<float> round_trip(GgmlType type, const std::vector<float>& x) {
 
 const GgmlType kQuantTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
                                 GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K,
-                                GgmlType::kQ5_K, GgmlType::kQ6_K};
+                                GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS};
 
 }  // namespace
 

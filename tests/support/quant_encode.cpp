@@ -253,6 +253,49 @@ void encode_q6_k(const float* x, uint8_t* dst) {
   store(b, dst);
 }
 
+// ---- IQ4_NL / IQ4_XS: 4-bit indices into kIQ4Values -------------------------
+
+// The index of the table value nearest to t (the lower one on a tie).
+int iq4_index(float t) {
+  int best = 0;
+  for (int i = 1; i < 16; ++i)
+    if (std::fabs(t - float(kIQ4Values[i])) < std::fabs(t - float(kIQ4Values[best]))) best = i;
+  return best;
+}
+
+// Indices of 32 values of step dl (x = dl * kIQ4Values[q]), nibbles as Q4_0's.
+void iq4_nibbles(const float* x, float dl, uint8_t qs[16]) {
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = dl == 0.0f ? iq4_index(0.0f) : iq4_index(x[i] / dl);
+  pack_nibbles(q, qs);
+}
+
+void encode_iq4_nl(const float* x, uint8_t* dst) {
+  BlockIQ4_NL b;
+  b.d = f16_up(amax_of(x, 32) / 127.0f);
+  iq4_nibbles(x, fp16_to_fp32(b.d), b.qs);
+  store(b, dst);
+}
+
+// Sub-block s stores step d * sc[s] (sc in 0..31, as ls = sc + 32), from the
+// symmetric k-quant scale choice with 127 levels.
+void encode_iq4_xs(const float* x, uint8_t* dst) {
+  const KScales k = kquant_symmetric(x, 8, 127, 31);
+  BlockIQ4_XS b;
+  b.d = k.d;
+  uint16_t scales_h = 0;
+  std::memset(b.scales_l, 0, sizeof(b.scales_l));
+  const float d = fp16_to_fp32(k.d);
+  for (int s = 0; s < 8; ++s) {
+    const int ls = k.sc[s] + 32;
+    b.scales_l[s / 2] |= uint8_t((ls & 15) << (4 * (s % 2)));
+    scales_h |= uint16_t((ls >> 4) << (2 * s));
+    iq4_nibbles(x + 32 * s, d * float(k.sc[s]), b.qs + 16 * s);
+  }
+  std::memcpy(&b.scales_h, &scales_h, 2);
+  store(b, dst);
+}
+
 }  // namespace
 
 bool encode_quant_block(GgmlType type, const float* x, uint8_t* dst) {
@@ -266,6 +309,8 @@ bool encode_quant_block(GgmlType type, const float* x, uint8_t* dst) {
     case GgmlType::kQ4_K: encode_q4_k(x, dst); return true;
     case GgmlType::kQ5_K: encode_q5_k(x, dst); return true;
     case GgmlType::kQ6_K: encode_q6_k(x, dst); return true;
+    case GgmlType::kIQ4_NL: encode_iq4_nl(x, dst); return true;
+    case GgmlType::kIQ4_XS: encode_iq4_xs(x, dst); return true;
     default: return false;
   }
 }

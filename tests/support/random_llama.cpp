@@ -149,6 +149,8 @@ uint32_t llama_ftype_of(const RandomLlamaSpec& s) {
     case GgmlType::kQ4_K: return 14;  // Q4_K_S
     case GgmlType::kQ5_K: return 16;  // Q5_K_S
     case GgmlType::kQ6_K: return 18;
+    case GgmlType::kIQ4_NL: return 25;
+    case GgmlType::kIQ4_XS: return 30;
     default: return 32;  // BF16
   }
 }
@@ -184,6 +186,7 @@ GgmlType random_llama_matrix_type(const RandomLlamaSpec& spec, const std::string
       case GgmlType::kQ6_K: t = GgmlType::kQ8_0; break;
       case GgmlType::kQ2_K:
       case GgmlType::kQ3_K: t = GgmlType::kQ4_0; break;
+      case GgmlType::kIQ4_XS: t = GgmlType::kIQ4_NL; break;  // as llama-quantize
       default: break;
     }
     if (ne0 % ggml_block_size(t) != 0) t = GgmlType::kF16;

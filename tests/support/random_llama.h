@@ -91,8 +91,9 @@ struct RandomLlamaSpec {
 //       i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2  (integer division), e.g.
 //       layers 0 1 4 7 10 13 14 15 of 16, layer 1 of 2.
 // Then rows that do not fill whole blocks fall back as llama.cpp does: Q4_K ->
-// Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K -> Q4_0 (llama.cpp uses IQ4_NL,
-// which larder does not read); anything still not fitting -> F16 (llama.cpp
+// Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL, Q2_K / Q3_K -> Q4_0
+// (llama.cpp uses IQ4_NL there: the test models that predate larder's IQ4_NL
+// keep Q4_0); anything still not fitting -> F16 (llama.cpp
 // refuses such legacy-type tensors; the writer always stored them as F16).
 GgmlType random_llama_matrix_type(const RandomLlamaSpec& spec, const std::string& name, int layer,
                                   int64_t ne0);

@@ -56,7 +56,7 @@ struct CpuForward::Impl {
   std::vector<float> rope_sin;   // (n, n_rot / 2)
   MatmulInput act;               // the current matmul's activations, prepared once
   MatmulInput act2;              // a fused job's second kind of activations (matmuls)
-  // Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K and F16 matrices repacked (matmul_packed.h), by
+  // Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K and F16 matrices repacked (matmul_packed.h), by
   // their data pointer in the model; empty when the build has no such kernels.
   std::unordered_map<const uint8_t*, PackedMatrix> packed;
   // The weights the forward pass reads, as the model's views but with every

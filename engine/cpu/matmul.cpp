@@ -448,7 +448,7 @@ void MatmulInput::prepare(GgmlType type, const float* x, int n_tokens, int k, Q8
   q8_path_ = q8_path;
   has_q8_0_ = has_pairs_ = has_packed_ = has_q8k_ = false;
   if (n_tokens <= 0 || q8_path != Q8Path::kInt8) return;
-  // Q4_0, Q4_1, Q5_0 and Q5_1 take Q8_0 activations on their packed kernels
+  // Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS take Q8_0 activations on their packed kernels
   // only; elsewhere they multiply x as it is (matmul_kquant.cpp).
   if (type == GgmlType::kQ8_0 || (packed_q8_act_type(type) && packed && packed_type_supported(type))) {
     const size_t need = size_t(n_tokens) * (k / kQ8_0BlockSize);
@@ -499,7 +499,7 @@ void matmul_rows(const WeightView& w, const MatmulInput& in, float* y, int y_str
   const float* x = in.x();
   if (n_tokens <= 0 || row_begin >= row_end) return;
   assert(in.type() == w.type && in.k() == int(w.ne[0]));
-  if (matmul_quant_type(w.type)) {  // Q4_0 .. Q6_K: matmul_kquant.cpp
+  if (matmul_quant_type(w.type)) {  // Q4_0 .. Q6_K, IQ4_NL, IQ4_XS: matmul_kquant.cpp
     matmul_rows_quant(w, x, in.q8k(), n_tokens, y, y_stride, row_begin, row_end);
     return;
   }

@@ -70,14 +70,14 @@ class MatmulInput {
   // type `type` multiplied on q8_path:
   //   Q8_0, kInt8:              Q8_0 blocks (quantize_rows_q8_0) and, for one
   //                             token on a VNNI build, the decode tile's pairs;
-  //   Q4_0 .. Q5_1, kInt8, packed: Q8_0 blocks, where the build packs them;
+  //   Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, kInt8, packed: Q8_0 blocks, where the build packs them;
   //   Q2_K .. Q6_K, kInt8:      256-value int8 blocks (quantize_rows_q8k) when
   //                             the build has the integer kernels (Q4_K ..
   //                             Q6_K) or packed ones for the type (Q2_K ..
   //                             Q6_K);
   //   anything else:            x as it is.
   // With `packed` (the weight is a PackedMatrix, matmul_packed.h), Q8_0,
-  // Q4_0 .. Q5_1, Q2_K .. Q6_K get the packed kernels' blocks
+  // Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K get the packed kernels' blocks
   // instead of the decode pairs: each path gets only what it reads.
   // x is kept by pointer: it must stay valid and unchanged while the input is
   // used. Buffers grow to the largest input seen and are reused.
@@ -90,12 +90,12 @@ class MatmulInput {
   int k() const { return k_; }
   Q8Path q8_path() const { return q8_path_; }
   // [n_tokens][k / 32]; null unless prepared for Q8_0 on kInt8 (or packed
-  // Q4_0 .. Q5_1).
+  // Q4_0 .. Q5_1, IQ4_NL, IQ4_XS).
   const BlockQ8_0* q8_0() const { return has_q8_0_ ? q8_0_.data() : nullptr; }
   // [(k / 32 + 1) / 2]; null unless q8_0() is set, n_tokens == 1 and the build has VNNI.
   const PreparedQ8Pair* q8_0_pairs() const { return has_pairs_ ? pairs_.data() : nullptr; }
   // The activations of the repacked kernels (matmul_packed.h) for this type:
-  // [n_tokens][k / 32] Q8PackedAct for Q8_0, Q4_0 .. Q5_1, [n_tokens][k / 256]
+  // [n_tokens][k / 32] Q8PackedAct for Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, [n_tokens][k / 256]
   // Q4KPackedAct for Q4_K and Q5_K, Q6KPackedAct for Q6_K, Q3_K and Q2_K; null unless
   // prepared with `packed` for a packed_type_supported(type) on kInt8, and
   // always for F16 (its packed kernels read the f32 rows themselves).

@@ -9,8 +9,9 @@
 // (matmul_kquant_int.cpp); otherwise each 256-value super-block is decoded 32
 // values at a time into f32 registers (exactly the values dequantize_row
 // gives) and multiplied with the f32 activations. Either way the matrix is
-// never dequantized as a whole. Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K: one
-// weight row at a time is dequantized into a thread-local scratch row.
+// never dequantized as a whole. Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL,
+// IQ4_XS: one weight row at a time is dequantized into a thread-local
+// scratch row.
 //
 // Determinism: every y[t][r] is the same chain of operations whatever
 // n_tokens, the row range, the tile or the thread (16-lane FMAs along k in
@@ -24,7 +25,7 @@
 
 namespace larder {
 
-// True for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+// True for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 bool matmul_quant_type(GgmlType t);
 
 // Activations quantized per 256 values: x ~= d * qs; bsums[j] = sum of qs

@@ -256,7 +256,7 @@ PackedMatrix PackedMatrix::pack(const WeightView& w, ThreadPool* pool) {
 }
 
 namespace {
-// The block formats of the tiles below: Q8_0, Q4_0, Q5_0, Q4_1 and Q5_1.
+// The block formats of the tiles below: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL and IQ4_XS.
 struct Q8Format;
 struct Q40Format;
 struct Q50Format;

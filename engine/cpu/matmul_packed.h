@@ -224,7 +224,8 @@ class PackedMatrix {
   // Repacks a Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
-  // rows. Requires packed_type_supported(w.type).
+  // rows (IQ4_XS: 5 bits a weight against the file's 4.25, for its f32
+  // scales). Requires packed_type_supported(w.type).
   static PackedMatrix pack(const WeightView& w, ThreadPool* pool = nullptr);
 
   GgmlType type() const { return type_; }
@@ -274,7 +275,7 @@ class PackedMatrix {
 // y[t][r] for r in [row_begin, row_end), t in [0, n_tokens); row_begin a
 // multiple of 16, row_end a multiple of 16 or w.rows(). x: the activations
 // prepared for w's type, [n_tokens][n_blocks] Q8PackedAct (Q8_0, Q4_0 ..
-// Q5_1 with their offsets),
+// Q5_1, IQ4_NL, IQ4_XS with their offsets),
 // Q4KPackedAct (Q4_K, Q5_K) or Q6KPackedAct (Q6_K, Q3_K, Q2_K with their offsets), or the f32 rows themselves
 // ([n_tokens][K], F16). y: [n_tokens][y_stride].
 void matmul_packed_rows(const PackedMatrix& w, const void* x, int n_tokens, float* y, int y_stride,

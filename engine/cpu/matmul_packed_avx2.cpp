@@ -1,4 +1,4 @@
-// The packed Q8_0, Q4_0 .. Q5_1 and Q2_K .. Q6_K tiles for CPUs with AVX2, FMA and F16C but
+// The packed Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS and Q2_K .. Q6_K tiles for CPUs with AVX2, FMA and F16C but
 // no AVX-512 VNNI (AMD Zen 2 / Zen 3, Intel Haswell .. Alder Lake builds).
 // Same layouts as matmul_packed.h, read as two 32-byte halves per 64-byte
 // vector: half 0 holds rows 0-7 of a group, half 1 rows 8-15. Same
@@ -122,7 +122,7 @@ void run_half_tiles(const HalfTileFn<Act> (&tiles)[kT][kH], const PackedMatrix& 
 // again, and w * x is formed as |w| (u8, 0..128) times x with w's sign
 // (vpsignb; x in [-127, 127] as quantize_rows_q8_0 makes it, so the negation
 // is exact): each vpmaddubsw pair is at most 2 * 128 * 127 = 32512 < 2^15.
-// The 32-value block tiles' shared steps (Q8_0; Q4_0 .. Q5_1). Halves
+// The 32-value block tiles' shared steps (Q8_0; Q4_0 .. Q5_1; IQ4_NL, IQ4_XS). Halves
 // half0 .. half0 + H - 1: q[h] their first quant bytes, s[h] their first
 // scales (kQB quant bytes per block; the scales follow nb blocks of them).
 // scale_bytes: 2 (f16 scales) or 4 (IQ4_XS's f32).

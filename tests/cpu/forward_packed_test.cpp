@@ -1,6 +1,6 @@
 // The determinism contract of engine/cpu/forward.h on small random models
 // shaped like real ones (head_dim 64, every matrix a multiple of 16 rows), so
-// that the repacked kernels (Q8_0, Q4_0 .. Q5_1, Q2_K .. Q6_K, F16) and the 16-position attention (the
+// that the repacked kernels (Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K, F16) and the 16-position attention (the
 // 8-position one in AVX2 builds) run through the whole forward pass, with
 // every KV dtype: a prompt prefilled in two chunks (what a restored prefix
 // does) gives the logits of one cold prefill bit for bit, on 1 and 2

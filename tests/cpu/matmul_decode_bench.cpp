@@ -149,7 +149,7 @@ double median(std::vector<double> v) {
 
 TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   // LARDER_BENCH_TYPES: comma-separated type names (default Q8_0,Q4_K,Q5_K,Q6_K;
-  // also Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K);
+  // also Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS);
   // LARDER_BENCH_TOKENS: tokens per pass (default 1); LARDER_BENCH_ROUNDS (default 7);
   // LARDER_BENCH_MB: weight bytes per type (default 160; < 8: one L2-resident matrix).
   std::string names = std::getenv("LARDER_BENCH_TYPES") ? std::getenv("LARDER_BENCH_TYPES") : "Q8_0,Q4_K,Q5_K,Q6_K";
@@ -162,7 +162,8 @@ TEST_CASE("decode matmul throughput, Llama-3.2-1B shapes", "[.bench-decode]") {
   std::mt19937 rng(7);
   std::vector<TypeSet> sets;
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                     GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K})
+                     GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                     GgmlType::kIQ4_NL, GgmlType::kIQ4_XS})
     if (("," + names + ",").find(std::string(",") + ggml_type_name(t) + ",") != std::string::npos)
       sets.push_back(make_set(t, rng, total_mb));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

@@ -1,4 +1,4 @@
-// The repacked kernels of Q8_0, Q4_0 .. Q5_1 and Q2_K .. Q6_K but Q5_K
+// The repacked kernels of Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS and Q2_K .. Q6_K but Q5_K
 // (engine/cpu/matmul_packed.h)
 // against their arithmetic written out as a scalar loop (packed_matrices.h,
 // bit for bit), against a double dot product, and for independence from
@@ -28,7 +28,7 @@ using namespace testing;  // half_to_double, the random matrices and their defin
 
 namespace {
 
-// Q8_0, Q4_0 or Q5_0 weights times Q8_0 activations.
+// Q8_0, Q4_0 .. Q5_1, IQ4_NL or IQ4_XS weights times Q8_0 activations.
 std::vector<float> packed_product(const PackedMatrix& p, const std::vector<BlockQ8_0>& x, int n_tokens,
                                   int64_t split = -1) {
   std::vector<Q8PackedAct> act(size_t(n_tokens) * (p.k() / 32));

@@ -1,4 +1,4 @@
-// Random Q8_0, Q4_0 .. Q5_1 and Q2_K .. Q6_K matrices and the packed kernels' contracts
+// Random Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS and Q2_K .. Q6_K matrices and the packed kernels' contracts
 // (engine/cpu/matmul_packed.h) written out as scalar loops, for the packed
 // kernels' tests (matmul_packed_test.cpp, matmul_packed_fused_test.cpp).
 #pragma once
@@ -16,7 +16,7 @@
 namespace larder::testing {
 
 // A matrix of `rows` rows of K values in blocks of kValues (32: Q8_0, Q4_0 ..
-// Q5_1; 256: the K-quants), blocks [rows][K / kValues].
+// Q5_1, IQ4_NL; 256: the K-quants, IQ4_XS), blocks [rows][K / kValues].
 template <class Block, GgmlType kType, int kValues>
 struct BlockMatrix {
   static constexpr int kBlockValues = kValues;
@@ -81,9 +81,9 @@ inline std::vector<float> q8_0_definition(const Q8Matrix& m, const std::vector<B
   });
 }
 
-// ---- Q4_0, Q5_0, Q4_1, Q5_1 -------------------------------------------------
+// ---- Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS ---------------------------------
 
-// A matrix of 32-value Q4_0, Q5_0, Q4_1 or Q5_1 blocks.
+// A matrix of 32-value Q4_0, Q5_0, Q4_1, Q5_1 or IQ4_NL blocks.
 template <class Block, GgmlType kType>
 using Q32Matrix = BlockMatrix<Block, kType, 32>;
 using Q40Matrix = Q32Matrix<BlockQ4_0, GgmlType::kQ4_0>;
@@ -98,7 +98,7 @@ using IQ4XSMatrix = BlockMatrix<BlockIQ4_XS, GgmlType::kIQ4_XS, 256>;
 // smallest or largest w) and f16 scales of either sign.
 template <class M>
 M random_q32(int K, int rows, std::mt19937& rng, bool extremes) {
-  M m{K, rows, decltype(M::blocks)(size_t(rows) * (K / 32))};
+  M m{K, rows, decltype(M::blocks)(size_t(rows) * (K / M::kBlockValues))};
   for (auto& b : m.blocks) {
     b.d = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));
     if constexpr (requires { b.m; }) b.m = uint16_t((rng() & 0x83ff) | (uint16_t(8 + rng() % 10) << 10));

@@ -175,28 +175,29 @@ void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, i
   }
 }
 
-// IQ4_XS: each super-block's 8 sub-blocks as 8 blocks of IQ4_NL's layout,
-// with f32 scales d * (ls - 32).
+// IQ4_XS: each super-block's 8 sub-blocks as 8 blocks of IQ4_NL's layout;
+// their scales ls - 32 (int8) after the quants, then the d (f16).
 void pack_iq4xs_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end) {
   constexpr int kR = PackedMatrix::kGroupRows;
   constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
   const int nb = int(w.ne[0] / kQK4);
   for (int64_t g = g_begin; g < g_end; ++g) {
     uint8_t* q = data + size_t(g) * group_stride;
-    auto* s = reinterpret_cast<float*>(q + size_t(nb) * kQB);
+    auto* ls = reinterpret_cast<int8_t*>(q + size_t(nb) * kQB);
+    auto* ds = reinterpret_cast<uint16_t*>(ls + size_t(nb) * kR);
     const int64_t r_end = std::min<int64_t>(kR, w.ne[1] - g * kR);
-    if (r_end < kR) std::memset(q, 0x88, size_t(nb) * kQB);  // index 8, scale 0
-    std::memset(s, 0, group_stride - size_t(nb) * kQB);
+    if (r_end < kR) std::memset(q, 0x88, size_t(nb) * kQB);  // index 8, scales 0
+    std::memset(ls, 0, group_stride - size_t(nb) * kQB);
     for (int64_t r = 0; r < r_end; ++r) {
       const auto* row = reinterpret_cast<const BlockIQ4_XS*>(w.row(g * kR + r));
       for (int sb = 0; sb < nb / 8; ++sb) {
         const BlockIQ4_XS& blk = row[sb];
-        uint16_t d, scales_h;
-        std::memcpy(&d, &blk.d, 2);
+        uint16_t scales_h;
+        std::memcpy(&ds[size_t(sb) * kR + r], &blk.d, 2);
         std::memcpy(&scales_h, &blk.scales_h, 2);
         for (int ib = 0; ib < 8; ++ib) {
           const int b = 8 * sb + ib;
-          s[size_t(b) * kR + r] = fp16_to_fp32(d) * float(iq4xs_scale(scales_h, blk.scales_l, ib));
+          ls[size_t(b) * kR + r] = int8_t(iq4xs_scale(scales_h, blk.scales_l, ib));
           uint8_t* dst = q + size_t(b) * kQB + size_t(r) * 4;
           for (int j = 0; j < 4; ++j)
             std::memcpy(dst + size_t(j) * PackedMatrix::kChunkBytes, blk.qs + 16 * ib + 4 * j, 4);
@@ -278,11 +279,12 @@ constexpr size_t kPrefetchBytes = 4 * PackedMatrix::kBlockQuantBytes;
 // are kQuantBytes per group, and part(blk, j) gives, at byte 4r + k, row r's
 // weight 4j + k of the block plus the format's offset, as u8.
 // kMins: the format has w = d q + m, its mins stored after the scales.
-// kF32Scales: its scales are f32 (IQ4_XS), not f16.
+// kSubScales: its block scale is an int8 times an f16 per 8 blocks (IQ4_XS),
+// not one f16.
 struct Q8Format {  // 8 chunks of w + 128
   static constexpr size_t kQuantBytes = PackedMatrix::kBlockQuantBytes;
   static constexpr bool kMins = false;
-  static constexpr bool kF32Scales = false;
+  static constexpr bool kSubScales = false;
   static __m512i part(const uint8_t* blk, int j) {
     return _mm512_load_si512(blk + size_t(j) * PackedMatrix::kChunkBytes);
   }
@@ -290,7 +292,7 @@ struct Q8Format {  // 8 chunks of w + 128
 struct Q40Format {  // 4 chunks of q = w + 8 in nibbles: values 0..15 low, 16..31 high
   static constexpr size_t kQuantBytes = PackedMatrix::kQ40BlockQuantBytes;
   static constexpr bool kMins = false;
-  static constexpr bool kF32Scales = false;
+  static constexpr bool kSubScales = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i v = _mm512_load_si512(blk + size_t(j % 4) * PackedMatrix::kChunkBytes);
     const __m512i low = _mm512_set1_epi8(0x0F);
@@ -300,7 +302,7 @@ struct Q40Format {  // 4 chunks of q = w + 8 in nibbles: values 0..15 low, 16..3
 struct Q50Format {  // Q4_0's nibbles plus a vector of fifth bits: q = w + 16
   static constexpr size_t kQuantBytes = PackedMatrix::kQ50BlockQuantBytes;
   static constexpr bool kMins = false;
-  static constexpr bool kF32Scales = false;
+  static constexpr bool kSubScales = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i h = _mm512_load_si512(blk + PackedMatrix::kQ40BlockQuantBytes);
 #ifdef __GFNI__  // bit j to bit 4 of clean bytes; 0x0F ? nibble : it (0xE4)
@@ -323,7 +325,7 @@ struct Q51Format : Q50Format {  // Q5_0's quants, w = d q + m
 struct IQ4NLFormat {  // Q4_0's nibbles are indices: w + 128 = kIQ4Values[i] + 128 (1..241)
   static constexpr size_t kQuantBytes = PackedMatrix::kQ40BlockQuantBytes;
   static constexpr bool kMins = false;
-  static constexpr bool kF32Scales = false;
+  static constexpr bool kSubScales = false;
   static __m512i part(const uint8_t* blk, int j) {
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181),
@@ -331,8 +333,8 @@ struct IQ4NLFormat {  // Q4_0's nibbles are indices: w + 128 = kIQ4Values[i] + 1
     return _mm512_shuffle_epi8(table, Q40Format::part(blk, j));
   }
 };
-struct IQ4XSFormat : IQ4NLFormat {  // IQ4_NL's with f32 scales
-  static constexpr bool kF32Scales = true;
+struct IQ4XSFormat : IQ4NLFormat {  // IQ4_NL's with scales d * (ls - 32)
+  static constexpr bool kSubScales = true;
 };
 
 // T tokens x G groups of 16 rows over all nb blocks. q[g]: group g's quants,
@@ -377,8 +379,11 @@ void tile(const uint8_t* q0, size_t group_stride, const Q8PackedAct* x, int nb, 
     }
     __m512 dw[G];
     for (int g = 0; g < G; ++g) {
-      if constexpr (F::kF32Scales) {
-        dw[g] = _mm512_load_ps(reinterpret_cast<const float*>(s[g]) + size_t(b) * 16);
+      if constexpr (F::kSubScales) {  // d * (ls - 32): exact
+        const auto* ls = reinterpret_cast<const uint8_t*>(s[g]) + size_t(b) * 16;
+        const auto* d = reinterpret_cast<const uint8_t*>(s[g]) + size_t(nb) * 16 + size_t(b / 8) * 32;
+        dw[g] = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d))),
+                              _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ls)))));
       } else {
         dw[g] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s[g] + size_t(b) * 16)));
       }

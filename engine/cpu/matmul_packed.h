@@ -49,8 +49,11 @@
 //
 // IQ4_NL layout: Q4_0's (the 4-bit indices i as they are in the file), then
 // the scales, nb x 16 f16. IQ4_XS: the same indices per 32-value sub-block
-// (packed as nb = K / 32 blocks of 32), then nb x 16 f32 scales d * (ls - 32)
-// (exact in f32: 11 + 6 significant bits). Padding rows: i = 8, scale 0.
+// (packed as nb = K / 32 blocks of 32), then the sub-block scales ls - 32
+// (nb x 16 int8), then the super-block scales d (nb / 8 x 16 f16): 20 bytes
+// of scales a block, as the file's 4.25 bits a weight. The block scale is
+// d * (ls - 32), exact in f32 (11 + 6 significant bits). Padding rows: i = 8,
+// scales 0.
 // Arithmetic: Q8_0's, with w = kIQ4Values[i] (-127..113, quant_blocks.h):
 //   isum_b = sum_{i<32} kIQ4Values[i[r][32b+i]] * q_x[t][32b+i]
 //   acc    = fma(float(isum_b), scale_w[r][b] * d_x[t][b], acc)  in block order.
@@ -224,8 +227,7 @@ class PackedMatrix {
   // Repacks a Q8_0, Q4_0 .. Q5_1, IQ4_NL, IQ4_XS, Q2_K .. Q6_K or F16 matrix (w.ne[0] = K, a
   // multiple of the block size; w.ne[1] rows), reading it once. With a pool the groups are shared
   // among its threads. Memory: about the matrix's own size, rounded up to 16
-  // rows (IQ4_XS: 5 bits a weight against the file's 4.25, for its f32
-  // scales). Requires packed_type_supported(w.type).
+  // rows. Requires packed_type_supported(w.type).
   static PackedMatrix pack(const WeightView& w, ThreadPool* pool = nullptr);
 
   GgmlType type() const { return type_; }
@@ -247,9 +249,9 @@ class PackedMatrix {
     return kBlockQuantBytes;
   }
   // Their scales' bytes per block (and mins': Q4_1, Q5_1): f16 scales, but
-  // IQ4_XS's are f32 (d * (ls - 32), exact in f32, not in f16).
+  // IQ4_XS's an int8 ls - 32 per block and an f16 d per 8 blocks.
   size_t block_scale_bytes() const {
-    if (type_ == GgmlType::kIQ4_XS) return kGroupRows * sizeof(float);
+    if (type_ == GgmlType::kIQ4_XS) return kGroupRows * sizeof(int8_t) + kGroupRows * sizeof(uint16_t) / 8;
     const bool mins = type_ == GgmlType::kQ4_1 || type_ == GgmlType::kQ5_1;
     return (mins ? 2 : 1) * kGroupRows * sizeof(uint16_t);
   }

@@ -125,7 +125,7 @@ void run_half_tiles(const HalfTileFn<Act> (&tiles)[kT][kH], const PackedMatrix& 
 // The 32-value block tiles' shared steps (Q8_0; Q4_0 .. Q5_1; IQ4_NL, IQ4_XS). Halves
 // half0 .. half0 + H - 1: q[h] their first quant bytes, s[h] their first
 // scales (kQB quant bytes per block; the scales follow nb blocks of them).
-// scale_bytes: 2 (f16 scales) or 4 (IQ4_XS's f32).
+// scale_bytes: of one row's scale (2: f16; IQ4_XS's int8 ls: 1).
 template <int H>
 inline void block_halves(const uint8_t* grp, size_t group_stride, int half0, int nb, size_t kQB,
                          const uint8_t* (&q)[H], const uint8_t* (&s)[H], size_t scale_bytes = 2) {
@@ -149,23 +149,24 @@ inline void prefetch_block(const uint8_t* const (&q)[H], int half0, size_t off, 
 }
 
 // acc += float(is) * (d_w * d_x) for block b (the contract's one fma per
-// block); kF32Scales: d_w is f32 (IQ4_XS), else f16.
-template <int T, int H, bool kF32Scales = false>
-inline void add_block(__m256 (&acc)[T][H], const __m256i (&is)[T][H], const uint8_t* const (&s)[H],
-                      const Q8PackedAct* x, int nb, int b) {
-  __m256 dw[H];
-  for (int h = 0; h < H; ++h) {
-    if constexpr (kF32Scales) {
-      dw[h] = _mm256_loadu_ps(reinterpret_cast<const float*>(s[h] + size_t(b) * 64));
-    } else {
-      dw[h] = load_f16x8(s[h] + size_t(b) * 32);
-    }
-  }
+// block), d_w given for the H halves.
+template <int T, int H>
+inline void add_scaled(__m256 (&acc)[T][H], const __m256i (&is)[T][H], const __m256 (&dw)[H],
+                       const Q8PackedAct* x, int nb, int b) {
   for (int t = 0; t < T; ++t) {
     const __m256 dx = _mm256_set1_ps(x[size_t(t) * nb + b].d);
     for (int h = 0; h < H; ++h)
       acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[t][h]), _mm256_mul_ps(dw[h], dx), acc[t][h]);
   }
+}
+
+// The same with d_w the f16 scales at s (32 bytes per block).
+template <int T, int H>
+inline void add_block(__m256 (&acc)[T][H], const __m256i (&is)[T][H], const uint8_t* const (&s)[H],
+                      const Q8PackedAct* x, int nb, int b) {
+  __m256 dw[H];
+  for (int h = 0; h < H; ++h) dw[h] = load_f16x8(s[h] + size_t(b) * 32);
+  add_scaled(acc, is, dw, x, nb, b);
 }
 
 template <int T, int H>
@@ -288,13 +289,17 @@ struct Q32Tiles {
 // is at most 2 * 127 * 127 = 32258 < 2^15); the low and high nibbles' pairs
 // go to int32 separately (their sum could pass 2^15). The block's sum starts
 // from 0: Q8PackedAct::neg_c is for the AVX-512 tiles' w + 128.
-template <int T, int H, bool kF32Scales>
+// kSubScales (IQ4_XS): the block scale is d * (ls - 32) from the int8 ls
+// and the f16 d per 8 blocks that follow (matmul_packed.h).
+template <int T, int H, bool kSubScales>
 void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
               int y_stride, int rows) {
   constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
   const uint8_t* q[H];
   const uint8_t* s[H];
-  block_halves(grp, group_stride, half0, nb, kQB, q, s, kF32Scales ? 4 : 2);
+  block_halves(grp, group_stride, half0, nb, kQB, q, s, kSubScales ? 1 : 2);
+  const uint8_t* sd[H];  // IQ4_XS: the d after nb blocks of 16 ls
+  block_halves(grp, group_stride, half0, nb, kQB + 16, q, sd, 2);
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const __m256i table = _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
                                          -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
@@ -325,15 +330,25 @@ void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packed
         }
       }
     }
-    add_block<T, H, kF32Scales>(acc, is, s, x, nb, b);
+    if constexpr (kSubScales) {
+      __m256 dw[H];
+      for (int h = 0; h < H; ++h) {
+        const __m256 ls = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+            reinterpret_cast<const __m128i*>(s[h] + size_t(b) * 16))));
+        dw[h] = _mm256_mul_ps(load_f16x8(sd[h] + size_t(b / 8) * 32), ls);  // exact
+      }
+      add_scaled(acc, is, dw, x, nb, b);
+    } else {
+      add_block(acc, is, s, x, nb, b);
+    }
   }
   store_tile(acc, y, y_stride, rows);
 }
 
-template <bool kF32Scales>
+template <bool kSubScales>
 struct IQ4Tiles {
-#define LARDER_H4(T) {&iq4_tile<T, 1, kF32Scales>, &iq4_tile<T, 2, kF32Scales>, &iq4_tile<T, 3, kF32Scales>, \
-                      &iq4_tile<T, 4, kF32Scales>}
+#define LARDER_H4(T) {&iq4_tile<T, 1, kSubScales>, &iq4_tile<T, 2, kSubScales>, &iq4_tile<T, 3, kSubScales>, \
+                      &iq4_tile<T, 4, kSubScales>}
   static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
 };

@@ -5,9 +5,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -155,6 +159,50 @@ TEST_CASE("Model::load names a missing, misshapen or wrongly typed tensor", "[gg
   o.raw_q4k = "blk.0.attn_v.weight";  // shape is checked first: [256, 16] != [32, 16]
   s = load_tiny(o);
   CHECK(has(s, "'blk.0.attn_v.weight'"));
+}
+
+TEST_CASE("Model::load names an i-quant larder does not compute with", "[gguf][model]") {
+  // An IQ4_XS model (which loads), then the same file with one matrix's type
+  // id changed to IQ3_S (21): the file still parses (IQ3_S's 110 bytes per
+  // 256 values fit in IQ4_XS's 136), and the load names the tensor and type.
+  RandomLlamaSpec spec;
+  spec.n_vocab = 300;
+  spec.n_embd = 256;
+  spec.n_layer = 1;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 512;
+  spec.n_ctx = 128;
+  spec.weight_type = GgmlType::kIQ4_XS;
+  const std::string path = temp_file("iq4xs.gguf");
+  REQUIRE(write_random_llama_gguf(path, spec).is_ok());
+  REQUIRE(Model::load(path).is_ok());
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // Tensor info: u64 name length, name, u32 n_dims, u64 ne[n_dims], u32 type.
+  const std::string name = "blk.0.ffn_up.weight";
+  const auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  REQUIRE(at != bytes.end());
+  size_t p = size_t(at - bytes.begin()) + name.size();
+  uint32_t n_dims = 0, type = 0;
+  std::memcpy(&n_dims, &bytes[p], 4);
+  p += 4 + 8 * size_t(n_dims);
+  std::memcpy(&type, &bytes[p], 4);
+  REQUIRE(type == uint32_t(GgmlType::kIQ4_XS));
+  type = 21;
+  std::memcpy(&bytes[p], &type, 4);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  const Status s = Model::load(path).status();
+  std::filesystem::remove(path);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(has(s, "'blk.0.ffn_up.weight' has type IQ3_S"));
+  CHECK(has(s, "does not compute with"));
 }
 
 TEST_CASE("a random llama GGUF loads with the requested hparams", "[gguf][model]") {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "engine/cpu/huge_pages.h"
 #include "engine/cpu/matmul.h"
@@ -432,6 +433,49 @@ struct Tiles {
 // groups stream past.
 constexpr size_t kActBlockBytes = 512 * 1024;
 
+// Prefill of the formats whose part() does work (nibbles, fifth bits, IQ4's
+// byte shuffle): each tile redid it for its 6 tokens. IQ4_NL / IQ4_XS took
+// 0.32-0.33 ms against Q4_0's and Q8_0's 0.25 for 64 tokens x 512 x 2048
+// (one thread, test_cpu "[.bench-decode]"), Q5_0 / Q5_1 1.4-1.7x Q8_0's
+// time at 256 tokens. So a token block of at least kUnpackMinTokens unpacks
+// each pair of groups once into a scratch of F::part's bytes (Q8_0's layout:
+// 8 chunks a block), the scales (and mins) copied after them as they are,
+// and runs the tiles on that (Unpacked<F>): the same bytes into the same
+// vpdpbusd, hence the same bits. At 256 tokens: IQ4_NL, IQ4_XS 1.0x Q8_0's
+// time, Q5_0 1.03x, Q5_1 1.13-1.15x, Q4_1 1.1x (unchanged).
+template <class F>
+struct Unpacked {
+  static constexpr size_t kQuantBytes = PackedMatrix::kBlockQuantBytes;
+  static constexpr bool kMins = F::kMins;
+  static constexpr bool kSubScales = F::kSubScales;
+  static __m512i part(const uint8_t* blk, int j) { return Q8Format::part(blk, j); }
+};
+template <class F>
+constexpr bool kUnpackPrefill = !std::is_same_v<F, Q8Format>;  // Q4_0 .. Q5_1, IQ4_NL, IQ4_XS
+constexpr int kUnpackMinTokens = 2 * kT;
+
+// Groups [g0, g0 + G) of w unpacked into *scratch (grown as needed; 64-byte
+// aligned), `*stride` bytes apart.
+template <class F>
+const uint8_t* unpack_groups(const PackedMatrix& w, int64_t g0, int G, std::vector<__m512i>* scratch,
+                             size_t* stride) {
+  const int nb = w.n_blocks();
+  const size_t scale_bytes = size_t(nb) * w.block_scale_bytes();
+  *stride = (size_t(nb) * PackedMatrix::kBlockQuantBytes + scale_bytes + 63) / 64 * 64;
+  if (scratch->size() * 64 < *stride * size_t(G)) scratch->resize(*stride * size_t(G) / 64);
+  auto* out = reinterpret_cast<uint8_t*>(scratch->data());
+  for (int g = 0; g < G; ++g) {
+    const uint8_t* q = w.group(g0 + g);
+    uint8_t* o = out + size_t(g) * *stride;
+    for (int b = 0; b < nb; ++b)
+      for (int j = 0; j < 8; ++j)
+        _mm512_store_si512(o + size_t(b) * PackedMatrix::kBlockQuantBytes + size_t(j) * PackedMatrix::kChunkBytes,
+                           F::part(q + size_t(b) * F::kQuantBytes, j));
+    std::memcpy(o + size_t(nb) * PackedMatrix::kBlockQuantBytes, q + size_t(nb) * F::kQuantBytes, scale_bytes);
+  }
+  return out;
+}
+
 }  // namespace
 #endif  // LARDER_Q8_PACKED
 
@@ -471,6 +515,19 @@ void matmul_q8_rows(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, f
           packed_detail::q8_tile_amx16(w.group(g0 + g), x + size_t(t0) * nb, nb,
                                        y + size_t(t0) * y_stride + (g0 + g) * PackedMatrix::kGroupRows, y_stride,
                                        g + 1 == G ? last : 16);
+        }
+      }
+      if constexpr (kUnpackPrefill<F>) {
+        if (te - t0 >= kUnpackMinTokens) {
+          thread_local std::vector<__m512i> scratch;
+          size_t stride = 0;
+          const uint8_t* u = unpack_groups<F>(w, g0, G, &scratch, &stride);
+          for (; t0 < te; t0 += kT) {
+            const int T = std::min(kT, te - t0);
+            Tiles<Unpacked<F>>::kPrefill[T - 1][G - 1](u, stride, x + size_t(t0) * nb, nb,
+                                                  y + size_t(t0) * y_stride + g0 * PackedMatrix::kGroupRows,
+                                                  y_stride, last);
+          }
         }
       }
       for (; t0 < te; t0 += kT) {

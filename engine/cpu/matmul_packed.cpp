@@ -328,9 +328,8 @@ struct IQ4NLFormat {  // Q4_0's nibbles are indices: w + 128 = kIQ4Values[i] + 1
   static constexpr bool kMins = false;
   static constexpr bool kSubScales = false;
   static __m512i part(const uint8_t* blk, int j) {
-    const __m512i table = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, char(129), char(141), char(153), char(166), char(181),
-                      char(197), char(217), char(241)));
+    const __m512i table = _mm512_broadcast_i32x4(_mm_xor_si128(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)), _mm_set1_epi8(char(0x80))));
     return _mm512_shuffle_epi8(table, Q40Format::part(blk, j));
   }
 };

@@ -301,8 +301,7 @@ void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packed
   const uint8_t* sd[H];  // IQ4_XS: the d after nb blocks of 16 ls
   block_halves(grp, group_stride, half0, nb, kQB + 16, q, sd, 2);
   const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const __m256i table = _mm256_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
-                                         -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();

@@ -306,6 +306,11 @@ struct PackedProduct {
 void matmul_packed_parallel(ThreadPool& pool, std::span<const PackedProduct> products, int n_tokens);
 
 namespace packed_detail {
+// matmul_packed_pack32.cpp: the 32-value formats' packers (Q8_0; Q4_0 .. Q5_1
+// and IQ4_NL; IQ4_XS), groups [g_begin, g_end).
+void pack_q8_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
+void pack_q4_0_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
+void pack_iq4xs_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
 // Per-type halves of the above (matmul_packed_q4k.cpp, matmul_packed_q6k.cpp).
 void pack_q4k_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin,
                      int64_t g_end);

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <vector>
 
 #include "engine/cpu/matmul_packed_avx2_tiles.h"
 #include "engine/gguf/quant_blocks.h"
@@ -129,20 +130,46 @@ constexpr HalfTileFn<Q8PackedAct> kQ8Tiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H
 // before vpmaddwd; the block's int32 sum starts from -offset * sum(x)
 // (Q8PackedAct::neg_c), which makes it sum w * x exactly. With kMins (Q4_1,
 // Q5_1: w = d q + m) it starts from 0 and m * Q8PackedAct::s is added after.
-template <int T, int H, bool kQ5, bool kMins>
+//
+// The quants q of values 4j.. (*lo) and 16 + 4j.. (*hi) of the half-block at
+// p (its fifth bits, kQ5, kQ40BlockQuantBytes after it), chunk j in 0..3.
+template <bool kQ5>
+inline void q32_quants(const uint8_t* p, int j, __m256i* lo, __m256i* hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i v = load32(p + size_t(j) * PackedMatrix::kChunkBytes);
+  *lo = _mm256_and_si256(v, m4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  if constexpr (kQ5) {  // bits j and j + 4 of each byte to bit 4 (shifts within 16-bit lanes)
+    const __m256i fifth = load32(p + PackedMatrix::kQ40BlockQuantBytes);
+    const __m256i b4 = _mm256_set1_epi8(0x10);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(fifth, 4 - j), b4));
+    *hi = _mm256_or_si256(*hi, j == 0 ? _mm256_and_si256(fifth, b4) : _mm256_and_si256(_mm256_srli_epi16(fifth, j), b4));
+  }
+}
+
+// Prefill of a token block on groups unpacked once (kUnp, unpack_group
+// below): *lo and *hi of chunk j as stored there.
+inline void unpacked_pair(const uint8_t* p, int j, __m256i* lo, __m256i* hi) {
+  *lo = load32(p + size_t(2 * j) * PackedMatrix::kChunkBytes);
+  *hi = load32(p + size_t(2 * j + 1) * PackedMatrix::kChunkBytes);
+}
+
+template <int T, int H, bool kQ5, bool kMins, bool kUnp>
 void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
                int y_stride, int rows) {
-  constexpr size_t kQB = kQ5 ? PackedMatrix::kQ50BlockQuantBytes : PackedMatrix::kQ40BlockQuantBytes;
+  constexpr size_t kQB = kUnp  ? PackedMatrix::kBlockQuantBytes
+                         : kQ5 ? PackedMatrix::kQ50BlockQuantBytes
+                               : PackedMatrix::kQ40BlockQuantBytes;
   const uint8_t* q[H];
   const uint8_t* s[H];
   block_halves(grp, group_stride, half0, nb, kQB, q, s);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
   for (int b = 0; b < nb; ++b) {
     const size_t off = size_t(b) * kQB;
-    if constexpr (T <= 2) prefetch_block(q, half0, off, kQB);  // Q8_0's distance in bytes
+    if constexpr (T <= 2 && !kUnp) prefetch_block(q, half0, off, kQB);  // Q8_0's distance in bytes
     __m256i is[T][H];
     for (int t = 0; t < T; ++t) {
       const __m256i c = kMins ? _mm256_setzero_si256() : _mm256_set1_epi32(x[size_t(t) * nb + b].neg_c);
@@ -151,15 +178,10 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
     for (int j = 0; j < 4; ++j) {
       __m256i lo[H], hi[H];
       for (int h = 0; h < H; ++h) {
-        const __m256i v = load32(q[h] + off + size_t(j) * PackedMatrix::kChunkBytes);
-        lo[h] = _mm256_and_si256(v, m4);
-        hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if constexpr (kQ5) {  // bits j and j + 4 of each byte to bit 4 (shifts within 16-bit lanes)
-          const __m256i fifth = load32(q[h] + off + PackedMatrix::kQ40BlockQuantBytes);
-          const __m256i b4 = _mm256_set1_epi8(0x10);
-          lo[h] = _mm256_or_si256(lo[h], _mm256_and_si256(_mm256_slli_epi16(fifth, 4 - j), b4));
-          hi[h] = _mm256_or_si256(hi[h], j == 0 ? _mm256_and_si256(fifth, b4)
-                                                : _mm256_and_si256(_mm256_srli_epi16(fifth, j), b4));
+        if constexpr (kUnp) {
+          unpacked_pair(q[h] + off, j, &lo[h], &hi[h]);
+        } else {
+          q32_quants<kQ5>(q[h] + off, j, &lo[h], &hi[h]);
         }
       }
       for (int t = 0; t < T; ++t) {
@@ -184,10 +206,10 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
   store_tile(acc, y, y_stride, rows);
 }
 
-template <bool kQ5, bool kMins>
+template <bool kQ5, bool kMins, bool kUnp = false>
 struct Q32Tiles {
-#define LARDER_H4(T) {&q4_0_tile<T, 1, kQ5, kMins>, &q4_0_tile<T, 2, kQ5, kMins>, &q4_0_tile<T, 3, kQ5, kMins>, \
-                      &q4_0_tile<T, 4, kQ5, kMins>}
+#define LARDER_H4(T) {&q4_0_tile<T, 1, kQ5, kMins, kUnp>, &q4_0_tile<T, 2, kQ5, kMins, kUnp>, \
+                      &q4_0_tile<T, 3, kQ5, kMins, kUnp>, &q4_0_tile<T, 4, kQ5, kMins, kUnp>}
   static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
 };
@@ -201,32 +223,45 @@ struct Q32Tiles {
 // from 0: Q8PackedAct::neg_c is for the AVX-512 tiles' w + 128.
 // kSubScales (IQ4_XS): the block scale is d * (ls - 32) from the int8 ls
 // and the f16 d per 8 blocks that follow (matmul_packed.h).
-template <int T, int H, bool kSubScales>
+//
+// The values w of 4j.. (*lo) and 16 + 4j.. (*hi) of the half-block at p.
+inline void iq4_values(const uint8_t* p, int j, __m256i table, __m256i* lo, __m256i* hi) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i v = load32(p + size_t(j) * PackedMatrix::kChunkBytes);
+  *lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+  *hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+}
+inline __m256i iq4_table() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+}
+
+template <int T, int H, bool kSubScales, bool kUnp>
 void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8PackedAct* x, int nb, float* y,
               int y_stride, int rows) {
-  constexpr size_t kQB = PackedMatrix::kQ40BlockQuantBytes;
+  constexpr size_t kQB = kUnp ? PackedMatrix::kBlockQuantBytes : PackedMatrix::kQ40BlockQuantBytes;
   const uint8_t* q[H];
   const uint8_t* s[H];
   block_halves(grp, group_stride, half0, nb, kQB, q, s, kSubScales ? 1 : 2);
   const uint8_t* sd[H];  // IQ4_XS: the d after nb blocks of 16 ls
   block_halves(grp, group_stride, half0, nb, kQB + 16, q, sd, 2);
-  const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Values)));
+  const __m256i ones = _mm256_set1_epi16(1), table = iq4_table();
   __m256 acc[T][H];
   for (int t = 0; t < T; ++t)
     for (int h = 0; h < H; ++h) acc[t][h] = _mm256_setzero_ps();
   for (int b = 0; b < nb; ++b) {
     const size_t off = size_t(b) * kQB;
-    if constexpr (T <= 2) prefetch_block(q, half0, off, kQB);
+    if constexpr (T <= 2 && !kUnp) prefetch_block(q, half0, off, kQB);
     __m256i is[T][H];
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h) is[t][h] = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
       __m256i wl[H], wh[H];
       for (int h = 0; h < H; ++h) {
-        const __m256i v = load32(q[h] + off + size_t(j) * PackedMatrix::kChunkBytes);
-        wl[h] = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
-        wh[h] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        if constexpr (kUnp) {
+          unpacked_pair(q[h] + off, j, &wl[h], &wh[h]);
+        } else {
+          iq4_values(q[h] + off, j, table, &wl[h], &wh[h]);
+        }
       }
       for (int t = 0; t < T; ++t) {
         const __m256i xl = bcast4(x[size_t(t) * nb + b].qs + 4 * j);
@@ -254,13 +289,81 @@ void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packed
   store_tile(acc, y, y_stride, rows);
 }
 
-template <bool kSubScales>
+template <bool kSubScales, bool kUnp = false>
 struct IQ4Tiles {
-#define LARDER_H4(T) {&iq4_tile<T, 1, kSubScales>, &iq4_tile<T, 2, kSubScales>, &iq4_tile<T, 3, kSubScales>, \
-                      &iq4_tile<T, 4, kSubScales>}
+#define LARDER_H4(T) {&iq4_tile<T, 1, kSubScales, kUnp>, &iq4_tile<T, 2, kSubScales, kUnp>, \
+                      &iq4_tile<T, 3, kSubScales, kUnp>, &iq4_tile<T, 4, kSubScales, kUnp>}
   static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
 };
+
+// ---- Prefill on groups unpacked once --------------------------------------
+//
+// Each prefill tile above redid the nibbles (and Q5's fifth bits, IQ4's
+// shuffle) of a group for its 3 tokens. A token block of at least
+// kUnpackMinTokens tokens instead unpacks each group once into a scratch laid
+// out as Q8_0's 512-byte blocks (chunk 2j: the lo vectors of both halves,
+// chunk 2j + 1 the hi ones, as q32_quants / iq4_values form them), the
+// scales (and mins, IQ4_XS's ls and d) copied after as they are; the kUnp
+// tiles then load those vectors: the same vectors into the same
+// instructions, hence the same bits.
+constexpr int kUnpackMinTokens = 4 * kQ8T;
+struct alignas(32) Line32 {
+  uint8_t bytes[32];
+};
+
+template <class Part>
+const uint8_t* unpack_group(const PackedMatrix& w, int64_t g, Part part, std::vector<Line32>* scratch) {
+  const int nb = w.n_blocks();
+  const size_t qb = w.block_quant_bytes(), scale_bytes = size_t(nb) * w.block_scale_bytes();
+  const size_t bytes = size_t(nb) * PackedMatrix::kBlockQuantBytes + scale_bytes;
+  if (scratch->size() * sizeof(Line32) < bytes) scratch->resize((bytes + sizeof(Line32) - 1) / sizeof(Line32));
+  auto* out = reinterpret_cast<uint8_t*>(scratch->data());
+  const uint8_t* src = w.group(g);
+  for (int b = 0; b < nb; ++b)
+    for (int j = 0; j < 4; ++j)
+      for (int h = 0; h < 2; ++h) {
+        __m256i lo, hi;
+        part(src + size_t(b) * qb + 32 * h, j, &lo, &hi);
+        uint8_t* o = out + size_t(b) * PackedMatrix::kBlockQuantBytes + 32 * h;
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + size_t(2 * j) * PackedMatrix::kChunkBytes), lo);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(o + size_t(2 * j + 1) * PackedMatrix::kChunkBytes), hi);
+      }
+  std::memcpy(out + size_t(nb) * PackedMatrix::kBlockQuantBytes, src + size_t(nb) * qb, scale_bytes);
+  return out;
+}
+
+// run_half_tiles' prefill (tiles of up to 3 tokens x one group), with each
+// group of a token block of kUnpackMinTokens or more unpacked once by
+// `part` and run on the `unpacked` tiles.
+template <class Part>
+void run_prefill_unpacked(const HalfTileFn<Q8PackedAct> (&tiles)[kQ8T][kQ8H],
+                          const HalfTileFn<Q8PackedAct> (&unpacked)[kQ8T][kQ8H], Part part, const PackedMatrix& w,
+                          const Q8PackedAct* x, int n_tokens, float* y, int y_stride, int64_t row_begin,
+                          int64_t row_end) {
+  assert(row_begin % PackedMatrix::kGroupRows == 0);
+  constexpr size_t kActBlockBytes = 512 * 1024;  // run_half_tiles' token blocks
+  const int nb = w.n_blocks();
+  int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q8PackedAct)));
+  block = std::max(kQ8T, block / kQ8T * kQ8T);
+  thread_local std::vector<Line32> scratch;
+  for (int tb = 0; tb < n_tokens; tb += block) {
+    const int te = std::min(n_tokens, tb + block);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += PackedMatrix::kGroupRows) {
+      const int rows = int(std::min<int64_t>(PackedMatrix::kGroupRows, row_end - r0));
+      const int H = (rows + kHalfRows - 1) / kHalfRows;
+      const int64_t g = r0 / PackedMatrix::kGroupRows;
+      const bool unpack = te - tb >= kUnpackMinTokens;
+      const uint8_t* grp = unpack ? unpack_group(w, g, part, &scratch) : w.group(g);
+      const auto& t_fn = unpack ? unpacked : tiles;
+      for (int t0 = tb; t0 < te; t0 += kQ8T) {
+        const int T = std::min(kQ8T, te - t0);
+        t_fn[T - 1][H - 1](grp, w.group_stride(), 0, x + size_t(t0) * nb, nb, y + size_t(t0) * y_stride + r0,
+                           y_stride, rows);
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -279,20 +382,32 @@ void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_toke
 
 void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                            int64_t row_begin, int64_t row_end) {
-  const auto& tiles = w.type() == GgmlType::kQ5_0     ? Q32Tiles<true, false>::kTiles
-                     : w.type() == GgmlType::kQ4_1   ? Q32Tiles<false, true>::kTiles
-                     : w.type() == GgmlType::kQ5_1   ? Q32Tiles<true, true>::kTiles
-                     : w.type() == GgmlType::kIQ4_NL ? IQ4Tiles<false>::kTiles
-                     : w.type() == GgmlType::kIQ4_XS ? IQ4Tiles<true>::kTiles
-                                                     : Q32Tiles<false, false>::kTiles;
+  const GgmlType type = w.type();
+  const auto& tiles = type == GgmlType::kQ5_0     ? Q32Tiles<true, false>::kTiles
+                     : type == GgmlType::kQ4_1   ? Q32Tiles<false, true>::kTiles
+                     : type == GgmlType::kQ5_1   ? Q32Tiles<true, true>::kTiles
+                     : type == GgmlType::kIQ4_NL ? IQ4Tiles<false>::kTiles
+                     : type == GgmlType::kIQ4_XS ? IQ4Tiles<true>::kTiles
+                                                 : Q32Tiles<false, false>::kTiles;
   if (n_tokens == 1) {
     const HalfTileFn<Q8PackedAct> decode[1][kQ8H] = {{tiles[0][0], tiles[0][1], tiles[0][2], tiles[0][3]}};
     run_half_tiles(decode, w, x, 1, y, y_stride, row_begin, row_end);
     return;
   }
-  const HalfTileFn<Q8PackedAct> prefill[kQ8T][2] = {
-      {tiles[0][0], tiles[0][1]}, {tiles[1][0], tiles[1][1]}, {tiles[2][0], tiles[2][1]}};
-  run_half_tiles(prefill, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  const auto q4 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) { q32_quants<false>(p, j, lo, hi); };
+  const auto q5 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) { q32_quants<true>(p, j, lo, hi); };
+  const auto iq4 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) { iq4_values(p, j, iq4_table(), lo, hi); };
+  const auto run = [&](const auto& unpacked, auto part) {
+    run_prefill_unpacked(tiles, unpacked, part, w, x, n_tokens, y, y_stride, row_begin, row_end);
+  };
+  switch (type) {
+    case GgmlType::kQ5_0: return run(Q32Tiles<false, false, true>::kTiles, q5);
+    case GgmlType::kQ4_1: return run(Q32Tiles<false, true, true>::kTiles, q4);
+    case GgmlType::kQ5_1: return run(Q32Tiles<false, true, true>::kTiles, q5);
+    case GgmlType::kIQ4_NL: return run(IQ4Tiles<false, true>::kTiles, iq4);
+    case GgmlType::kIQ4_XS: return run(IQ4Tiles<true, true>::kTiles, iq4);
+    default: return run(Q32Tiles<false, false, true>::kTiles, q4);
+  }
 }
 
 }  // namespace larder::packed_detail

@@ -403,19 +403,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
     return Status::invalid_argument("cache.page_size = " + std::to_string(ps) +
                                     ": must be a power of two between 1 and 1024");
   }
-  KvDtype dtype;
-  if (options.cache.kv_dtype == "f32") {
-    dtype = KvDtype::kF32;
-  } else if (options.cache.kv_dtype == "f16") {
-    dtype = KvDtype::kF16;
-  } else if (options.cache.kv_dtype == "q8_0") {
-    dtype = KvDtype::kQ8_0;
-    if (hp.kv_dim() % 32 != 0) {
-      return Status::invalid_argument("cache.kv_dtype = 'q8_0' needs the model's K/V width (n_head_kv x head_dim = " +
-                                      std::to_string(hp.kv_dim()) + ") to be a multiple of 32; use f16");
-    }
-  } else {
+  const std::optional<KvDtype> named = kv_dtype_from_name(options.cache.kv_dtype);
+  if (!named) {
     return Status::invalid_argument("cache.kv_dtype = '" + options.cache.kv_dtype + "': must be f32, f16 or q8_0");
+  }
+  const KvDtype dtype = *named;
+  if (dtype == KvDtype::kQ8_0 && hp.kv_dim() % 32 != 0) {
+    return Status::invalid_argument("cache.kv_dtype = 'q8_0' needs the model's K/V width (n_head_kv x head_dim = " +
+                                    std::to_string(hp.kv_dim()) + ") to be a multiple of 32; use f16");
   }
   m.layout = KvLayout{hp.n_layer, hp.kv_dim(), ps, dtype};
   const int64_t page_bytes = int64_t(m.layout.page_bytes());

@@ -40,7 +40,7 @@
 #define LARDER_KQUANT_INT 1
 #include "engine/cpu/simd.h"
 #elif defined(__AVX2__) && defined(__FMA__)
-#define LARDER_KQUANT_AVX2 1  // the quantizer only (the AVX2 K-quant tiles: matmul_packed_avx2.cpp)
+#define LARDER_KQUANT_AVX2 1  // the quantizer only (the AVX2 K-quant tiles: matmul_packed_avx2_kquant.cpp)
 #include "engine/cpu/simd_avx2.h"
 #endif
 

@@ -134,7 +134,8 @@
 
 // Which tiles this build has: AVX-512 with VNNI (matmul_packed.cpp,
 // matmul_packed_q4k.cpp, matmul_packed_q6k.cpp) or, without it, AVX2 with FMA
-// and F16C (matmul_packed_avx2.cpp). Both give the same bits.
+// and F16C (matmul_packed_avx2.cpp, matmul_packed_avx2_kquant.cpp). Both
+// give the same bits.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
 #define LARDER_PACKED_AVX512 1
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -330,8 +331,8 @@ void matmul_q6k_rows(const PackedMatrix& w, const Q6KPackedAct* x, int n_tokens,
 void pack_f16_groups(const WeightView& w, uint8_t* data, size_t group_stride, int64_t g_begin, int64_t g_end);
 void matmul_f16_rows(const PackedMatrix& w, const float* x, int n_tokens, float* y, int y_stride,
                      int64_t row_begin, int64_t row_end);
-// matmul_packed_avx2.cpp: the AVX2 tiles (Q8_0; Q4_0 .. Q5_1, IQ4_NL,
-// IQ4_XS; Q4_K; Q6_K, Q3_K and Q2_K).
+// The AVX2 tiles: Q8_0; Q4_0 .. Q5_1, IQ4_NL, IQ4_XS (matmul_packed_avx2.cpp);
+// Q4_K; Q6_K, Q3_K and Q2_K (matmul_packed_avx2_kquant.cpp).
 void matmul_q8_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_tokens, float* y, int y_stride,
                          int64_t row_begin, int64_t row_end);
 // Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, IQ4_XS.

@@ -143,7 +143,8 @@ inline void q32_quants(const uint8_t* p, int j, __m256i* lo, __m256i* hi) {
     const __m256i fifth = load32(p + PackedMatrix::kQ40BlockQuantBytes);
     const __m256i b4 = _mm256_set1_epi8(0x10);
     *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_slli_epi16(fifth, 4 - j), b4));
-    *hi = _mm256_or_si256(*hi, j == 0 ? _mm256_and_si256(fifth, b4) : _mm256_and_si256(_mm256_srli_epi16(fifth, j), b4));
+    *hi = _mm256_or_si256(*hi, j == 0 ? _mm256_and_si256(fifth, b4)
+                                      : _mm256_and_si256(_mm256_srli_epi16(fifth, j), b4));
   }
 }
 
@@ -206,12 +207,17 @@ void q4_0_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packe
   store_tile(acc, y, y_stride, rows);
 }
 
-template <bool kQ5, bool kMins, bool kUnp = false>
+template <bool kQ5, bool kMins>
 struct Q32Tiles {
-#define LARDER_H4(T) {&q4_0_tile<T, 1, kQ5, kMins, kUnp>, &q4_0_tile<T, 2, kQ5, kMins, kUnp>, \
-                      &q4_0_tile<T, 3, kQ5, kMins, kUnp>, &q4_0_tile<T, 4, kQ5, kMins, kUnp>}
+#define LARDER_H4(T) {&q4_0_tile<T, 1, kQ5, kMins, false>, &q4_0_tile<T, 2, kQ5, kMins, false>, \
+                      &q4_0_tile<T, 3, kQ5, kMins, false>, &q4_0_tile<T, 4, kQ5, kMins, false>}
   static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
+  // Prefill on a group unpacked once (run_prefill_unpacked): its 1 or 2
+  // halves only; Q5's fifth bits are in the unpacked quants already.
+#define LARDER_H2(T) {&q4_0_tile<T, 1, false, kMins, true>, &q4_0_tile<T, 2, false, kMins, true>}
+  static constexpr HalfTileFn<Q8PackedAct> kUnpacked[kQ8T][2] = {LARDER_H2(1), LARDER_H2(2), LARDER_H2(3)};
+#undef LARDER_H2
 };
 
 // ---- IQ4_NL, IQ4_XS --------------------------------------------------------
@@ -289,12 +295,15 @@ void iq4_tile(const uint8_t* grp, size_t group_stride, int half0, const Q8Packed
   store_tile(acc, y, y_stride, rows);
 }
 
-template <bool kSubScales, bool kUnp = false>
+template <bool kSubScales>
 struct IQ4Tiles {
-#define LARDER_H4(T) {&iq4_tile<T, 1, kSubScales, kUnp>, &iq4_tile<T, 2, kSubScales, kUnp>, \
-                      &iq4_tile<T, 3, kSubScales, kUnp>, &iq4_tile<T, 4, kSubScales, kUnp>}
+#define LARDER_H4(T) {&iq4_tile<T, 1, kSubScales, false>, &iq4_tile<T, 2, kSubScales, false>, \
+                      &iq4_tile<T, 3, kSubScales, false>, &iq4_tile<T, 4, kSubScales, false>}
   static constexpr HalfTileFn<Q8PackedAct> kTiles[kQ8T][kQ8H] = {LARDER_H4(1), LARDER_H4(2), LARDER_H4(3)};
 #undef LARDER_H4
+#define LARDER_H2(T) {&iq4_tile<T, 1, kSubScales, true>, &iq4_tile<T, 2, kSubScales, true>}
+  static constexpr HalfTileFn<Q8PackedAct> kUnpacked[kQ8T][2] = {LARDER_H2(1), LARDER_H2(2), LARDER_H2(3)};
+#undef LARDER_H2
 };
 
 // ---- Prefill on groups unpacked once --------------------------------------
@@ -333,20 +342,27 @@ const uint8_t* unpack_group(const PackedMatrix& w, int64_t g, Part part, std::ve
   return out;
 }
 
+// This thread's scratch for unpack_group, one for every format; it grows to
+// the widest matrix's group (K / 32 x (512 + 64) bytes at most) and stays.
+std::vector<Line32>& unpack_scratch() {
+  thread_local std::vector<Line32> scratch;
+  return scratch;
+}
+
 // run_half_tiles' prefill (tiles of up to 3 tokens x one group), with each
 // group of a token block of kUnpackMinTokens or more unpacked once by
-// `part` and run on the `unpacked` tiles.
+// `part` and run on the `unpacked` tiles. Rows wider than about 35k values
+// (kActBlockBytes / 40 bytes a block < 12 tokens) never unpack.
 template <class Part>
-void run_prefill_unpacked(const HalfTileFn<Q8PackedAct> (&tiles)[kQ8T][kQ8H],
-                          const HalfTileFn<Q8PackedAct> (&unpacked)[kQ8T][kQ8H], Part part, const PackedMatrix& w,
+void run_prefill_unpacked(const HalfTileFn<Q8PackedAct> (&tiles)[kQ8T][2],
+                          const HalfTileFn<Q8PackedAct> (&unpacked)[kQ8T][2], Part part, const PackedMatrix& w,
                           const Q8PackedAct* x, int n_tokens, float* y, int y_stride, int64_t row_begin,
                           int64_t row_end) {
   assert(row_begin % PackedMatrix::kGroupRows == 0);
-  constexpr size_t kActBlockBytes = 512 * 1024;  // run_half_tiles' token blocks
   const int nb = w.n_blocks();
   int block = int(kActBlockBytes / (size_t(nb) * sizeof(Q8PackedAct)));
   block = std::max(kQ8T, block / kQ8T * kQ8T);
-  thread_local std::vector<Line32> scratch;
+  std::vector<Line32>& scratch = unpack_scratch();
   for (int tb = 0; tb < n_tokens; tb += block) {
     const int te = std::min(n_tokens, tb + block);
     for (int64_t r0 = row_begin; r0 < row_end; r0 += PackedMatrix::kGroupRows) {
@@ -396,17 +412,21 @@ void matmul_q4_0_rows_avx2(const PackedMatrix& w, const Q8PackedAct* x, int n_to
   }
   const auto q4 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) { q32_quants<false>(p, j, lo, hi); };
   const auto q5 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) { q32_quants<true>(p, j, lo, hi); };
-  const auto iq4 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) { iq4_values(p, j, iq4_table(), lo, hi); };
+  const auto iq4 = [](const uint8_t* p, int j, __m256i* lo, __m256i* hi) {
+    iq4_values(p, j, iq4_table(), lo, hi);
+  };
+  const HalfTileFn<Q8PackedAct> prefill[kQ8T][2] = {
+      {tiles[0][0], tiles[0][1]}, {tiles[1][0], tiles[1][1]}, {tiles[2][0], tiles[2][1]}};
   const auto run = [&](const auto& unpacked, auto part) {
-    run_prefill_unpacked(tiles, unpacked, part, w, x, n_tokens, y, y_stride, row_begin, row_end);
+    run_prefill_unpacked(prefill, unpacked, part, w, x, n_tokens, y, y_stride, row_begin, row_end);
   };
   switch (type) {
-    case GgmlType::kQ5_0: return run(Q32Tiles<false, false, true>::kTiles, q5);
-    case GgmlType::kQ4_1: return run(Q32Tiles<false, true, true>::kTiles, q4);
-    case GgmlType::kQ5_1: return run(Q32Tiles<false, true, true>::kTiles, q5);
-    case GgmlType::kIQ4_NL: return run(IQ4Tiles<false, true>::kTiles, iq4);
-    case GgmlType::kIQ4_XS: return run(IQ4Tiles<true, true>::kTiles, iq4);
-    default: return run(Q32Tiles<false, false, true>::kTiles, q4);
+    case GgmlType::kQ5_0: return run(Q32Tiles<true, false>::kUnpacked, q5);
+    case GgmlType::kQ4_1: return run(Q32Tiles<false, true>::kUnpacked, q4);
+    case GgmlType::kQ5_1: return run(Q32Tiles<true, true>::kUnpacked, q5);
+    case GgmlType::kIQ4_NL: return run(IQ4Tiles<false>::kUnpacked, iq4);
+    case GgmlType::kIQ4_XS: return run(IQ4Tiles<true>::kUnpacked, iq4);
+    default: return run(Q32Tiles<false, false>::kUnpacked, q4);
   }
 }
 

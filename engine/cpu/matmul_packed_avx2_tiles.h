@@ -14,9 +14,13 @@
 
 #include "engine/cpu/matmul_packed.h"
 
+#ifndef LARDER_PACKED_AVX2
+#error "matmul_packed_avx2_tiles.h is for builds with the AVX2 tiles (LARDER_PACKED_AVX2)"
+#endif
+
 namespace larder::packed_detail::avx2 {
 
-constexpr int kHalfRows = 8;
+inline constexpr int kHalfRows = 8;
 
 // Decode's software prefetch distance, measured on an AMD EPYC Zen 3 (2
 // cores, 2026-12-03, test_cpu "[.bench-decode]" with LARDER_BENCH_MB=1024,
@@ -24,7 +28,7 @@ constexpr int kHalfRows = 8;
 // ahead 4 -> 1: 0.81-0.85 -> 0.88-0.96 (0, no prefetch: the same within
 // noise); K-quant super-blocks ahead 2 -> 1: Q4_K 0.74-0.80 -> 0.82-0.89,
 // Q6_K 0.73-0.81 -> 0.77-0.90 (0: Q4_K 0.56-0.61, Q6_K 0.30-0.41).
-constexpr int kQ8PrefetchBlocks = 1, kKQuantPrefetchBlocks = 1;
+inline constexpr int kQ8PrefetchBlocks = 1, kKQuantPrefetchBlocks = 1;
 
 inline __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -60,13 +64,16 @@ template <class Act>
 using HalfTileFn = void (*)(const uint8_t* grp, size_t group_stride, int half0, const Act* x, int nb,
                             float* y, int y_stride, int rows);
 
+// A token block's activations: at most this many bytes, which stay in L2
+// while the weights stream past.
+inline constexpr size_t kActBlockBytes = 512 * 1024;
+
 // Rows [row_begin, row_end) in tiles of up to kT tokens x kH halves, tokens
-// in blocks whose activations stay in L2 while the weights stream past.
+// in blocks of kActBlockBytes.
 template <class Act, int kT, int kH>
 void run_half_tiles(const HalfTileFn<Act> (&tiles)[kT][kH], const PackedMatrix& w, const Act* x, int n_tokens,
                     float* y, int y_stride, int64_t row_begin, int64_t row_end) {
   assert(row_begin % PackedMatrix::kGroupRows == 0);
-  constexpr size_t kActBlockBytes = 512 * 1024;
   const int nb = w.n_blocks();
   const int64_t h_begin = row_begin / kHalfRows, h_end = (row_end + kHalfRows - 1) / kHalfRows;
   int block = int(kActBlockBytes / (size_t(nb) * sizeof(Act)));

@@ -18,6 +18,12 @@ const char* kv_dtype_name(KvDtype t) {
   return "?";
 }
 
+std::optional<KvDtype> kv_dtype_from_name(std::string_view name) {
+  for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kQ8_0})
+    if (name == kv_dtype_name(t)) return t;
+  return std::nullopt;
+}
+
 
 void PagePool::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "storage/status.h"
@@ -41,6 +42,9 @@ namespace larder {
 // llama.cpp's quantize_row_q8_0), 1.0625 bytes per value.
 enum class KvDtype : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 2 };
 const char* kv_dtype_name(KvDtype t);
+// The dtype named "f32", "f16" or "q8_0" (kv_dtype_name's names); nullopt
+// for any other name.
+std::optional<KvDtype> kv_dtype_from_name(std::string_view name);
 // Bytes of one token's K (or V) row of kv_dim values (kQ8_0: kv_dim % 32 == 0).
 inline size_t kv_row_bytes(KvDtype t, int kv_dim) {
   return t == KvDtype::kQ8_0 ? size_t(kv_dim / 32) * 34 : size_t(kv_dim) * (t == KvDtype::kF16 ? 2 : 4);

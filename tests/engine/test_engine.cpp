@@ -109,6 +109,13 @@ TEST_CASE("K/V pages are f16 by default, half the bytes of f32, and q8_0 is 17/3
     auto engine = make_engine(o);
     CHECK(engine->cache_report().value().page_bytes == int64_t(5) * 2 * 16 * row_bytes);
   }
+  for (const char* bad : {"F16", "q4_0", "", "f16 "}) {  // names are exact
+    INFO("kv_dtype '" << bad << "'");
+    o.cache.kv_dtype = bad;
+    auto refused = Engine::create(o);
+    REQUIRE(!refused.is_ok());
+    CHECK(refused.status().message() == std::string("cache.kv_dtype = '") + bad + "': must be f32, f16 or q8_0");
+  }
 }
 
 TEST_CASE("restart: a returning chat restores every full page of its earlier turns", "[engine]") {

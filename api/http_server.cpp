@@ -393,9 +393,13 @@ void HttpServer::Impl::maybe_finish() {
   }
   wake_async.close();
   grace_timer.close();
-  sigint.close();
-  sigterm.close();
-  sighup.close();
+  // The signal handles stay started but stop holding the loop open: run()
+  // returns, and a SIGINT/SIGTERM/SIGHUP while the caller finishes and
+  // flushes page writes still lands here (and is ignored) instead of taking
+  // the default action and killing the process. Closed in ~Impl.
+  for (const UvHandle<uv_signal_t>* h : {&sigint, &sigterm, &sighup}) {
+    if (h->is_open()) uv_unref(h->handle());
+  }
 }
 
 void HttpServer::Impl::close_all_now() {
@@ -408,6 +412,12 @@ void HttpServer::Impl::close_all_now() {
 HttpServer::Impl::~Impl() {
   if (!loop_initialized) return;
   close_all_now();
+  sigint.close();
+  sigterm.close();
+  sighup.close();
+  if (options.handle_signals) {  // uv_close set the default actions back
+    for (int signum : {SIGINT, SIGTERM, SIGHUP}) std::signal(signum, SIG_IGN);
+  }
   // Run the close callbacks (connections, then the server's handles).
   uv_run(&loop, UV_RUN_DEFAULT);
   if (!finished) {

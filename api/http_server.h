@@ -63,7 +63,10 @@ struct ServerOptions {
   std::string build;                        // the server's version: part of every response's system_fingerprint
   // SIGINT/SIGTERM -> request_stop(), a second one cancels in-flight
   // responses at once; SIGHUP -> `reload` on the admin thread (logged), or logged
-  // and ignored without one (uv_signal on the loop).
+  // and ignored without one (uv_signal on the loop). Once run() has
+  // returned they are ignored (the caller is finishing its shutdown: a
+  // default action would kill it before its page writes are flushed), also
+  // after the server is destroyed.
   bool handle_signals = false;
   double shutdown_grace_s = 10;             // in-flight responses get this long to finish after stop, then are cancelled
 

@@ -69,3 +69,32 @@ test('SIGHUP reloads (here: no config file, nothing changes); two SIGINTs end a 
   assert.equal(warm.choices[0].text, first.choices[0].text);
   assert.equal(await again.stop(), 0);
 });
+
+// Found in hostile testing: a SIGTERM that came while larderd flushed page
+// writes after the first one (supervisors and `timeout` may send two) took
+// the default action: exit by signal, "stopped" never logged, writes lost.
+test('SIGTERMs sent all through the shutdown still end larderd with exit 0 and its pages kept', { skip }, async () => {
+  const dir = tempDir();
+  try {
+    const d = await Daemon.start({ model, cacheDir: dir });
+    const first = await complete(d, { max_tokens: 4 });
+    const code = exited(d);
+    d.proc.on('error', () => {});  // a signal after the exit cannot be delivered
+    d.proc.kill('SIGTERM');
+    // Another every millisecond until the process is gone: some land while
+    // the server has stopped and the engine finishes and flushes.
+    for (let i = 0; i < 2000 && d.proc.exitCode === null && d.proc.signalCode === null; ++i) {
+      try { d.proc.kill('SIGTERM'); } catch {}
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    assert.equal(await code, 0);
+    assert.match(d.logs.join(''), /larderd: stopped/);
+    const again = await Daemon.start({ model, cacheDir: dir });
+    const warm = await complete(again, { max_tokens: 4 });
+    assert.ok(warm.usage.prompt_tokens_details.cached_tokens > 0);
+    assert.equal(warm.choices[0].text, first.choices[0].text);
+    assert.equal(await again.stop(), 0);
+  } finally {
+    removeDir(dir);
+  }
+});

@@ -245,6 +245,12 @@ struct RocksDbPageStore::Impl {
   // Requires mu and db_mu exclusively held (or no other thread yet). Opens
   // the DB and rebuilds the index; says what kind of failure stopped it.
   OpenOutcome try_open();
+  // Before DB::Open, which deletes the data files its MANIFEST does not list
+  // as obsolete: an error when the store's MANIFEST (opened read-only) lists
+  // no data, or under a third of the bytes, of the SST and blob files in
+  // the directory (a truncated or stale MANIFEST would otherwise empty the
+  // store without a word). ok when there is no store yet or nothing to say.
+  Status check_manifest_lists_data();
 
   // Requires mu and db_mu exclusively held. Moves the store aside
   // (rocksdb_store.h, "Disk faults") and opens an empty one; `why` says what was wrong with it.

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include <rocksdb/write_batch.h>
@@ -75,6 +77,7 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
     return {OpenKind::kNoSpace, Status::io_error("page store: cannot write to " + options.dir + ": " +
                                                  std::strerror(err))};
   }
+  if (Status listed = check_manifest_lists_data(); !listed.is_ok()) return {OpenKind::kDamaged, listed};
   rocksdb::DB* raw = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.dir, column_families, &handles, &raw);
@@ -105,6 +108,57 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
   }
   unavailable_why.clear();
   return {};
+}
+
+Status RocksDbPageStore::Impl::check_manifest_lists_data() {
+  std::error_code ec;
+  if (!fs::exists(fs::path(options.dir) / "CURRENT", ec)) return Status::ok();
+  // The data files on disk, by name.
+  std::unordered_map<std::string, uint64_t> on_disk;
+  uint64_t disk_bytes = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(options.dir, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".sst" && ext != ".blob") continue;
+    const uint64_t size = e.file_size(ec);
+    if (ec) continue;
+    on_disk[e.path().filename().string()] = size;
+    disk_bytes += size;
+  }
+  if (ec || disk_bytes == 0) return Status::ok();
+  // The files the MANIFEST lists: a read-only open deletes nothing. If it
+  // fails, DB::Open will say why.
+  std::vector<std::string> names;
+  if (!rocksdb::DB::ListColumnFamilies(db_options, options.dir, &names).ok()) return Status::ok();
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const std::string& name : names) {
+    auto it = std::find_if(column_families.begin(), column_families.end(),
+                           [&](const rocksdb::ColumnFamilyDescriptor& d) { return d.name == name; });
+    families.push_back(it != column_families.end() ? *it : rocksdb::ColumnFamilyDescriptor(name, {}));
+  }
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  if (!rocksdb::DB::OpenForReadOnly(db_options, options.dir, families, &handles, &raw).ok()) return Status::ok();
+  std::unique_ptr<rocksdb::DB> ro(raw);
+  std::vector<rocksdb::LiveFileStorageInfo> live;
+  rocksdb::Status s = ro->GetLiveFilesStorageInfo(rocksdb::LiveFilesStorageInfoOptions(), &live);
+  for (rocksdb::ColumnFamilyHandle* h : handles) ro->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  ro->Close().PermitUncheckedError();
+  if (!s.ok()) return Status::ok();
+  uint64_t listed_bytes = 0;
+  int n_listed = 0;
+  for (const rocksdb::LiveFileStorageInfo& f : live) {
+    auto it = on_disk.find(f.relative_filename);
+    if (it == on_disk.end()) continue;
+    listed_bytes += it->second;
+    ++n_listed;
+  }
+  // A crash part-way through a flush or compaction leaves unlisted outputs
+  // of at most about the listed inputs' size: well above a third listed.
+  if (listed_bytes * 3 >= disk_bytes) return Status::ok();
+  return Status::corruption("page store " + options.dir + ": its MANIFEST lists " + std::to_string(n_listed) +
+                            " of the " + std::to_string(on_disk.size()) + " data files in the directory (" +
+                            std::to_string(listed_bytes) + " of " + std::to_string(disk_bytes) +
+                            " bytes): truncated or stale");
 }
 
 RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::replace_damaged(const Status& why) {

@@ -324,6 +324,44 @@ TEST_CASE("store with garbage SST files at open starts empty and works", "[stora
   CHECK(get_ok(*store, key_n(7)).has_value());
 }
 
+// Found in hostile testing: RocksDB opens a store whose MANIFEST was cut
+// short as an empty one and deletes every data file it no longer lists,
+// without an error; the README promises a damaged store is moved aside.
+TEST_CASE("a store whose MANIFEST was truncated is moved aside with its data files, not emptied",
+          "[storage][rocksdb]") {
+  TempDir tmp("short-manifest");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  {  // A new store: its MANIFEST starts with a whole record of an empty DB.
+    auto store = open_store(o);
+    for (uint64_t n = 0; n < 6; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, n % 2 == 0 ? 64 : 8192)).is_ok());
+    REQUIRE(store->flush().is_ok());
+  }
+  std::vector<std::string> data_files;
+  int n_manifests = 0;
+  for (const auto& e : fs::directory_iterator(o.dir)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".sst" || e.path().extension() == ".blob") data_files.push_back(name);
+    if (name.rfind("MANIFEST-", 0) == 0) {
+      fs::resize_file(e.path(), 100);  // its first record kept, every later one cut
+      ++n_manifests;
+    }
+  }
+  REQUIRE(n_manifests > 0);
+  REQUIRE_FALSE(data_files.empty());
+  auto store = open_store(o);
+  CHECK(store->n_records() == 0);
+  REQUIRE(store->put(key_n(7), record_n(7, 4, 64)).is_ok());
+  CHECK(get_ok(*store, key_n(7)).has_value());
+  int n_aside = 0;
+  for (const auto& e : fs::directory_iterator(tmp.sub(""))) {
+    if (e.path().filename().string().rfind("db.corrupt-", 0) != 0) continue;
+    ++n_aside;
+    for (const std::string& name : data_files) CHECK(fs::exists(e.path() / name));  // kept for inspection
+  }
+  CHECK(n_aside == 1);
+}
+
 TEST_CASE("store under concurrent puts/gets while its directory is deleted twice", "[storage][rocksdb][slow]") {
   TempDir tmp("stress");
   RocksDbStoreOptions o;

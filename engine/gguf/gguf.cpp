@@ -362,6 +362,7 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());  // private constructor
   f->path_ = path;
   f->size_ = size_t(st.st_size);
+  f->mtime_ns_ = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (f->size_ == 0) {
     ::close(fd);
     return Status::corruption(path + ": empty file (not a GGUF file)");
@@ -408,6 +409,17 @@ Status GgufFile::read_at(const uint8_t* p, void* dst, size_t n) const {
                                " loaded): restart larderd to load it again");
     }
     done += size_t(r);
+  }
+  // Written over in place since it was opened (the same inode: fd_ is
+  // still that file)?
+  struct stat st {};
+  if (::fstat(fd_, &st) == 0) {
+    const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (size_t(st.st_size) != size_ || mtime_ns != mtime_ns_) {
+      return Status::io_error(path_ + " changed on disk after it was loaded (now " + std::to_string(st.st_size) +
+                              " bytes, modified after it was opened; " + std::to_string(size_) +
+                              " bytes loaded): restart larderd to load it again");
+    }
   }
   return Status::ok();
 }

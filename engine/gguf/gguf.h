@@ -93,7 +93,11 @@ class GgufFile {
   // Copies the n bytes the mapping shows at [p, p + n) into dst with a
   // read of the file (pread), not through the mapping: a file truncated
   // since it was opened gives an error (kIOError, naming the file and
-  // saying to restart) where a read of the mapping would raise SIGBUS.
+  // saying to restart) where a read of the mapping would raise SIGBUS, and
+  // so does one written over in place (`cp` over it: its size or
+  // modification time differs from the ones it had when opened), whose
+  // bytes are no longer the weights the rest of the model was loaded from.
+  // A file replaced by a rename keeps the opened one readable: no error.
   // kInvalidArgument for a range outside the mapping.
   Status read_at(const uint8_t* p, void* dst, size_t n) const;
   const GgufTensorInfo* find_tensor(std::string_view name) const;  // nullptr if absent
@@ -104,6 +108,7 @@ class GgufFile {
   const uint8_t* map_ = nullptr;
   size_t size_ = 0;
   int fd_ = -1;  // kept open for read_at
+  int64_t mtime_ns_ = 0;  // at open (st_mtim), for read_at's check
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
   std::map<std::string, GgufValue> kv_;

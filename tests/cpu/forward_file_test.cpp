@@ -8,7 +8,10 @@
 // is an error of the forward call, not a signal.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -39,9 +42,24 @@ TEST_CASE("a model file truncated after load: copies compute the same bits, row 
     CHECK(copied.prefill(copied.new_seq(16), prompt) == want);
     CHECK(by_rows.prefill(by_rows.new_seq(16), prompt) == want);
 
-    for (uintmax_t size : {uintmax_t(4096), uintmax_t(0)}) {
-      INFO("truncated to " << size << " bytes");
-      std::filesystem::resize_file(copy, size);
+    // Found in hostile testing: a file of the same size or larger copied over
+    // it was read for the embedding's rows: other weights' rows, wrong
+    // answers with a 200, and their K/V pages cached. Written over in place
+    // with its own bytes (same size, a later modification time): refused.
+    // Then truncated.
+    const uintmax_t full = std::filesystem::file_size(copy);
+    for (uintmax_t size : {full, uintmax_t(4096), uintmax_t(0)}) {
+      INFO((size == full ? "written over in place" : "truncated to " + std::to_string(size) + " bytes"));
+      if (size == full) {
+        const auto when = std::filesystem::last_write_time(copy);
+        std::ifstream in(model, std::ios::binary);
+        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::ofstream(copy, std::ios::binary | std::ios::in | std::ios::out)
+            .write(bytes.data(), std::streamsize(bytes.size()));
+        std::filesystem::last_write_time(copy, when + std::chrono::seconds(1));
+      } else {
+        std::filesystem::resize_file(copy, size);
+      }
       // Nothing of `copied` reads the file any more: the same logits.
       CHECK(copied.prefill(copied.new_seq(16), prompt) == want);
       if (!by_rows.fwd->reads_embedding_rows()) {

@@ -251,6 +251,12 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
   if (request.http_major == 1 && request.http_minor >= 1 && !request.header("host")) {
     return refuse(400, "an HTTP/1.1 request needs a Host header (RFC 9112 section 3.2)", "missing_host");
   }
+  // RFC 9112 section 3.2: more than one Host is a 400 (which one would
+  // count for the allow-list?).
+  if (std::count_if(request.headers.begin(), request.headers.end(), [](const auto& h) { return h.first == "host"; }) >
+      1) {
+    return refuse(400, "the request has more than one Host header (RFC 9112 section 3.2)", "duplicate_host");
+  }
   if (const std::string* host = request.header("host"); host && !host_allowed(*host)) {
     spdlog::debug("api: refused {} {}: Host '{}' is not allowed", method, request.path(), clip_for_message(*host));
     return refuse(403,

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+
+#include "api/api_error.h"
 
 namespace larder {
 
@@ -11,6 +14,12 @@ HttpRequestParser* self(llhttp_t* p) { return static_cast<HttpRequestParser*>(p-
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
 
@@ -113,6 +122,29 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
   // An Upgrade (websocket, h2c) is ignored, as RFC 9110 section 7.8 allows:
   // the request is answered as plain HTTP/1.1 and the connection stays HTTP.
   p->upgrade = 0;
+  // Codings and expectations larder does not implement are refused, not
+  // ignored (a gzip body would reach the JSON parser as binary): RFC 9112
+  // section 6.1 (501), RFC 9110 sections 15.5.16 (415) and 10.1.1 (417).
+  for (const auto& [name, value] : r.headers) {
+    if (name == "transfer-encoding") {
+      for (std::string_view rest = value; !rest.empty();) {
+        const size_t comma = std::min(rest.find(','), rest.size());
+        std::string coding = lower(std::string(trim(rest.substr(0, comma))));
+        rest.remove_prefix(std::min(comma + 1, rest.size()));
+        if (!coding.empty() && coding != "chunked") {
+          c->refuse(501, "Transfer-Encoding '" + clip_for_message(coding) + "' is not supported: send the body as it is "
+                         "(with Content-Length, or chunked)");
+          return -1;
+        }
+      }
+    } else if (name == "content-encoding" && lower(std::string(trim(value))) != "identity") {
+      c->refuse(415, "Content-Encoding '" + clip_for_message(value) + "' is not supported: send the body uncompressed");
+      return -1;
+    } else if (name == "expect" && lower(std::string(trim(value))) != "100-continue") {
+      c->refuse(417, "Expect '" + clip_for_message(value) + "' is not supported (only 100-continue)");
+      return -1;
+    }
+  }
   if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->limits_.max_body_bytes) {
     c->refuse(413, "the request body exceeds " + std::to_string(c->limits_.max_body_bytes) + " bytes");
     return -1;

@@ -387,6 +387,12 @@ TEST_CASE("refusals come from the head alone: no body is read or waited for", "[
       {"another origin", "Host: 127.0.0.1\r\nOrigin: http://attacker.example\r\nAuthorization: Bearer sk-test\r\n",
        403, "origin_not_allowed"},
       {"HTTP/1.1 without Host", "Authorization: Bearer sk-test\r\n", 400, "missing_host"},
+      // Found in hostile testing: the first Host counted, so an allowed one
+      // followed by another passed (and the reverse order was a 403).
+      {"two Host headers", "Host: 127.0.0.1\r\nHost: attacker.example\r\nAuthorization: Bearer sk-test\r\n", 400,
+       "duplicate_host"},
+      {"two Host headers, the other order",
+       "Host: attacker.example\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sk-test\r\n", 400, "duplicate_host"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);

@@ -253,3 +253,42 @@ TEST_CASE("json schema: what zod's JSON schema output looks like converts", "[ap
   CHECK(accepts(*g, R"({"city":"Bergen","population":2.9e5,"capital":null})"));
   CHECK_FALSE(accepts(*g, R"({"city":"Oslo","population":"many","capital":true})"));
 }
+
+// Found in hostile testing: oneOf was written as anyOf, so overlapping
+// branches gave values valid under both (3 for [0, 5] and [3, 8]), which
+// oneOf forbids, with a 200. Now oneOf is taken where no value can fit two
+// branches (their types, their const / enum values, or those of a property
+// both require, $refs followed) and refused where that cannot be shown.
+TEST_CASE("json schema: oneOf with branches that cannot overlap converts; others are refused", "[api][schema]") {
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"integer","minimum":0,"maximum":5},{"type":"integer","minimum":3,"maximum":8}]})"),
+             Catch::Contains("#/oneOf") && Catch::Contains("branches 0 and 1") && Catch::Contains("anyOf"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"string"},{"type":"number"},{"type":"integer"}]})"),
+             Catch::Contains("branches 1 and 2"));  // an integer is a number
+  CHECK_THAT(refusal(R"({"oneOf":[{"enum":["a","b"]},{"const":"b"}]})"), Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"string"},{"pattern":"^x"}]})"), Catch::Contains("branches 0 and 1"));
+  // Different types, disjoint values: the same as anyOf.
+  auto types = from_schema(R"({"oneOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]})");
+  CHECK(accepts(*types, R"("x")"));
+  CHECK(accepts(*types, "7"));
+  CHECK(accepts(*types, "null"));
+  CHECK_FALSE(accepts(*types, "true"));
+  auto values = from_schema(R"({"oneOf":[{"enum":["a","b"]},{"const":"c"},{"type":"integer"}]})");
+  CHECK(accepts(*values, R"("c")"));
+  CHECK_FALSE(accepts(*values, R"("d")"));
+  // A discriminated union (pydantic's form): $refs whose required "kind"
+  // properties hold different consts.
+  auto tagged = from_schema(R"({
+    "oneOf":[{"$ref":"#/$defs/Cat"},{"$ref":"#/$defs/Dog"}],
+    "$defs":{
+      "Cat":{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer"}},
+             "required":["kind","lives"],"additionalProperties":false},
+      "Dog":{"type":"object","properties":{"kind":{"const":"dog"},"good":{"type":"boolean"}},
+             "required":["kind","good"],"additionalProperties":false}}})");
+  CHECK(accepts(*tagged, R"({"kind":"cat","lives":9})"));
+  CHECK(accepts(*tagged, R"({"kind":"dog","good":true})"));
+  CHECK_FALSE(accepts(*tagged, R"({"kind":"dog","lives":9})"));
+  // The same without the tag: both objects could be {}-like: refused.
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"object","properties":{"a":{"type":"integer"}}},
+                                  {"type":"object","properties":{"b":{"type":"integer"}}}]})"),
+             Catch::Contains("branches 0 and 1"));
+}

@@ -96,29 +96,47 @@ Result<PinnedPrefix> Engine::Impl::prefix_of(const std::vector<int32_t>& prompt,
 
 // ---- pins across restarts --------------------------------------------------------
 
-void Engine::Impl::load_pins() {
-  if (!tiers || !tiers->has_persistent()) return;
+bool Engine::Impl::persistent_tiers_available() const {
+  for (size_t i = 0; tiers && i < tiers->n_tiers(); ++i) {
+    if (tiers->persistent(i) && !tiers->tier(i).available()) return false;
+  }
+  return true;
+}
+
+namespace {
+// The pins stored under `root` in the chain's persistent tiers; empty when
+// there are none or their record cannot be read (logged).
+std::vector<PinnedPrefix> read_stored_pins(TierChain& tiers, const PageKey& root) {
   const PageKey record_key = pin_record_key(root);
   // The index first: a daemon without pins reads nothing (no miss counted).
   bool held = false;
-  for (size_t i = 0; i < tiers->n_tiers() && !held; ++i) {
-    held = tiers->tier(i).contains_batch(std::span<const PageKey>(&record_key, 1))[0];
+  for (size_t i = 0; i < tiers.n_tiers() && !held; ++i) {
+    held = tiers.tier(i).contains_batch(std::span<const PageKey>(&record_key, 1))[0];
   }
-  if (!held) return;
-  std::optional<std::string> record = tiers->get_now(record_key);
-  if (!record) return;
+  if (!held) return {};
+  std::optional<std::string> record = tiers.get_now(record_key);
+  if (!record) return {};
   Result<std::vector<PinnedPrefix>> decoded = decode_pin_record(*record);
   if (!decoded.is_ok()) {
     spdlog::warn("cache: the pinned prefixes could not be read back ({}); starting without pins",
                  decoded.status().message());
-    return;
+    return {};
   }
-  for (size_t i = 0; i < tiers->n_tiers(); ++i) tiers->tier(i).pin(record_key);
+  for (size_t i = 0; i < tiers.n_tiers(); ++i) tiers.tier(i).pin(record_key);
+  return std::move(decoded).value();
+}
+}  // namespace
+
+void Engine::Impl::load_pins() {
+  if (!tiers || !tiers->has_persistent()) return;
+  stored_pins_unread = !persistent_tiers_available();
+  std::vector<PinnedPrefix> stored = read_stored_pins(*tiers, root);
+  if (stored.empty()) return;
   // The device keeps room for one full context: pins past that stay pinned
   // in the tiers below only.
   const size_t device_room = size_t(std::max(0, kv->n_pages() - min_device_pages()));
   size_t n_device = 0;
-  for (PinnedPrefix& p : *decoded) {
+  for (PinnedPrefix& p : stored) {
     const bool on_device = n_device + p.keys.size() <= device_room;
     if (on_device) n_device += p.keys.size();
     for (const PageKey& key : p.keys) {
@@ -137,8 +155,40 @@ void Engine::Impl::load_pins() {
   spdlog::info("cache: {} pinned prefix(es), {} pages, applied again", pins.size(), pin_counts.size());
 }
 
+void Engine::Impl::resync_pins() {
+  if (!tiers || !tiers->has_persistent() || (!stored_pins_unread && !pins_unsaved)) return;
+  if (!persistent_tiers_available()) return;
+  int n_applied = 0;
+  if (stored_pins_unread) {
+    stored_pins_unread = false;
+    const size_t device_room = size_t(std::max(0, kv->n_pages() - min_device_pages()));
+    std::vector<PageKey> device_keys;
+    for (PinnedPrefix& p : read_stored_pins(*tiers, root)) {
+      if (std::find(pins.begin(), pins.end(), p) != pins.end()) continue;
+      const bool on_device = pin_counts.size() + p.keys.size() <= device_room;
+      for (const PageKey& key : p.keys) {
+        if (on_device && pin_counts.count(key) == 0) device_keys.push_back(key);
+        for (size_t i = 0; i < tiers->n_tiers(); ++i) tiers->tier(i).pin(key);
+        ++pin_counts[key];
+      }
+      pins.push_back(std::move(p));
+      ++n_applied;
+    }
+    if (!device_keys.empty()) {
+      run_sync([this, device_keys] { for (const PageKey& key : device_keys) kv->device().pin(key); },
+               kControlTimeout);
+    }
+    publish_pin_counts();
+  }
+  save_pins();
+  spdlog::info("cache: the disk tier is available again: {} pinned prefix(es) stored there applied, {} in all "
+               "written back",
+               n_applied, pins.size());
+}
+
 void Engine::Impl::save_pins() {
   if (!tiers || !tiers->has_persistent()) return;
+  pins_unsaved = !persistent_tiers_available();
   const PageKey record_key = pin_record_key(root);
   if (pins.empty()) {
     tiers->erase(record_key);
@@ -153,6 +203,7 @@ void Engine::Impl::save_pins() {
 
 Result<CacheReport> Engine::cache_report() const {
   Impl& m = *impl_;
+  if (std::unique_lock<std::mutex> admin(m.admin_mu, std::try_to_lock); admin.owns_lock()) m.resync_pins();
   auto rep = std::make_shared<CacheReport>();
   const bool ok = m.run_sync(
       [&m, rep] {
@@ -234,6 +285,7 @@ Result<PinResult> Engine::pin(const std::vector<int32_t>& prompt, const std::str
   Impl& m = *impl_;
   LARDER_ASSIGN_OR_RETURN(PinnedPrefix prefix, m.prefix_of(prompt, cache_salt, /*need_fit=*/true));
   std::lock_guard<std::mutex> admin(m.admin_mu);
+  m.resync_pins();
   PinResult out;
   out.n_prompt_tokens = int(prompt.size());
   out.n_pages = int(prefix.keys.size());
@@ -349,6 +401,7 @@ Result<PinResult> Engine::unpin(const std::vector<int32_t>& prompt, const std::s
   // the same as for any prefix not pinned.
   LARDER_ASSIGN_OR_RETURN(PinnedPrefix prefix, m.prefix_of(prompt, cache_salt, /*need_fit=*/false));
   std::lock_guard<std::mutex> admin(m.admin_mu);
+  m.resync_pins();
   auto it = std::find(m.pins.begin(), m.pins.end(), prefix);
   if (it == m.pins.end()) {
     return Status::not_found("this prompt's prefix (" + std::to_string(prefix.keys.size()) +
@@ -390,6 +443,7 @@ Result<EvictResult> Engine::evict(const std::vector<int32_t>* prompt, const std:
     LARDER_ASSIGN_OR_RETURN(prefix, m.prefix_of(*prompt, cache_salt, /*need_fit=*/false));
   }
   std::lock_guard<std::mutex> admin(m.admin_mu);
+  m.resync_pins();
   struct Device {
     int64_t removed = 0, active = 0;
   };

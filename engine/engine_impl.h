@@ -221,6 +221,17 @@ struct Engine::Impl {
   void load_pins();
   // Writes the pin list to the persistent tiers (or erases it when empty).
   void save_pins();
+  // Whether every persistent tier is available (PageTier::available).
+  bool persistent_tiers_available() const;
+  // Requires admin_mu, not on the engine thread. Once the persistent tiers
+  // are available again after they were not: applies the pins stored there
+  // that load_pins could not read (merged with those made since), and
+  // writes the pin list that could not be written. Found in hostile
+  // testing: pins made while the disk tier was down were lost at the next
+  // restart, and the stored ones were not applied when it came back.
+  void resync_pins();
+  bool stored_pins_unread = false;  // guarded by admin_mu: load_pins found a persistent tier unavailable
+  bool pins_unsaved = false;        // guarded by admin_mu: save_pins ran while one was unavailable
   // The prefix of `prompt`'s full pages under `cache_salt`; errors for an
   // empty prompt, bad ids, no full page, or (need_fit) one that cannot fit
   // the context.

@@ -110,6 +110,11 @@ class PageTier : public PageStore {
   virtual void set_evict_sink(EvictSink sink) = 0;
 
   virtual TierStats stats() const = 0;
+
+  // False while the tier can neither read nor write (a disk tier whose
+  // store could not be opened, or a fault that stops its writes); it tries
+  // again on its own at later reads and writes.
+  virtual bool available() const { return true; }
 };
 
 }  // namespace larder

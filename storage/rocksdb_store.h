@@ -242,6 +242,7 @@ class RocksDbPageStore : public PageTier {
 
   // ---- PageTier ---------------------------------------------------------
   std::string_view name() const override { return "disk"; }
+  bool available() const override { return writable(); }
   // get() key by key; a read error is a miss (get() logs it). timeout_ms
   // (0: none) is checked between keys: keys not started by then miss.
   std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys,

@@ -92,3 +92,47 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   // same BOS as long_prompt's resident page 0) is reused.
   CHECK(generate(*engine, greedy_request(variant(7), 1)).final.cached_tokens == 1);
 }
+
+// Found in hostile testing: with the disk tier down at start (a read-only or
+// full disk), the pins stored there were not applied when it came back, and a
+// pin made meanwhile was lost at the next restart.
+TEST_CASE("pins stored on a disk that was down at start are applied when it returns, and merged with new ones",
+          "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.device.budget_bytes = 80 * 20480;  // room for a full context and two pinned prefixes
+  o.open_tiers = tier_factory(hooks_for(ffs));
+  const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
+  {
+    auto engine = make_engine(o);
+    REQUIRE(engine->pin(a, "").is_ok());
+  }
+  ffs->full = true;
+  {
+    auto engine = make_engine(o);  // the disk tier waits for space: a's pin is not read
+    CHECK(engine->cache_report().value().pinned_prefixes == 0);
+    REQUIRE(engine->pin(b, "").is_ok());  // its record cannot be written now
+    CHECK(engine->cache_report().value().pinned_prefixes == 1);
+    ffs->full = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    int32_t second = 10;
+    while (engine->stats().disk_recoveries == 0 && std::chrono::steady_clock::now() < deadline) {
+      REQUIRE(generate(*engine, greedy_request(variant(++second), 1)).final.finish == FinishReason::kLength);
+      engine->flush_storage();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    REQUIRE(engine->stats().disk_recoveries == 1);
+    // The next admin call (here the report) applies a's stored pin beside b's.
+    CacheReport r = engine->cache_report().value();
+    CHECK(r.pinned_prefixes == 2);
+    CHECK(r.pinned_pages == 36);
+  }
+  // After a restart both come back: the merged list was written.
+  o.open_tiers = tier_factory();
+  auto engine = make_engine(o);
+  CacheReport r = engine->cache_report().value();
+  CHECK(r.pinned_prefixes == 2);
+  CHECK(r.pinned_pages == 36);
+}

@@ -60,7 +60,12 @@ void Engine::Impl::emit_echo(Sequence& to, Sequence& from) {
   }
   IncrementalDetokenizer detok(*tokenizer);
   for (size_t i = 0; i < prompt.size(); ++i) {
-    if (with_logprobs) from.prompt_logprobs[i].text_offset = ev.text.size();
+    if (with_logprobs) {
+      from.prompt_logprobs[i].text_offset = ev.text.size();
+      // As the text has it (found in hostile testing: ' Lily' at offset 0
+      // of a text that starts 'Lily').
+      if (i > 0) from.prompt_logprobs[i].piece = piece_in_text(*tokenizer, prompt[i - 1], prompt[i]);
+    }
     ev.text += detok.push(prompt[i]);
   }
   ev.text += detok.flush();

@@ -83,16 +83,20 @@ bool utf8_is_valid(std::string_view s) {
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tok, int32_t prev_id)
     : tok_(&tok), prev_id_(prev_id) {}
 
-std::string IncrementalDetokenizer::push(int32_t id) {
-  std::string piece = tok_->token_to_piece(id);
+std::string piece_in_text(const Tokenizer& tok, int32_t prev_id, int32_t id) {
+  std::string piece = tok.token_to_piece(id);
   // SentencePiece drops the space prefix at the start of a text; byte-level
   // BPE keeps every byte (" Hi" after <|begin_of_text|> stays " Hi").
-  if (tok_->model() == TokenizerModel::kSpm && prev_id_ >= 0 && prev_id_ == tok_->bos_id() &&
-      !piece.empty() && piece[0] == ' ') {
+  if (tok.model() == TokenizerModel::kSpm && prev_id >= 0 && prev_id == tok.bos_id() && !piece.empty() &&
+      piece[0] == ' ') {
     piece.erase(0, 1);
   }
+  return piece;
+}
+
+std::string IncrementalDetokenizer::push(int32_t id) {
+  held_ += piece_in_text(*tok_, prev_id_, id);
   prev_id_ = id;
-  held_ += piece;
   std::string out;
   const size_t consumed = utf8_sanitize(held_, /*final=*/false, out);
   held_.erase(0, consumed);

@@ -207,6 +207,10 @@ class Tokenizer {
 // subpart (Unicode 15 ch. 3, "U+FFFD Substitution of Maximal Subparts").
 // Like Tokenizer::decode_text, the piece right after a BOS loses one leading
 // space; `prev_id` is the last prompt token (e.g. BOS for an empty prompt).
+// The text token `id` adds after `prev_id` (-1: none) in a detokenized
+// text: its piece, less SentencePiece's space prefix right after BOS.
+std::string piece_in_text(const Tokenizer& tok, int32_t prev_id, int32_t id);
+
 class IncrementalDetokenizer {
  public:
   explicit IncrementalDetokenizer(const Tokenizer& tok, int32_t prev_id = -1);

@@ -136,8 +136,16 @@ void check_model(const std::string& file, Tolerance tol) {
   for (size_t j = 0; j < n_greedy; ++j) worst = std::max(worst, compare(got->output[j], ref["greedy"][j], 20, tol));
   UNSCOPED_INFO(file << ": largest logprob difference to llama.cpp " << worst);
   CHECK(worst < tol.top);
-  // The echoed text is the prompt's own (BOS renders as nothing).
+  // The echoed text is the prompt's own (BOS renders as nothing), and its
+  // tokens' pieces, in order, are that text, each at its text_offset
+  // (SentencePiece's space prefix after BOS dropped from both).
   CHECK(got->echo_text == ref["prompt_text"].get<std::string>());
+  std::string joined;
+  for (const TokenLogprob& e : got->prompt) {
+    CHECK(e.text_offset == joined.size());
+    joined += e.piece;
+  }
+  CHECK(joined == got->echo_text);
 
   // The prompt's first page is now cached; an echo with logprobs still
   // computes every position (no cached token) and gets the same values.

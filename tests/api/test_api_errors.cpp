@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "api/http_message.h"
 #include "tests/api/test_client.h"
 #include "tests/grammar/grammar_test_util.h"
 
@@ -565,4 +566,19 @@ TEST_CASE("developer messages reach the chat format as developer; cache_salt and
   REQUIRE(reqs.size() == 1);
   CHECK(reqs[0].cache_salt == "tenant-a");
   CHECK(reqs[0].sampling.repeat_last_n == -1);
+}
+
+// Found in hostile testing: 501 and 417 went out as "HTTP/1.1 501 Unknown".
+TEST_CASE("every status the server sends has its reason phrase (RFC 9110 section 15)", "[api]") {
+  const std::vector<std::pair<int, std::string>> phrases = {
+      {400, "Bad Request"}, {401, "Unauthorized"}, {403, "Forbidden"}, {404, "Not Found"},
+      {405, "Method Not Allowed"}, {408, "Request Timeout"}, {413, "Payload Too Large"},
+      {415, "Unsupported Media Type"}, {417, "Expectation Failed"}, {431, "Request Header Fields Too Large"},
+      {500, "Internal Server Error"}, {501, "Not Implemented"}, {503, "Service Unavailable"},
+      {505, "HTTP Version Not Supported"}};
+  for (const auto& [status, phrase] : phrases) {
+    CAPTURE(status);
+    CHECK(http_reason_phrase(status) == phrase);
+    CHECK(encode_response_head(status, {}).rfind("HTTP/1.1 " + std::to_string(status) + " " + phrase + "\r\n", 0) == 0);
+  }
 }

@@ -19,18 +19,6 @@ namespace {
 constexpr std::string_view kAllowMethods = "GET, POST, OPTIONS";
 constexpr std::string_view kPreflightMaxAge = "600";  // seconds (Chromium caps it at 7200)
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool is_ipv6(std::string_view s) {
   unsigned char buf[16];
   return uv_inet_pton(AF_INET6, std::string(s).c_str(), buf) == 0;
@@ -48,7 +36,7 @@ bool is_host_name(std::string_view s) {
 // "name[:port]" or "[v6][:port]" (lower-cased) -> the name ("[v6]" keeps its
 // brackets; a trailing dot is dropped). nullopt for anything else.
 std::optional<std::string> host_name_of(std::string_view value) {
-  std::string s = lower(trim(value));
+  std::string s = ascii_lower(trim_ows(value));
   std::string name;
   std::string_view rest;
   if (!s.empty() && s.front() == '[') {
@@ -86,8 +74,8 @@ bool is_health(std::string_view path) { return path == "/health" || path == "/v1
 bool is_json(const std::string* content_type) {
   if (content_type == nullptr) return false;
   std::string_view media = *content_type;
-  media = trim(media.substr(0, media.find(';')));
-  return lower(media) == "application/json";
+  media = trim_ows(media.substr(0, media.find(';')));
+  return ascii_lower(media) == "application/json";
 }
 
 // Compares without an early exit: the time depends on a.size() only.
@@ -113,7 +101,7 @@ std::string allow_headers(const HttpRequest& request) {
   std::string_view rest = *asked;
   while (!rest.empty() && seen.size() < 66) {
     const size_t comma = rest.find(',');
-    std::string name = lower(trim(rest.substr(0, comma)));
+    std::string name = ascii_lower(trim_ows(rest.substr(0, comma)));
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     if (name.empty() || !std::all_of(name.begin(), name.end(), [](unsigned char c) { return is_tchar(c); })) continue;
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
@@ -143,7 +131,7 @@ Result<std::string> normalize_cors_origin(std::string_view origin) {
     return Status::invalid_argument(msg);
   };
   if (origin == "*" || origin == "null") return std::string(origin);
-  std::string s = lower(origin);
+  std::string s = ascii_lower(origin);
   const size_t sep = s.find("://");
   if (sep == std::string::npos || sep == 0 || !std::isalpha(static_cast<unsigned char>(s[0]))) return bad();
   const std::string scheme = s.substr(0, sep);
@@ -171,7 +159,7 @@ Result<std::string> normalize_allowed_host(std::string_view host) {
     return Status::invalid_argument(msg);
   };
   if (host == "*") return std::string(host);
-  std::string s = lower(host);
+  std::string s = ascii_lower(host);
   if (!s.empty() && s.front() == '[') {
     if (s.back() != ']' || !is_ipv6(std::string_view(s).substr(1, s.size() - 2))) return bad("is not an IPv6 address");
     return s;
@@ -190,7 +178,7 @@ Result<std::string> normalize_allowed_host(std::string_view host) {
 Result<AccessPolicy> AccessPolicy::create(const ServerOptions& options) {
   AccessPolicy p;
   p.hosts_ = {"localhost", ".localhost", "127.0.0.1", "[::1]"};
-  const std::string listen = lower(options.host);
+  const std::string listen = ascii_lower(options.host);
   const bool wildcard = listen == "0.0.0.0" || listen == "::" || listen == "[::]";
   if (!wildcard) {
     Result<std::string> h = normalize_allowed_host(listen);
@@ -236,7 +224,7 @@ bool AccessPolicy::host_allowed(std::string_view host_header) const {
 
 bool AccessPolicy::origin_allowed(std::string_view origin) const {
   if (any_origin_) return true;
-  const std::string o = lower(trim(origin));
+  const std::string o = ascii_lower(trim_ows(origin));
   return std::find(origins_.begin(), origins_.end(), o) != origins_.end();
 }
 
@@ -291,7 +279,7 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
     r.headers.emplace_back("Access-Control-Allow-Headers", allow_headers(request));
     r.headers.emplace_back("Access-Control-Max-Age", std::string(kPreflightMaxAge));
     const std::string* pna = request.header("access-control-request-private-network");
-    if (pna && lower(*pna) == "true") r.headers.emplace_back("Access-Control-Allow-Private-Network", "true");
+    if (pna && ascii_lower(*pna) == "true") r.headers.emplace_back("Access-Control-Allow-Private-Network", "true");
     return r;
   }
   if (origin && !origin_ok && method != "GET" && method != "HEAD" && method != "OPTIONS") {
@@ -302,10 +290,10 @@ std::optional<HttpResponse> AccessPolicy::check(const HttpRequest& request) cons
   if ((admin_keyed || !keys_.empty()) && method != "OPTIONS" && !is_health(request.path())) {
     std::optional<std::string_view> key;
     if (const std::string* auth = request.header("authorization")) {
-      std::string_view v = trim(*auth);
-      if (v.size() > 7 && lower(v.substr(0, 7)) == "bearer ") key = trim(v.substr(7));
+      std::string_view v = trim_ows(*auth);
+      if (v.size() > 7 && ascii_lower(v.substr(0, 7)) == "bearer ") key = trim_ows(v.substr(7));
     }
-    if (const std::string* x = request.header("x-api-key"); x && !key) key = trim(*x);
+    if (const std::string* x = request.header("x-api-key"); x && !key) key = trim_ows(*x);
     if (admin_keyed && (!key || !equal_in_constant_time(*key, admin_token_))) {
       spdlog::debug("api: refused {} {}: {}", method, request.path(), key ? "wrong admin token" : "no admin token");
       HttpResponse r = refuse(401,

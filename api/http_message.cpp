@@ -1,5 +1,7 @@
 #include "api/http_message.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 namespace larder {
@@ -15,6 +17,18 @@ const std::string* HttpRequest::header(std::string_view lower_name) const {
     if (name == lower_name) return &value;
   }
   return nullptr;
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
 }
 
 const char* http_reason_phrase(int status) {

@@ -51,6 +51,12 @@ class ResponseWriter {
   virtual void end_stream() = 0;
 };
 
+// A header value without its optional whitespace: SP and HTAB at either
+// end (RFC 9110 section 5.6.3).
+std::string_view trim_ows(std::string_view s);
+// s with ASCII letters lower-cased (header names, tokens such as codings).
+std::string ascii_lower(std::string_view s);
+
 // "OK", "Not Found", ...; "Unknown" for codes we never send.
 const char* http_reason_phrase(int status);
 

@@ -12,16 +12,6 @@ namespace {
 
 HttpRequestParser* self(llhttp_t* p) { return static_cast<HttpRequestParser*>(p->data); }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 }  // namespace
 
@@ -87,7 +77,7 @@ int HttpRequestParser::on_header_field(llhttp_t* p, const char* at, size_t n) {
   HttpRequestParser* c = self(p);
   if (!c->count_head_bytes(n)) return HPE_USER;
   if (c->last_was_value_) {
-    c->request_.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
+    c->request_.headers.emplace_back(ascii_lower(c->header_field_), std::move(c->header_value_));
     c->header_field_.clear();
     c->header_value_.clear();
     c->last_was_value_ = false;
@@ -108,7 +98,7 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
   HttpRequestParser* c = self(p);
   HttpRequest& r = c->request_;
   if (!c->header_field_.empty()) {
-    r.headers.emplace_back(lower(std::move(c->header_field_)), std::move(c->header_value_));
+    r.headers.emplace_back(ascii_lower(c->header_field_), std::move(c->header_value_));
     c->header_field_.clear();
     c->header_value_.clear();
   }
@@ -129,7 +119,7 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
     if (name == "transfer-encoding") {
       for (std::string_view rest = value; !rest.empty();) {
         const size_t comma = std::min(rest.find(','), rest.size());
-        std::string coding = lower(std::string(trim(rest.substr(0, comma))));
+        std::string coding = ascii_lower(trim_ows(rest.substr(0, comma)));
         rest.remove_prefix(std::min(comma + 1, rest.size()));
         if (!coding.empty() && coding != "chunked") {
           c->refuse(501, "Transfer-Encoding '" + clip_for_message(coding) + "' is not supported: send the body as it is "
@@ -137,10 +127,10 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
           return -1;
         }
       }
-    } else if (name == "content-encoding" && lower(std::string(trim(value))) != "identity") {
+    } else if (name == "content-encoding" && ascii_lower(trim_ows(value)) != "identity") {
       c->refuse(415, "Content-Encoding '" + clip_for_message(value) + "' is not supported: send the body uncompressed");
       return -1;
-    } else if (name == "expect" && lower(std::string(trim(value))) != "100-continue") {
+    } else if (name == "expect" && ascii_lower(trim_ows(value)) != "100-continue") {
       c->refuse(417, "Expect '" + clip_for_message(value) + "' is not supported (only 100-continue)");
       return -1;
     }
@@ -154,7 +144,7 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
     return -1;
   }
   const std::string* expect = r.header("expect");
-  if (expect && lower(*expect) == "100-continue" && r.http_minor >= 1 && c->on_continue_) c->on_continue_();
+  if (expect && ascii_lower(*expect) == "100-continue" && r.http_minor >= 1 && c->on_continue_) c->on_continue_();
   return 0;
 }
 

@@ -489,7 +489,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
 
 void Engine::stop() {
   Impl& m = *impl_;
-  if (std::lock_guard<std::mutex> admin(m.admin_mu); true) m.resync_pins();  // pins the disk tier missed
+  {  // pins the disk tier could not take while it was down
+    std::lock_guard<std::mutex> admin(m.admin_mu);
+    m.resync_pins();
+  }
   {
     std::lock_guard<std::mutex> lk(m.mu);
     if (m.stopped) return;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/json_schema_disjoint.h"
 #include "api/json_schema_properties.h"
 #include "api/json_schema_values.h"
 #include "engine/grammar/json_grammar.h"
@@ -214,12 +215,12 @@ class Converter {
         // a value of some branch, which is that only where no value fits two.
         for (size_t i = 0; std::string_view(choice) == "oneOf" && i < it->size(); ++i) {
           for (size_t j = i + 1; j < it->size(); ++j) {
-            if (!disjoint((*it)[i], (*it)[j], 0)) {
+            if (!schemas_disjoint((*it)[i], (*it)[j], [this](const json& x) { return resolved(x); })) {
               return refuse(where + "/oneOf", "branches " + std::to_string(i) + " and " + std::to_string(j) +
                                                   " may both match one value, which oneOf forbids and larder cannot "
                                                   "rule out (use anyOf if a value may match both; oneOf is taken "
-                                                  "where its branches differ in type or in a const / enum, also "
-                                                  "of a property both require)");
+                                                  "where its branches differ in type, in a const / enum or in "
+                                                  "numeric ranges, also of a property both require)");
             }
           }
         }
@@ -422,88 +423,6 @@ class Converter {
       if (at == nullptr) return nullptr;
     }
     return at;
-  }
-
-  // The values a schema lists (const, enum), if it lists them.
-  static std::optional<std::vector<json>> listed_values(const json& s) {
-    if (!s.is_object()) return std::nullopt;
-    if (const auto it = s.find("const"); it != s.end()) return std::vector<json>{*it};
-    if (const auto it = s.find("enum"); it != s.end() && it->is_array()) return it->get<std::vector<json>>();
-    return std::nullopt;
-  }
-
-  // The JSON types a schema's values may have ("integer": a whole number),
-  // if it says.
-  static std::optional<std::set<std::string>> value_types(const json& s) {
-    const auto type_of = [](const json& v) -> std::string {
-      if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
-      if (v.is_number_float()) return std::trunc(v.get<double>()) == v.get<double>() ? "integer" : "number";
-      if (v.is_null()) return "null";
-      if (v.is_boolean()) return "boolean";
-      if (v.is_string()) return "string";
-      return v.is_array() ? "array" : "object";
-    };
-    std::set<std::string> out;
-    if (std::optional<std::vector<json>> values = listed_values(s)) {
-      for (const json& v : *values) out.insert(type_of(v));
-      return out;
-    }
-    if (!s.is_object() || !s.contains("type")) return std::nullopt;
-    const json& t = s.at("type");
-    if (t.is_string()) {
-      out.insert(t.get<std::string>());
-    } else if (t.is_array()) {
-      for (const json& e : t) {
-        if (!e.is_string()) return std::nullopt;
-        out.insert(e.get<std::string>());
-      }
-    } else {
-      return std::nullopt;
-    }
-    if (s.value("nullable", false)) out.insert("null");
-    return out;
-  }
-
-  // Whether no value is valid under both a and b, as far as their types,
-  // their listed values, or the listed values of a property both require
-  // show (false: may overlap, or cannot tell).
-  bool disjoint(const json& a_in, const json& b_in, int depth) {
-    const json* a = resolved(a_in);
-    const json* b = resolved(b_in);
-    if (a == nullptr || b == nullptr || depth > 8) return false;
-    const std::optional<std::vector<json>> va = listed_values(*a), vb = listed_values(*b);
-    if (va && vb) {
-      for (const json& x : *va)
-        for (const json& y : *vb)
-          if (x == y) return false;
-      return true;
-    }
-    const std::optional<std::set<std::string>> ta = value_types(*a), tb = value_types(*b);
-    if (ta && tb) {
-      bool overlap = false;
-      for (const std::string& t : *ta) {
-        overlap = overlap || tb->count(t) != 0 || (t == "integer" && tb->count("number") != 0) ||
-                  (t == "number" && tb->count("integer") != 0);
-      }
-      if (!overlap) return true;
-    }
-    const auto required = [](const json& s) {
-      std::set<std::string> out;
-      if (const auto it = s.find("required"); it != s.end() && it->is_array()) {
-        for (const json& e : *it)
-          if (e.is_string()) out.insert(e.get<std::string>());
-      }
-      return out;
-    };
-    if (!a->is_object() || !b->is_object() || !a->contains("properties") || !b->contains("properties")) return false;
-    const std::set<std::string> ra = required(*a), rb = required(*b);
-    const json& pa = a->at("properties");
-    const json& pb = b->at("properties");
-    if (!pa.is_object() || !pb.is_object()) return false;
-    for (const std::string& p : ra) {
-      if (rb.count(p) != 0 && pa.contains(p) && pb.contains(p) && disjoint(pa.at(p), pb.at(p), depth + 1)) return true;
-    }
-    return false;
   }
 
   const json* find_def(const std::string& section, const std::string& name) {

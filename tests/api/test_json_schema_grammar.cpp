@@ -287,6 +287,26 @@ TEST_CASE("json schema: oneOf with branches that cannot overlap converts; others
   CHECK(accepts(*tagged, R"({"kind":"cat","lives":9})"));
   CHECK(accepts(*tagged, R"({"kind":"dog","good":true})"));
   CHECK_FALSE(accepts(*tagged, R"({"kind":"dog","lives":9})"));
+  // Numeric ranges that cannot meet: [0, 5) and [5, 8], integer and number.
+  auto ranges = from_schema(R"({"oneOf":[{"type":"integer","minimum":0,"exclusiveMaximum":5},
+                                         {"type":"number","minimum":5,"maximum":8}]})");
+  CHECK(accepts(*ranges, "4"));
+  CHECK(accepts(*ranges, "5"));
+  CHECK(accepts(*ranges, "7.5"));
+  CHECK_FALSE(accepts(*ranges, "-1"));
+  CHECK_FALSE(accepts(*ranges, "9"));
+  CHECK_FALSE(accepts(*ranges, "4.5"));  // under 5: the integer branch's
+  // Touching inclusive ends share 5; an unbounded side overlaps; a draft-4
+  // boolean exclusiveMaximum separates them.
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"integer","maximum":5},{"type":"integer","minimum":5}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"integer","minimum":0},{"type":"integer","minimum":9}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK(from_schema(R"({"oneOf":[{"type":"integer","maximum":5,"exclusiveMaximum":true},
+                                 {"type":"integer","minimum":5}]})") != nullptr);
+  // A range beside another type may still overlap through that type.
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":["integer","string"],"maximum":1},{"type":["integer","string"],"minimum":2}]})"),
+             Catch::Contains("branches 0 and 1"));
   // The same without the tag: both objects could be {}-like: refused.
   CHECK_THAT(refusal(R"({"oneOf":[{"type":"object","properties":{"a":{"type":"integer"}}},
                                   {"type":"object","properties":{"b":{"type":"integer"}}}]})"),

@@ -1,0 +1,125 @@
+#include "api/json_schema_disjoint.h"
+
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/json_schema_values.h"
+
+namespace larder {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 8;
+
+// The values a schema lists (const, enum), if it lists them.
+std::optional<std::vector<json>> listed_values(const json& s) {
+  if (!s.is_object()) return std::nullopt;
+  if (const auto it = s.find("const"); it != s.end()) return std::vector<json>{*it};
+  if (const auto it = s.find("enum"); it != s.end() && it->is_array()) return it->get<std::vector<json>>();
+  return std::nullopt;
+}
+
+// The JSON types a schema's values may have ("integer": a whole number),
+// if it says.
+std::optional<std::set<std::string>> value_types(const json& s) {
+  const auto type_of = [](const json& v) -> std::string {
+    if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+    if (v.is_number_float()) return std::trunc(v.get<double>()) == v.get<double>() ? "integer" : "number";
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_string()) return "string";
+    return v.is_array() ? "array" : "object";
+  };
+  std::set<std::string> out;
+  if (std::optional<std::vector<json>> values = listed_values(s)) {
+    for (const json& v : *values) out.insert(type_of(v));
+    return out;
+  }
+  if (!s.is_object() || !s.contains("type")) return std::nullopt;
+  const json& t = s.at("type");
+  if (t.is_string()) {
+    out.insert(t.get<std::string>());
+  } else if (t.is_array()) {
+    for (const json& e : t) {
+      if (!e.is_string()) return std::nullopt;
+      out.insert(e.get<std::string>());
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (s.value("nullable", false)) out.insert("null");
+  return out;
+}
+
+// Whether the interval of a's numbers ends below b's: a's upper bound under
+// b's lower one, or equal with either side exclusive.
+bool ends_below(const json& a, const json& b) {
+  Result<std::optional<SchemaBound>> hi = schema_bound(a, "", /*lower=*/false);
+  Result<std::optional<SchemaBound>> lo = schema_bound(b, "", /*lower=*/true);
+  if (!hi.is_ok() || !lo.is_ok() || !*hi || !*lo) return false;
+  const SchemaBound& h = **hi;
+  const SchemaBound& l = **lo;
+  return h.value < l.value || (h.value == l.value && (h.exclusive || l.exclusive));
+}
+
+bool disjoint(const json& a_in, const json& b_in, const SchemaResolver& resolve, int depth) {
+  const json* a = resolve(a_in);
+  const json* b = resolve(b_in);
+  if (a == nullptr || b == nullptr || depth > kMaxDepth) return false;
+  const std::optional<std::vector<json>> va = listed_values(*a), vb = listed_values(*b);
+  if (va && vb) {
+    for (const json& x : *va)
+      for (const json& y : *vb)
+        if (x == y) return false;
+    return true;
+  }
+  const std::optional<std::set<std::string>> ta = value_types(*a), tb = value_types(*b);
+  if (ta && tb) {
+    bool overlap = false;
+    for (const std::string& t : *ta) {
+      overlap = overlap || tb->count(t) != 0 || (t == "integer" && tb->count("number") != 0) ||
+                (t == "number" && tb->count("integer") != 0);
+    }
+    if (!overlap) return true;
+    // Numbers only on both sides (no listed values): their intervals.
+    const auto numeric = [](const std::set<std::string>& ts) {
+      for (const std::string& t : ts) {
+        if (t != "integer" && t != "number") return false;
+      }
+      return true;
+    };
+    if (!va && !vb && numeric(*ta) && numeric(*tb) && (ends_below(*a, *b) || ends_below(*b, *a))) return true;
+  }
+  const auto required = [](const json& s) {
+    std::set<std::string> out;
+    if (const auto it = s.find("required"); it != s.end() && it->is_array()) {
+      for (const json& e : *it)
+        if (e.is_string()) out.insert(e.get<std::string>());
+    }
+    return out;
+  };
+  if (!a->is_object() || !b->is_object() || !a->contains("properties") || !b->contains("properties")) return false;
+  const std::set<std::string> ra = required(*a), rb = required(*b);
+  const json& pa = a->at("properties");
+  const json& pb = b->at("properties");
+  if (!pa.is_object() || !pb.is_object()) return false;
+  for (const std::string& p : ra) {
+    if (rb.count(p) != 0 && pa.contains(p) && pb.contains(p) && disjoint(pa.at(p), pb.at(p), resolve, depth + 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool schemas_disjoint(const json& a, const json& b, const SchemaResolver& resolve) {
+  return disjoint(a, b, resolve, 0);
+}
+
+}  // namespace larder

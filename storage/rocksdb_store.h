@@ -122,7 +122,9 @@
 //   retry_interval_ms (doubling after each failed try, up to 60 s) a put,
 //   erase or flush calls DB::Resume() once the file system has room for
 //   the memtable plus 1 MiB, so writes resume by themselves when space
-//   returns. Each success counts in n_recoveries().
+//   returns. Each success counts in n_recoveries(). An idle store retries
+//   too: its background thread looks for a fault every retry_interval_ms
+//   (clamped to 100 ms .. 2 s) and makes the same tries when they are due.
 // - A background error RocksDB cannot resume from (a corrupt block reached
 //   by a compaction, a fatal error): the DB is closed, moved
 //   aside like a store damaged at open (below), an empty one is opened, its
@@ -137,7 +139,7 @@
 //   oldest first. No space to open it (even the WAL replay needs some):
 //   open() still succeeds, the store is unavailable (puts and gets fail with
 //   kIOError, so the engine serves from memory) and tries to open again
-//   at most once per retry_interval_ms. If a reopen of a vanished
+//   at most once per retry_interval_ms (at a put or get, or idle, as above). If a reopen of a vanished
 //   directory fails, operations likewise return kIOError until a later try
 //   succeeds.
 //

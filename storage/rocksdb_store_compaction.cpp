@@ -29,14 +29,30 @@ void RocksDbPageStore::Impl::note_erased(int64_t bytes, bool legacy) {
 }
 
 void RocksDbPageStore::Impl::compact_loop() {
+  // A fault can begin on any thread without waking this one, so it looks
+  // every poll_ms; an idle store recovers by itself too (found in hostile
+  // testing: a store that could not open stayed down until the next page
+  // read or write, and so did the pins the engine keeps there).
+  const auto poll = std::chrono::milliseconds(std::clamp<int64_t>(options.retry_interval_ms, 100, 2000));
+  int64_t next_own_try_ms = 0;  // at most one try of this thread's per poll
   std::unique_lock<std::mutex> lock(compact_mu);
   for (;;) {
-    compact_cv.wait(lock, [this] { return compact_stop || compact_requested; });
     if (compact_stop) return;
+    if (faulted() && now_ms() >= std::max(next_retry_ms.load(), next_own_try_ms)) {
+      lock.unlock();
+      maybe_recover(/*force=*/false);  // moves next_retry_ms on while the fault lasts
+      next_own_try_ms = now_ms() + poll.count();
+      lock.lock();
+      continue;
+    }
+    if (!compact_requested) {
+      compact_cv.wait_for(lock, poll, [this] { return compact_stop || compact_requested; });
+      continue;
+    }
     // At most one compaction per interval: a request meanwhile waits.
     const int64_t wait_ms = next_compact_ms - now_ms();
     if (wait_ms > 0) {
-      compact_cv.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return compact_stop; });
+      compact_cv.wait_for(lock, std::min(poll, std::chrono::milliseconds(wait_ms)), [this] { return compact_stop; });
       continue;
     }
     compact_requested = false;

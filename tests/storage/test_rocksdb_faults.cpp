@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -153,6 +154,55 @@ TEST_CASE("full disk at open: the store starts unavailable and opens itself when
   CHECK(get_ok(*store, key_n(1)) == value_n(1, 3000));
   CHECK(get_ok(*store, key_n(7)) == value_n(7, 3000));
   CHECK(store->n_records() == 2);
+}
+
+namespace {
+// Polls `cond` every 10 ms for at most timeout_ms; whether it came true.
+bool eventually(const std::function<bool()>& cond, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+}  // namespace
+
+// Found in hostile testing: a store that could not open (or whose writes a
+// full disk stopped) recovered only at its next put or get, so an idle
+// daemon kept its disk tier, and the pins stored there, down.
+TEST_CASE("an idle store recovers by itself when space returns, at open and after a write fault",
+          "[storage][faults]") {
+  TempDir tmp("idle");
+  auto ffs = std::make_shared<FaultFs>();
+  RocksDbStoreOptions o = fault_options(tmp.sub("db"), ffs);
+  {
+    auto store = open_store(o);
+    REQUIRE(store->put(key_n(1), value_n(1, 3000)).is_ok());
+  }
+  ffs->full = true;
+  LogCapture cap;
+  auto store = open_store(o);
+  REQUIRE_FALSE(store->writable());
+  // Still down while the disk is full: the background tries fail quietly.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK_FALSE(store->writable());
+  CHECK(store->n_recoveries() == 0);
+  ffs->full = false;  // no put, get or flush from here on
+  REQUIRE(eventually([&] { return store->writable(); }, 5000));
+  CHECK(store->n_recoveries() == 1);
+  CHECK(cap.count("the store opened, page writes work again") == 1);
+  CHECK(get_ok(*store, key_n(1)) == value_n(1, 3000));
+
+  // A write fault while open: writes stop; space returns; no further call.
+  ffs->full = true;
+  CHECK(store->put(key_n(2), value_n(2, 20000)).code() == StatusCode::kIOError);
+  REQUIRE_FALSE(store->writable());
+  ffs->full = false;
+  REQUIRE(eventually([&] { return store->writable(); }, 5000));
+  CHECK(store->n_recoveries() == 2);  // its log line is rate-limited (log_interval_ms)
+  REQUIRE(store->put(key_n(3), value_n(3, 3000)).is_ok());
+  CHECK(get_ok(*store, key_n(3)) == value_n(3, 3000));
 }
 
 TEST_CASE("a block checksum mismatch at open is damage, not a lock: moved aside, store starts empty",

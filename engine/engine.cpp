@@ -489,10 +489,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
 
 void Engine::stop() {
   Impl& m = *impl_;
-  {  // pins the disk tier could not take while it was down
-    std::lock_guard<std::mutex> admin(m.admin_mu);
-    m.resync_pins();
-  }
+  m.stop_pin_watch();  // engine/engine_admin.cpp: runs the last resync
   {
     std::lock_guard<std::mutex> lk(m.mu);
     if (m.stopped) return;

@@ -22,6 +22,8 @@ namespace {
 constexpr std::chrono::milliseconds kControlTimeout{30000};
 // A pin computes the prompt like a request (queued behind the others).
 constexpr std::chrono::minutes kPinTimeout{10};
+// How often the pin watch looks whether the disk tier came back.
+constexpr std::chrono::milliseconds kPinWatchInterval{1000};
 
 // Collects the final event of the generation a pin runs.
 class PinSink : public GenerationSink {
@@ -130,17 +132,22 @@ std::vector<PinnedPrefix> read_stored_pins(TierChain& tiers, const PageKey& root
 void Engine::Impl::load_pins() {
   if (!tiers || !tiers->has_persistent()) return;
   stored_pins_unread = !persistent_tiers_available();
-  std::vector<PinnedPrefix> stored = read_stored_pins(*tiers, root);
-  if (stored.empty()) return;
-  // The device keeps room for one full context: pins past that stay pinned
-  // in the tiers below only.
+  // No engine thread yet: the device is pinned here.
+  for (const PageKey& key : adopt_pins(read_stored_pins(*tiers, root))) kv->device().pin(key);
+  if (!pins.empty()) spdlog::info("cache: {} pinned prefix(es), {} pages, applied again", pins.size(), pin_counts.size());
+  start_pin_watch();
+}
+
+std::vector<PageKey> Engine::Impl::adopt_pins(std::vector<PinnedPrefix> stored) {
   const size_t device_room = size_t(std::max(0, kv->n_pages() - min_device_pages()));
-  size_t n_device = 0;
+  std::vector<PageKey> device_keys;
   for (PinnedPrefix& p : stored) {
-    const bool on_device = n_device + p.keys.size() <= device_room;
-    if (on_device) n_device += p.keys.size();
+    if (std::find(pins.begin(), pins.end(), p) != pins.end()) continue;
+    size_t n_new = 0;
+    for (const PageKey& key : p.keys) n_new += pin_counts.count(key) == 0 ? 1 : 0;
+    const bool on_device = pin_counts.size() + n_new <= device_room;
     for (const PageKey& key : p.keys) {
-      if (on_device) kv->device().pin(key);
+      if (on_device && pin_counts.count(key) == 0) device_keys.push_back(key);
       for (size_t i = 0; i < tiers->n_tiers(); ++i) tiers->tier(i).pin(key);
       ++pin_counts[key];
     }
@@ -152,38 +159,85 @@ void Engine::Impl::load_pins() {
     pins.push_back(std::move(p));
   }
   publish_pin_counts();
-  spdlog::info("cache: {} pinned prefix(es), {} pages, applied again", pins.size(), pin_counts.size());
+  return device_keys;
 }
 
 void Engine::Impl::resync_pins() {
   if (!tiers || !tiers->has_persistent() || (!stored_pins_unread && !pins_unsaved)) return;
   if (!persistent_tiers_available()) return;
-  int n_applied = 0;
+  const size_t n_before = pins.size();
   if (stored_pins_unread) {
     stored_pins_unread = false;
-    const size_t device_room = size_t(std::max(0, kv->n_pages() - min_device_pages()));
-    std::vector<PageKey> device_keys;
-    for (PinnedPrefix& p : read_stored_pins(*tiers, root)) {
-      if (std::find(pins.begin(), pins.end(), p) != pins.end()) continue;
-      const bool on_device = pin_counts.size() + p.keys.size() <= device_room;
-      for (const PageKey& key : p.keys) {
-        if (on_device && pin_counts.count(key) == 0) device_keys.push_back(key);
-        for (size_t i = 0; i < tiers->n_tiers(); ++i) tiers->tier(i).pin(key);
-        ++pin_counts[key];
-      }
-      pins.push_back(std::move(p));
-      ++n_applied;
-    }
+    std::vector<PageKey> device_keys = adopt_pins(read_stored_pins(*tiers, root));
     if (!device_keys.empty()) {
       run_sync([this, device_keys] { for (const PageKey& key : device_keys) kv->device().pin(key); },
                kControlTimeout);
     }
-    publish_pin_counts();
   }
   save_pins();
+  std::vector<PageKey> keys;
+  keys.reserve(pin_counts.size());
+  for (const auto& [key, n] : pin_counts) keys.push_back(key);
+  Result<int> n_lost = persist_missing(keys);
   spdlog::info("cache: the disk tier is available again: {} pinned prefix(es) stored there applied, {} in all "
-               "written back",
-               n_applied, pins.size());
+               "written back{}",
+               pins.size() - n_before, pins.size(),
+               !n_lost.is_ok()   ? " (their pages later: " + n_lost.status().message() + ")"
+               : *n_lost > 0     ? " (" + std::to_string(*n_lost) + " of their pages held nowhere: written when next computed)"
+                                 : "");
+}
+
+Result<int> Engine::Impl::persist_missing(const std::vector<PageKey>& keys) {
+  if (!tiers || !tiers->has_persistent() || keys.empty()) return 0;
+  tiers->flush();  // writes queued before: a page spilled at seal counts
+  std::unordered_set<PageKey, PageKeyHash> missing;
+  for (size_t i = 0; i < tiers->n_tiers(); ++i) {
+    if (!tiers->persistent(i)) continue;
+    const std::vector<bool> held = tiers->tier(i).contains_batch(keys);
+    for (size_t j = 0; j < held.size(); ++j) {
+      if (!held[j]) missing.insert(keys[j]);
+    }
+  }
+  if (missing.empty()) return 0;
+  auto not_resident = std::make_shared<std::vector<PageKey>>();
+  const bool ok = run_sync(
+      [this, not_resident, todo = std::vector<PageKey>(missing.begin(), missing.end())] {
+        for (const PageKey& key : todo) {
+          if (!kv->persist(key, /*rewrite=*/true)) not_resident->push_back(key);
+        }
+      },
+      kControlTimeout);
+  if (!ok) return engine_busy();
+  int n_lost = 0;
+  for (const PageKey& key : *not_resident) {
+    std::optional<std::string> record = tiers->get_now(key);  // a host tier's copy
+    if (record) tiers->put_persistent(key, std::move(*record));
+    else ++n_lost;
+  }
+  tiers->flush();
+  return n_lost;
+}
+
+void Engine::Impl::start_pin_watch() {
+  pin_watch = std::thread([this] {
+    std::unique_lock<std::mutex> lk(pin_watch_mu);
+    while (!pin_watch_cv.wait_for(lk, kPinWatchInterval, [this] { return pin_watch_stop; })) {
+      lk.unlock();
+      if (std::unique_lock<std::mutex> admin(admin_mu, std::try_to_lock); admin.owns_lock()) resync_pins();
+      lk.lock();
+    }
+  });
+}
+
+void Engine::Impl::stop_pin_watch() {
+  {
+    std::lock_guard<std::mutex> lk(pin_watch_mu);
+    pin_watch_stop = true;
+  }
+  pin_watch_cv.notify_all();
+  if (pin_watch.joinable()) pin_watch.join();
+  std::lock_guard<std::mutex> admin(admin_mu);
+  resync_pins();  // pins the disk tier could not take while it was down
 }
 
 void Engine::Impl::save_pins() {
@@ -362,29 +416,13 @@ Result<PinResult> Engine::pin(const std::vector<int32_t>& prompt, const std::str
   out.n_cached_tokens = done->cached_tokens;
 
   // 3. Written to the persistent tiers where they lack a page (e.g. under
-  // write_back, or a disk tier that evicted it before the pin).
-  if (m.tiers && m.tiers->has_persistent()) {
-    m.tiers->flush();
-    std::unordered_set<PageKey, PageKeyHash> missing;
-    for (size_t i = 0; i < m.tiers->n_tiers(); ++i) {
-      if (!m.tiers->persistent(i)) continue;
-      const std::vector<bool> held = m.tiers->tier(i).contains_batch(prefix.keys);
-      for (size_t j = 0; j < held.size(); ++j) {
-        if (!held[j]) missing.insert(prefix.keys[j]);
-      }
-    }
-    if (!missing.empty()) {
-      auto n_lost = std::make_shared<int>(0);
-      const bool ok = m.run_sync(
-          [&m, n_lost, keys = std::vector<PageKey>(missing.begin(), missing.end())] {
-            for (const PageKey& key : keys) *n_lost += m.kv->persist(key, /*rewrite=*/true) ? 0 : 1;
-          },
-          kControlTimeout);
-      if (!ok) return engine_busy();
-      if (*n_lost > 0) {
-        spdlog::warn("cache: {} page(s) of a pinned prefix could not be written to disk (not resident); they "
-                     "are pinned and written when next computed", *n_lost);
-      }
+  // write_back, or a disk tier that evicted it before the pin). While one
+  // is down, the pin watch does it when it returns (resync_pins).
+  if (m.persistent_tiers_available()) {
+    LARDER_ASSIGN_OR_RETURN(const int n_lost, m.persist_missing(prefix.keys));
+    if (n_lost > 0) {
+      spdlog::warn("cache: {} page(s) of a pinned prefix could not be written to disk (not resident); they "
+                   "are pinned and written when next computed", n_lost);
     }
   }
   // 4. The pin list, for the next start.

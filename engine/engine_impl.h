@@ -217,18 +217,41 @@ struct Engine::Impl {
   // later: it must own what it touches, e.g. through shared_ptrs).
   bool run_sync(std::function<void()> fn, std::chrono::milliseconds timeout);
   // Applies the pins kept in the persistent tiers (create(), before the
-  // engine thread starts).
+  // engine thread starts) and starts the pin watch.
   void load_pins();
+  // Requires admin_mu (or no engine thread yet). Adds the stored prefixes
+  // not pinned yet to pins / pin_counts and pins their keys in every tier
+  // below. Returns the keys to pin on the device: those of the prefixes
+  // that fit its room for pins (pin()'s rule: one full context stays free)
+  // and are not pinned there yet; the others are logged.
+  std::vector<PageKey> adopt_pins(std::vector<PinnedPrefix> stored);
+  // Requires admin_mu, not on the engine thread. Writes each of `keys` that
+  // a persistent tier lacks to the persistent tiers: from the device where
+  // resident (KvCacheManager::persist), else from a tier above that holds
+  // it. Returns how many were held nowhere (written when next computed);
+  // engine_busy when the engine thread did not answer.
+  Result<int> persist_missing(const std::vector<PageKey>& keys);
+  // The pin watch: a thread that calls resync_pins every kPinWatchInterval,
+  // so that pins wait for the disk tier's return, not for the next admin
+  // call (found in hostile testing). stop_pin_watch joins it and runs the
+  // last resync (Engine::stop, before the engine thread stops).
+  void start_pin_watch();
+  void stop_pin_watch();
+  std::thread pin_watch;
+  std::mutex pin_watch_mu;
+  std::condition_variable pin_watch_cv;
+  bool pin_watch_stop = false;  // guarded by pin_watch_mu
   // Writes the pin list to the persistent tiers (or erases it when empty).
   void save_pins();
   // Whether every persistent tier is available (PageTier::available).
   bool persistent_tiers_available() const;
   // Requires admin_mu, not on the engine thread. Once the persistent tiers
   // are available again after they were not: applies the pins stored there
-  // that load_pins could not read (merged with those made since), and
-  // writes the pin list that could not be written. Found in hostile
-  // testing: pins made while the disk tier was down were lost at the next
-  // restart, and the stored ones were not applied when it came back.
+  // that load_pins could not read (merged with those made since), writes
+  // the pin list that could not be written, and the pinned pages they lack
+  // (persist_missing). Found in hostile testing: pins made while the disk
+  // tier was down were lost at the next restart, and the stored ones were
+  // not applied when it came back.
   void resync_pins();
   bool stored_pins_unread = false;  // guarded by admin_mu: load_pins found a persistent tier unavailable
   bool pins_unsaved = false;        // guarded by admin_mu: save_pins ran while one was unavailable

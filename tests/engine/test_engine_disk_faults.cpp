@@ -8,6 +8,7 @@
 
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/fault_fs.h"
+#include "tests/support/log_capture.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -95,8 +96,11 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
 
 // Found in hostile testing: with the disk tier down at start (a read-only or
 // full disk), the pins stored there were not applied when it came back, and a
-// pin made meanwhile was lost at the next restart.
-TEST_CASE("pins stored on a disk that was down at start are applied when it returns, and merged with new ones",
+// pin made meanwhile was lost at the next restart; later, that the daemon had
+// to be used (a page write, an admin call) for either to happen, and that the
+// pages of the pin made meanwhile were never written to disk.
+TEST_CASE("pins stored on a disk that was down at start are applied when it returns, merged with new ones, "
+          "and the new ones' pages written, with no request or admin call",
           "[engine][faults]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
@@ -113,26 +117,30 @@ TEST_CASE("pins stored on a disk that was down at start are applied when it retu
   {
     auto engine = make_engine(o);  // the disk tier waits for space: a's pin is not read
     CHECK(engine->cache_report().value().pinned_prefixes == 0);
-    REQUIRE(engine->pin(b, "").is_ok());  // its record cannot be written now
+    REQUIRE(engine->pin(b, "").is_ok());  // neither its record nor its pages can be written now
     CHECK(engine->cache_report().value().pinned_prefixes == 1);
-    ffs->full = false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    int32_t second = 10;
-    while (engine->stats().disk_recoveries == 0 && std::chrono::steady_clock::now() < deadline) {
-      REQUIRE(generate(*engine, greedy_request(variant(++second), 1)).final.finish == FinishReason::kLength);
-      engine->flush_storage();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(engine->stats().disk_writes_failed > 0);
+    LogCapture cap;
+    ffs->full = false;  // from here on, nothing calls the engine until the pin watch has run
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (cap.count("the disk tier is available again") == 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    REQUIRE(engine->stats().disk_recoveries == 1);
-    // The next admin call (here the report) applies a's stored pin beside b's.
+    REQUIRE(cap.count("the disk tier is available again: 1 pinned prefix(es) stored there applied, 2 in all "
+                      "written back") == 1);
+    CHECK(engine->stats().disk_recoveries == 1);
     CacheReport r = engine->cache_report().value();
     CHECK(r.pinned_prefixes == 2);
     CHECK(r.pinned_pages == 36);
   }
-  // After a restart both come back: the merged list was written.
+  // After a restart both come back (the merged list was written), and b's
+  // pages, computed while the disk was full, are restored from disk.
   o.open_tiers = tier_factory();
   auto engine = make_engine(o);
   CacheReport r = engine->cache_report().value();
   CHECK(r.pinned_prefixes == 2);
   CHECK(r.pinned_pages == 36);
+  Generated again = generate(*engine, greedy_request(b, 1));
+  CHECK(again.final.cached_tokens == 288);
+  CHECK(engine->stats().pages_restored_disk == 18);
 }

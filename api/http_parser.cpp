@@ -115,6 +115,12 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
   // Codings and expectations larder does not implement are refused, not
   // ignored (a gzip body would reach the JSON parser as binary): RFC 9112
   // section 6.1 (501), RFC 9110 sections 15.5.16 (415) and 10.1.1 (417).
+  // A coding of no body (a GET that names one) changes nothing: not refused.
+  const bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
+  const auto identity_or_empty = [](std::string_view v) {
+    const std::string coding = ascii_lower(trim_ows(v));
+    return coding.empty() || coding == "identity";
+  };
   for (const auto& [name, value] : r.headers) {
     if (name == "transfer-encoding") {
       for (std::string_view rest = value; !rest.empty();) {
@@ -127,7 +133,7 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
           return -1;
         }
       }
-    } else if (name == "content-encoding" && ascii_lower(trim_ows(value)) != "identity") {
+    } else if (name == "content-encoding" && has_body && !identity_or_empty(value)) {
       c->refuse(415, "Content-Encoding '" + clip_for_message(value) + "' is not supported: send the body uncompressed");
       return -1;
     } else if (name == "expect" && ascii_lower(trim_ows(value)) != "100-continue") {

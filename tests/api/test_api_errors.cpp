@@ -447,6 +447,18 @@ TEST_CASE("HTTP-level garbage and limits", "[api]") {
       CHECK(r->status == 400);  // parsed and answered: "prompt" is missing
       CHECK(r->json()["error"]["message"].get<std::string>().find("prompt") != std::string::npos);
     }
+    // A content coding of no body changes nothing (noticed in hostile
+    // testing: a GET naming gzip was a 415).
+    for (const char* request : {"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: gzip\r\n\r\n",
+                                "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: br\r\n"
+                                "Content-Length: 0\r\n\r\n"}) {
+      CAPTURE(request);
+      TestClient c(ts.port());
+      REQUIRE(c.send_raw(request));
+      auto r = c.read_response();
+      REQUIRE(r);
+      CHECK(r->status == 200);
+    }
   }
   SECTION("a bad Content-Length -> 400") {
     TestClient c(ts.port());

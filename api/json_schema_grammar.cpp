@@ -317,7 +317,7 @@ class Converter {
       LARDER_ASSIGN_OR_RETURN(hi, schema_bound(s, where, false));
     }
     std::optional<StringDfa> strings;
-    LARDER_ASSIGN_OR_RETURN(strings, string_automaton(s, where));
+    LARDER_ASSIGN_OR_RETURN(strings, string_automaton(s, where, budget_));
     std::string alts;
     for (const json& v : values) {
       if (satisfies(s, v, lo, hi, strings ? &*strings : nullptr)) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
@@ -407,10 +407,6 @@ class Converter {
     return rule;
   }
 
-  // The definition `name` in the root's `section` ("$defs" or
-  // "definitions"), or null. An index per section is built on first use: a
-  // lookup in an ordered_json object scans its keys, so many refs into many
-  // definitions were quadratic (20000 of each: seconds).
   // s, or the definition its $ref (a chain of them) names; nullptr when it
   // names none.
   const json* resolved(const json& s) {
@@ -425,6 +421,10 @@ class Converter {
     return at;
   }
 
+  // The definition `name` in the root's `section` ("$defs" or
+  // "definitions"), or null. An index per section is built on first use: a
+  // lookup in an ordered_json object scans its keys, so many refs into many
+  // definitions were quadratic (20000 of each: seconds).
   const json* find_def(const std::string& section, const std::string& name) {
     auto [index, fresh] = def_index_.try_emplace(section);
     if (fresh) {
@@ -506,73 +506,9 @@ class Converter {
     return expr == "integer" || expr == "number" ? expr : new_rule(hint, expr);
   }
 
-  // minLength / maxLength: non-negative integers (2.0 counts as 2).
-  Result<std::pair<int64_t, int64_t>> lengths(const json& s, const std::string& where) {
-    int64_t min = 0, max = -1;
-    for (const char* key : {"minLength", "maxLength"}) {
-      const auto v = s.find(key);
-      if (v == s.end()) continue;
-      const bool integral = v->is_number_unsigned() ||
-                            (v->is_number_float() && v->get<double>() >= 0 && v->get<double>() <= 1e9 &&
-                             std::trunc(v->get<double>()) == v->get<double>());
-      if (!integral) return refuse(where + "/" + key, "must be a non-negative integer");
-      (std::string_view(key) == "minLength" ? min : max) = int64_t(v->get<double>());
-    }
-    if (min > 10000 || max > 10000) return refuse(where, "minLength / maxLength above 10000 are not supported");
-    if (max >= 0 && max < min) return nothing(where, "maxLength is below minLength");
-    return std::make_pair(min, max);
-  }
-
-  // The automaton of a string's format, pattern and lengths together
-  // (string_dfa.h), or nullopt when it has none of them. A format and a
-  // pattern that have no string in common (zod 4's z.iso.time() pattern has
-  // no offset, the "time" format requires one): the pattern alone, the
-  // format taken as the annotation JSON Schema 2020-12 makes it by default.
-  Result<std::optional<StringDfa>> string_automaton(const json& s, const std::string& where) {
-    std::pair<int64_t, int64_t> len;
-    LARDER_ASSIGN_OR_RETURN(len, lengths(s, where));
-    const auto [min, max] = len;
-    const auto format = s.find("format");
-    const auto pattern = s.find("pattern");
-    std::optional<StringDfa> by_format, by_pattern;
-    if (format != s.end()) {
-      if (!format->is_string()) return refuse(where + "/format", "must be a string");
-      const std::string& fmt = format->get_ref<const std::string&>();
-      const StringDfa* d = format_automaton(fmt);
-      if (d == nullptr) {
-        return refuse(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid, email are)");
-      }
-      by_format = *d;
-    }
-    if (pattern != s.end()) {
-      if (!pattern->is_string()) return refuse(where + "/pattern", "must be a string");
-      Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>(), budget_);
-      if (!d.is_ok()) return refuse(where + "/pattern", d.status().message());
-      by_pattern = std::move(*d);
-    }
-    std::optional<StringDfa> dfa;
-    if (by_pattern && by_format) {
-      Result<StringDfa> both = by_pattern->intersect(*by_format, false, budget_);
-      if (!both.is_ok()) return refuse(where + "/format", both.status().message());
-      dfa = both->empty() ? std::move(*by_pattern) : std::move(*both);
-    } else if (by_pattern) {
-      dfa = std::move(by_pattern);
-    } else if (by_format) {
-      dfa = std::move(by_format);
-    }
-    if (min > 0 || max >= 0) {
-      StringDfa l = StringDfa::length_range(min, max);
-      if (!dfa) return std::optional<StringDfa>(std::move(l));
-      Result<StringDfa> both = dfa->intersect(l, false, budget_);
-      if (!both.is_ok()) return refuse(where, both.status().message());
-      dfa = std::move(*both);
-    }
-    return dfa;
-  }
-
   Result<std::string> string(const json& s, const std::string& hint, const std::string& where) {
     std::pair<int64_t, int64_t> len;
-    LARDER_ASSIGN_OR_RETURN(len, lengths(s, where));
+    LARDER_ASSIGN_OR_RETURN(len, string_lengths(s, where));
     const auto [min, max] = len;
     const auto format = s.find("format");
     const auto pattern = s.find("pattern");
@@ -586,14 +522,16 @@ class Converter {
                                  (pattern != s.end() ? pattern->dump() : "") + "\n" + std::to_string(min) + "," +
                                  std::to_string(max);
     if (const auto it = string_rules_.find(memo_key); it != string_rules_.end()) return it->second;
-    std::optional<StringDfa> dfa;
-    LARDER_ASSIGN_OR_RETURN(dfa, string_automaton(s, where));
-    if (dfa->empty()) {
+    Result<std::optional<StringDfa>> automaton = string_automaton(s, where, budget_);
+    if (!automaton.is_ok()) return automaton.status();
+    if (!*automaton) return std::string("string");  // not reached: a format or a pattern is there
+    const StringDfa& dfa = **automaton;
+    if (dfa.empty()) {
       return nothing(where, "its pattern, format and lengths together allow no string the grammar can write "
                            "(printable characters; no control characters)");
     }
     std::vector<std::pair<std::string, std::string>> rules;
-    const std::string top = dfa->to_gbnf("s-re" + std::to_string(++n_rules_), &rules);
+    const std::string top = dfa.to_gbnf("s-re" + std::to_string(++n_rules_), &rules);
     for (auto& r : rules) {
       rule_bytes_ += r.first.size() + r.second.size() + 6;
       rules_.push_back(std::move(r));

@@ -136,4 +136,62 @@ const StringDfa* format_automaton(const std::string& fmt) {
   return nullptr;
 }
 
+Result<std::pair<int64_t, int64_t>> string_lengths(const json& s, const std::string& where) {
+  int64_t min = 0, max = -1;
+  for (const char* key : {"minLength", "maxLength"}) {
+    const auto v = s.find(key);
+    if (v == s.end()) continue;
+    const bool integral = v->is_number_unsigned() ||
+                          (v->is_number_float() && v->get<double>() >= 0 && v->get<double>() <= 1e9 &&
+                           std::trunc(v->get<double>()) == v->get<double>());
+    if (!integral) return schema_error(where + "/" + key, "must be a non-negative integer");
+    (std::string_view(key) == "minLength" ? min : max) = int64_t(v->get<double>());
+  }
+  if (min > 10000 || max > 10000) return schema_error(where, "minLength / maxLength above 10000 are not supported");
+  if (max >= 0 && max < min) return schema_allows_nothing(where, "maxLength is below minLength");
+  return std::make_pair(min, max);
+}
+
+Result<std::optional<StringDfa>> string_automaton(const json& s, const std::string& where, DfaBudget* budget) {
+  std::pair<int64_t, int64_t> len;
+  LARDER_ASSIGN_OR_RETURN(len, string_lengths(s, where));
+  const auto [min, max] = len;
+  const auto format = s.find("format");
+  const auto pattern = s.find("pattern");
+  std::optional<StringDfa> by_format, by_pattern;
+  if (format != s.end()) {
+    if (!format->is_string()) return schema_error(where + "/format", "must be a string");
+    const std::string& fmt = format->get_ref<const std::string&>();
+    const StringDfa* d = format_automaton(fmt);
+    if (d == nullptr) {
+      return schema_error(where + "/format", "format \"" + fmt + "\" is not supported (date, time, date-time, uuid, email are)");
+    }
+    by_format = *d;
+  }
+  if (pattern != s.end()) {
+    if (!pattern->is_string()) return schema_error(where + "/pattern", "must be a string");
+    Result<StringDfa> d = StringDfa::from_pattern(pattern->get_ref<const std::string&>(), budget);
+    if (!d.is_ok()) return schema_error(where + "/pattern", d.status().message());
+    by_pattern = std::move(*d);
+  }
+  std::optional<StringDfa> dfa;
+  if (by_pattern && by_format) {
+    Result<StringDfa> both = by_pattern->intersect(*by_format, false, budget);
+    if (!both.is_ok()) return schema_error(where + "/format", both.status().message());
+    dfa = both->empty() ? std::move(*by_pattern) : std::move(*both);
+  } else if (by_pattern) {
+    dfa = std::move(by_pattern);
+  } else if (by_format) {
+    dfa = std::move(by_format);
+  }
+  if (min > 0 || max >= 0) {
+    StringDfa l = StringDfa::length_range(min, max);
+    if (!dfa) return std::optional<StringDfa>(std::move(l));
+    Result<StringDfa> both = dfa->intersect(l, false, budget);
+    if (!both.is_ok()) return schema_error(where, both.status().message());
+    dfa = std::move(*both);
+  }
+  return dfa;
+}
+
 }  // namespace larder

@@ -3,8 +3,10 @@
 // and the formats of strings as automata.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -43,5 +45,20 @@ Result<std::string> number_gbnf(const nlohmann::ordered_json& s, const std::stri
 // The automaton of a supported "format" (date, time, date-time, uuid,
 // email), built once per process; null for any other.
 const StringDfa* format_automaton(const std::string& fmt);
+
+// A string schema's minLength / maxLength (non-negative integers; 2.0
+// counts as 2): (min, max), max -1 when there is none. kInvalidArgument for
+// another value or one above 10000, kOutOfRange for max < min.
+Result<std::pair<int64_t, int64_t>> string_lengths(const nlohmann::ordered_json& s, const std::string& where);
+
+// The automaton of a string's format, pattern and lengths together
+// (string_dfa.h), or nullopt when it has none of them; its states count
+// against `budget`. A format and a pattern that have no string in common
+// (zod 4's z.iso.time() pattern has no offset, the "time" format requires
+// one): the pattern alone, the format taken as the annotation JSON Schema
+// 2020-12 makes it by default. kInvalidArgument for an unsupported format,
+// a pattern StringDfa cannot compile, or an automaton over the budget.
+Result<std::optional<StringDfa>> string_automaton(const nlohmann::ordered_json& s, const std::string& where,
+                                                  DfaBudget* budget);
 
 }  // namespace larder

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +47,18 @@ double best_seconds(Fn&& fn, int reps = 5) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+// GOP/s of `ops` operations in the best of 5 runs of fn.
+template <class Fn>
+double best_gops(double ops, Fn&& fn) {
+  return ops / best_seconds(fn) / 1e9;
+}
+
+// The throughput benches' settings: an integer from the environment.
+inline int bench_env(const char* name, int def) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : def;
 }
 
 // Reads `bytes` at p once (512-bit loads where the build has AVX-512, 256-bit

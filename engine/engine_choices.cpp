@@ -43,6 +43,23 @@ void Engine::Impl::fork_choices() {
       // A choice is a running sequence: within max_running, and with a page
       // for its copy of the partial last page.
       if (int(seqs.size()) >= opt.max_running || !kv->fork(s.pages, c->pages, s.n_computed)) {
+        // Its echo (the prompt's text and logprobs) is s's, sent now: its
+        // own run then needs no logits at every prompt position, and with
+        // max_tokens 0 no run at all. Found in hostile testing: 8 prompts of
+        // 2048 tokens with n = 8, echo and logprobs prefilled each queued
+        // choice's prompt again, every row's logits included, and stalled
+        // every other request for 20 s.
+        c->n_cached = s.n_cached;
+        if (c->request.echo) {
+          emit_echo(*c, s);
+          c->request.echo = false;
+        }
+        if (c->request.max_tokens == 0) {
+          c->t_first_token = s.t_first_token;
+          c->have_first_token = true;
+          finish(*c, FinishReason::kLength);
+          continue;
+        }
         spdlog::debug("request {}: choice {} cannot fork (max_running or no page); queued as a request of its own",
                       s.id, j);
         waiting.push_back(std::move(c));

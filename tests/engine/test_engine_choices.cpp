@@ -24,6 +24,10 @@ class ChoiceSink : public GenerationSink {
     std::lock_guard<std::mutex> lk(mu_);
     const int c = ev.choice;
     text[c] += ev.text;
+    if (ev.echo) {
+      ++n_echo[c];
+      echo_logprobs[c] = ev.logprobs;
+    }
     if (!ev.done) {
       ++n_text_events_;
       if (cancel_after_ > 0 && n_text_events_ >= cancel_after_) cancel();
@@ -42,6 +46,8 @@ class ChoiceSink : public GenerationSink {
   std::map<int, std::string> text;
   std::map<int, GenerationEvent> finals;
   std::map<int, int> n_done;
+  std::map<int, int> n_echo;
+  std::map<int, std::vector<TokenLogprob>> echo_logprobs;
 
  private:
   int n_choices_;
@@ -204,6 +210,48 @@ TEST_CASE("a choice with no page for its copy runs as a request of its own", "[e
   // The two queued choices prefill little: the full pages and most of the
   // last one come from the cache.
   CHECK(engine->stats().prefill_tokens < 500 + 2 * 16);
+}
+
+// Found in hostile testing: with echo and logprobs, a choice that could not
+// fork (max_running) ran as a request of its own that prefilled the whole
+// prompt again with every row's logits (8 prompts of 2048 tokens, n = 8:
+// 20 s in which no other request got a step). It takes the prompt's echo
+// from the choice that prefilled it.
+TEST_CASE("choices that cannot fork take the echo and prompt logprobs of the one that prefilled",
+          "[engine][choices]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> prompt = reference_prompt("long");
+  REQUIRE(prompt.size() == 299);
+  EngineOptions o = options_for(model, "");
+  o.max_running = 2;  // choice 1 forks; choices 2 and 3 cannot
+  for (int max_tokens : {0, 3}) {
+    INFO("max_tokens " << max_tokens);
+    auto engine = make_engine(o);
+    GenerationRequest r = sampled_request(prompt, max_tokens, 7, 4);
+    r.echo = true;
+    r.logprobs = 2;
+    auto sink = std::make_shared<ChoiceSink>(4);
+    engine->submit(std::move(r), sink);
+    REQUIRE(sink->wait());
+    for (int j = 0; j < 4; ++j) {
+      INFO("choice " << j);
+      CHECK(sink->finals[j].finish == FinishReason::kLength);
+      CHECK(sink->finals[j].completion_tokens == max_tokens);
+      CHECK(sink->n_echo[j] == 1);
+      REQUIRE(sink->echo_logprobs[j].size() == 299);
+      for (size_t k = 1; k < 299; ++k) {
+        CHECK(sink->echo_logprobs[j][k].logprob == sink->echo_logprobs[0][k].logprob);
+        CHECK(sink->echo_logprobs[j][k].top.size() == 2);
+      }
+    }
+    CHECK(engine->stats().choice_pages_shared == 18);  // choice 1 only: 299 = 18 x 16 + 11
+    if (max_tokens == 0) {
+      CHECK(engine->stats().prefill_tokens == 299);  // once, not 3 x 299 = 897
+    } else {
+      // The queued two recompute at most their partial last page each.
+      CHECK(engine->stats().prefill_tokens <= 299 + 2 * 16);
+    }
+  }
 }
 
 TEST_CASE("cancelling an n = 4 request ends all four choices", "[engine][choices]") {

@@ -120,9 +120,10 @@
 //   log_interval_ms with a count of the suppressed ones; gets still work.
 //   RocksDB's own recovery is off; instead, at most once per
 //   retry_interval_ms (doubling after each failed try, up to 60 s) a put,
-//   erase or flush calls DB::Resume() once the file system has room for
-//   the memtable plus 1 MiB, so writes resume by themselves when space
-//   returns. Each success counts in n_recoveries(). An idle store retries
+//   erase or flush closes and reopens the DB (not DB::Resume(), which can
+//   keep a WAL writer that saw the error and abort on its next append) once
+//   the file system has room for the memtable plus 1 MiB, so writes resume
+//   by themselves when space returns. Each success counts in n_recoveries(). An idle store retries
 //   too: its background thread looks for a fault every retry_interval_ms
 //   (clamped to 100 ms .. 2 s) and makes the same tries when they are due.
 // - A background error RocksDB cannot resume from (a corrupt block reached

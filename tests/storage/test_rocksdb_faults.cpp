@@ -205,6 +205,29 @@ TEST_CASE("an idle store recovers by itself when space returns, at open and afte
   CHECK(get_ok(*store, key_n(3)) == value_n(3, 3000));
 }
 
+// Found in hostile testing: on a full disk, a fresh store's first put
+// failed in its WAL append; once space was back DB::Resume() had nothing to
+// flush, kept the WAL writer that saw the error, and the next put aborted
+// the process (an assertion in Debian's librocksdb). Writes now resume by a
+// reopen.
+TEST_CASE("full disk: a fresh store's failed first put, then space back: writes resume without an abort",
+          "[storage][faults]") {
+  TempDir tmp("resume");
+  auto ffs = std::make_shared<FaultFs>();
+  RocksDbStoreOptions o = fault_options(tmp.sub("db"), ffs);
+  auto store = open_store(o);
+  ffs->full = true;
+  for (uint64_t n = 1; n < 4; ++n) CHECK(store->put(key_n(n), value_n(n, 3000)).code() == StatusCode::kIOError);
+  CHECK(store->flush().code() == StatusCode::kIOError);
+  ffs->full = false;
+  for (uint64_t n = 5; n < 9; ++n) REQUIRE(store->put(key_n(n), value_n(n, 3000)).is_ok());
+  REQUIRE(store->flush().is_ok());
+  CHECK(store->n_recoveries() == 1);
+  CHECK(store->n_records() == 4);
+  CHECK(get_ok(*store, key_n(8)) == value_n(8, 3000));
+  CHECK_FALSE(get_ok(*store, key_n(1)).has_value());
+}
+
 TEST_CASE("a block checksum mismatch at open is damage, not a lock: moved aside, store starts empty",
           "[storage][faults]") {
   TempDir tmp("sst-crc");

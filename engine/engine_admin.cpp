@@ -162,18 +162,22 @@ std::vector<PageKey> Engine::Impl::adopt_pins(std::vector<PinnedPrefix> stored) 
   return device_keys;
 }
 
+bool Engine::Impl::merge_stored_pins() {
+  if (!stored_pins_unread) return true;
+  if (!persistent_tiers_available()) return false;
+  stored_pins_unread = false;
+  std::vector<PageKey> device_keys = adopt_pins(read_stored_pins(*tiers, root));
+  if (!device_keys.empty()) {
+    run_sync([this, device_keys] { for (const PageKey& key : device_keys) kv->device().pin(key); }, kControlTimeout);
+  }
+  return true;
+}
+
 void Engine::Impl::resync_pins() {
   if (!tiers || !tiers->has_persistent() || (!stored_pins_unread && !pins_unsaved)) return;
   if (!persistent_tiers_available()) return;
   const size_t n_before = pins.size();
-  if (stored_pins_unread) {
-    stored_pins_unread = false;
-    std::vector<PageKey> device_keys = adopt_pins(read_stored_pins(*tiers, root));
-    if (!device_keys.empty()) {
-      run_sync([this, device_keys] { for (const PageKey& key : device_keys) kv->device().pin(key); },
-               kControlTimeout);
-    }
-  }
+  merge_stored_pins();
   save_pins();
   std::vector<PageKey> keys;
   keys.reserve(pin_counts.size());
@@ -237,11 +241,19 @@ void Engine::Impl::stop_pin_watch() {
   pin_watch_cv.notify_all();
   if (pin_watch.joinable()) pin_watch.join();
   std::lock_guard<std::mutex> admin(admin_mu);
+  if (tiers) tiers->flush();  // a disk tier that came back reopens here, while the engine still runs
   resync_pins();  // pins the disk tier could not take while it was down
 }
 
 void Engine::Impl::save_pins() {
   if (!tiers || !tiers->has_persistent()) return;
+  // Never over the stored list before it was read (found in hostile
+  // testing: a pin that waited behind other requests while the disk tier
+  // came back wrote its own list over the stored one).
+  if (!merge_stored_pins()) {
+    pins_unsaved = true;
+    return;
+  }
   pins_unsaved = !persistent_tiers_available();
   const PageKey record_key = pin_record_key(root);
   if (pins.empty()) {
@@ -441,6 +453,10 @@ Result<PinResult> Engine::unpin(const std::vector<int32_t>& prompt, const std::s
   std::lock_guard<std::mutex> admin(m.admin_mu);
   m.resync_pins();
   auto it = std::find(m.pins.begin(), m.pins.end(), prefix);
+  if (it == m.pins.end() && m.stored_pins_unread) {
+    return Status::cancelled("the disk tier is down, so the pins stored there are not read yet and this prefix may "
+                             "be one of them: unpin again when it is back (GET /admin/cache)");
+  }
   if (it == m.pins.end()) {
     return Status::not_found("this prompt's prefix (" + std::to_string(prefix.keys.size()) +
                              " pages) is not pinned (the same prompt and cache_salt as the pin are needed)");
@@ -510,8 +526,14 @@ Result<EvictResult> Engine::evict(const std::vector<int32_t>* prompt, const std:
     // Writes still queued (a spill of a page just sealed) land first, so
     // that none of them brings an evicted record back.
     m.tiers->flush();
+    // The flush may have reopened a disk tier that was down: its stored
+    // pins are read before everything there goes, and while they cannot
+    // be, it is left alone (found in hostile testing: an evict just after
+    // the disk came back erased the stored pin list for good).
+    m.merge_stored_pins();
     for (size_t i = 0; i < m.tiers->n_tiers(); ++i) {
-      out.evicted.emplace_back(std::string(m.tiers->tier(i).name()), m.tiers->tier(i).evict(keys));
+      const bool keep = m.stored_pins_unread && m.tiers->persistent(i);
+      out.evicted.emplace_back(std::string(m.tiers->tier(i).name()), keep ? 0 : m.tiers->tier(i).evict(keys));
     }
   }
   // Evicting everything took the pin list too; the pins stay in force.

@@ -253,6 +253,10 @@ struct Engine::Impl {
   // tier was down were lost at the next restart, and the stored ones were
   // not applied when it came back.
   void resync_pins();
+  // Requires admin_mu, not on the engine thread. While stored_pins_unread:
+  // once the persistent tiers are available, reads the stored pins and
+  // adopts them (adopt_pins). False while they still cannot be read.
+  bool merge_stored_pins();
   bool stored_pins_unread = false;  // guarded by admin_mu: load_pins found a persistent tier unavailable
   bool pins_unsaved = false;        // guarded by admin_mu: save_pins ran while one was unavailable
   // The prefix of `prompt`'s full pages under `cache_salt`; errors for an

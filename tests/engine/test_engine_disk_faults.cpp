@@ -144,3 +144,55 @@ TEST_CASE("pins stored on a disk that was down at start are applied when it retu
   CHECK(again.final.cached_tokens == 288);
   CHECK(engine->stats().pages_restored_disk == 18);
 }
+
+// Found in hostile testing: the stored pin list was lost when the disk tier
+// came back under an admin call rather than under the pin watch: an evict
+// of everything just after the return erased it unread, and a stop just
+// after the return wrote the list but not the pinned pages; while the disk
+// was down, an unpin of a stored pin said "not pinned".
+TEST_CASE("pins across a disk tier's return: unpin while unread, evict and stop at the return",
+          "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.device.budget_bytes = 80 * 20480;  // room for a full context and two pinned prefixes
+  o.open_tiers = tier_factory(hooks_for(ffs));
+  const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
+  {
+    auto engine = make_engine(o);
+    REQUIRE(engine->pin(a, "").is_ok());
+  }
+  ffs->full = true;
+  {
+    auto engine = make_engine(o);  // a's pin is stored but cannot be read
+    Result<PinResult> un = engine->unpin(a, "");
+    REQUIRE_FALSE(un.is_ok());
+    CHECK(un.status().code() == StatusCode::kCancelled);  // a 503 "try again", not a 404
+    CHECK_THAT(un.status().message(), Catch::Contains("not read yet"));
+    ffs->full = false;
+    engine->flush_storage();  // the disk tier reopens here, under no pin watch
+    Result<EvictResult> ev = engine->evict(nullptr, "");
+    REQUIRE(ev.is_ok());
+    CHECK(engine->cache_report().value().pinned_prefixes == 1);
+  }
+  o.open_tiers = tier_factory();
+  {
+    auto engine = make_engine(o);
+    CHECK(engine->cache_report().value().pinned_prefixes == 1);  // the evict kept the stored list
+  }
+  o.open_tiers = tier_factory(hooks_for(ffs));
+  ffs->full = true;
+  {
+    auto engine = make_engine(o);
+    REQUIRE(engine->pin(b, "").is_ok());  // b's pages and the list cannot be written now
+    ffs->full = false;
+  }  // stopped at once: the stop itself reopens the disk tier and writes both
+  o.open_tiers = tier_factory();
+  auto engine = make_engine(o);
+  CacheReport r = engine->cache_report().value();
+  CHECK(r.pinned_prefixes == 2);
+  Generated again = generate(*engine, greedy_request(b, 1));
+  CHECK(again.final.cached_tokens == 288);
+  CHECK(engine->stats().pages_restored_disk == 18);
+}

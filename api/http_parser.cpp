@@ -117,9 +117,15 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
   // section 6.1 (501), RFC 9110 sections 15.5.16 (415) and 10.1.1 (417).
   // A coding of no body (a GET that names one) changes nothing: not refused.
   const bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
+  // A list of codings (RFC 9110 section 8.4; empty elements allowed, 5.6.1).
   const auto identity_or_empty = [](std::string_view v) {
-    const std::string coding = ascii_lower(trim_ows(v));
-    return coding.empty() || coding == "identity";
+    for (std::string_view rest = v; !rest.empty();) {
+      const size_t comma = std::min(rest.find(','), rest.size());
+      const std::string coding = ascii_lower(trim_ows(rest.substr(0, comma)));
+      rest.remove_prefix(std::min(comma + 1, rest.size()));
+      if (!coding.empty() && coding != "identity") return false;
+    }
+    return true;
   };
   for (const auto& [name, value] : r.headers) {
     if (name == "transfer-encoding") {

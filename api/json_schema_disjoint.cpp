@@ -73,9 +73,12 @@ bool disjoint(const json& a_in, const json& b_in, const SchemaResolver& resolve,
   if (a == nullptr || b == nullptr || depth > kMaxDepth) return false;
   const std::optional<std::vector<json>> va = listed_values(*a), vb = listed_values(*b);
   if (va && vb) {
+    // JSON equality: objects regardless of their keys' order (ordered_json's
+    // == minds it; found in hostile testing: {"a":1,"b":2} and
+    // {"b":2,"a":1} were taken for different values), and 1 equal to 1.0.
     for (const json& x : *va)
       for (const json& y : *vb)
-        if (x == y) return false;
+        if (nlohmann::json(x) == nlohmann::json(y)) return false;
     return true;
   }
   const std::optional<std::set<std::string>> ta = value_types(*a), tb = value_types(*b);

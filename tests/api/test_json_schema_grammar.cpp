@@ -287,6 +287,12 @@ TEST_CASE("json schema: oneOf with branches that cannot overlap converts; others
   CHECK(accepts(*tagged, R"({"kind":"cat","lives":9})"));
   CHECK(accepts(*tagged, R"({"kind":"dog","good":true})"));
   CHECK_FALSE(accepts(*tagged, R"({"kind":"dog","lives":9})"));
+  // The same object with its keys in another order is one value.
+  CHECK_THAT(refusal(R"({"oneOf":[{"const":{"a":1,"b":2}},{"const":{"b":2,"a":1}}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"enum":[[{"a":1,"b":[2]}]]},{"const":[{"b":[2],"a":1}]}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"const":1},{"enum":[1.0]}]})"), Catch::Contains("branches 0 and 1"));
   // Numeric ranges that cannot meet: [0, 5) and [5, 8], integer and number.
   auto ranges = from_schema(R"({"oneOf":[{"type":"integer","minimum":0,"exclusiveMaximum":5},
                                          {"type":"number","minimum":5,"maximum":8}]})");

@@ -197,6 +197,11 @@ std::optional<ApiError> parse_options(const json& obj, const SamplingParams& def
   if (auto e = read_bool(obj, "parse_special", "parse_special", &out->parse_special)) return e;
   if (const json* v = field(obj, "stream_options")) {
     if (!v->is_object()) return ApiError::invalid("'stream_options' must be an object", "stream_options");
+    // As OpenAI answers (found in hostile testing: accepted and ignored).
+    if (!out->stream) {
+      return ApiError::invalid("The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+                               "stream_options");
+    }
     if (auto e = read_bool(*v, "include_usage", "stream_options.include_usage", &out->include_usage)) return e;
     // include_obfuscation (OpenAI: random padding against length side
     // channels on the network) is accepted and ignored: larder serves localhost.

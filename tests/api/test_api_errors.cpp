@@ -84,6 +84,12 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
       {"include_usage not bool", "/v1/chat/completions",
        "{" + user + R"(,"stream":true,"stream_options":{"include_usage":1}})", 400, "invalid_request_error",
        "stream_options.include_usage", nullptr},
+      {"stream_options without stream", "/v1/chat/completions",
+       "{" + user + R"(,"stream_options":{"include_usage":true}})", 400, "invalid_request_error", "stream_options",
+       nullptr},
+      {"stream_options with stream false", "/v1/completions",
+       R"({"prompt":"a","stream":false,"stream_options":{}})", 400, "invalid_request_error", "stream_options",
+       nullptr},
       {"logprobs not a bool", "/v1/chat/completions", "{" + user + R"(,"logprobs":1})", 400,
        "invalid_request_error", "logprobs", nullptr},
       // Function calling: the param names the path of the bad value.

@@ -77,7 +77,7 @@ TEST_CASE("fields accepted and ignored on purpose; their types are still checked
                     R"("service_tier":"auto","prompt_cache_key":"k","prompt_cache_retention":"24h",)"
                     R"("cache_prompt":true,"prediction":{"type":"content","content":"Hello"},)"
                     R"("verbosity":"medium","reasoning_format":"none",)"
-                    R"("stream_options":{"include_obfuscation":true},"n_predict":2})");
+                    R"("stream":true,"stream_options":{"include_obfuscation":true},"n_predict":2})");
   REQUIRE(r);
   INFO(r->body);
   CHECK(r->status == 200);

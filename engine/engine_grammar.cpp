@@ -34,7 +34,9 @@ std::shared_ptr<const TokenTrie> Engine::Impl::token_trie() {
 int32_t Engine::Impl::sample_next(Sequence& s, std::span<const float> row) {
   const int32_t token = sample_constrained(s, row);
   // Logprobs come from the raw row, before logit_bias and the grammar mask.
-  if (s.request.logprobs >= 0 && token >= 0 && token < n_vocab) s.next_logprob = logprob_entry(s, row, token);
+  if (s.request.logprobs >= 0 && token >= 0 && token < n_vocab) {
+    s.next_logprob = logprob_entry(s, row, token, s.tokens.empty() ? -1 : s.tokens.back());
+  }
   return token;
 }
 

@@ -187,8 +187,9 @@ struct Engine::Impl {
   void emit(Sequence& s, std::string text, std::vector<int32_t> tokens);
   // engine_logprobs.cpp (request.logprobs / request.echo).
   // The entry of `token` at a position with raw logits `row` [n_vocab],
-  // with s.request.logprobs alternatives and the pieces filled in.
-  TokenLogprob logprob_entry(const Sequence& s, std::span<const float> row, int32_t token);
+  // with s.request.logprobs alternatives and the pieces filled in as the
+  // text has them after `prev` (the token before; -1: none): piece_in_text.
+  TokenLogprob logprob_entry(const Sequence& s, std::span<const float> row, int32_t token, int32_t prev);
   // A prefill chunk of s (batch: consecutive positions of its prompt) with
   // the logits of every position: forward calls of at most 64 MiB of logits
   // each (the split does not change the arithmetic, engine/cpu/forward.h),

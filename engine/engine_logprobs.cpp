@@ -8,10 +8,14 @@
 
 namespace larder {
 
-TokenLogprob Engine::Impl::logprob_entry(const Sequence& s, std::span<const float> row, int32_t token) {
+TokenLogprob Engine::Impl::logprob_entry(const Sequence& s, std::span<const float> row, int32_t token,
+                                         int32_t prev) {
   TokenLogprob e = logprobs::of_token(row, token, s.request.logprobs);
-  e.piece = tokenizer->token_to_piece(token);
-  for (TopLogprob& t : e.top) t.piece = tokenizer->token_to_piece(t.id);
+  // As the text has them (found in hostile testing: after BOS the token
+  // was ' Once' and so was its top_logprobs key, in a text that starts
+  // 'Once'; an echoed token's key kept the space its token had lost).
+  e.piece = piece_in_text(*tokenizer, prev, token);
+  for (TopLogprob& t : e.top) t.piece = piece_in_text(*tokenizer, prev, t.id);
   return e;
 }
 
@@ -41,7 +45,7 @@ void Engine::Impl::record_prompt_logprobs(Sequence& s, int first_pos, int n_rows
     const int next = first_pos + r + 1;  // the prompt token this row predicts
     if (next >= s.n_prompt) break;       // the last row: the first generated token's
     std::span<const float> row(rows + size_t(r) * size_t(n_vocab), size_t(n_vocab));
-    s.prompt_logprobs[size_t(next)] = logprob_entry(s, row, s.tokens[size_t(next)]);
+    s.prompt_logprobs[size_t(next)] = logprob_entry(s, row, s.tokens[size_t(next)], s.tokens[size_t(next) - 1]);
   }
 }
 
@@ -56,16 +60,11 @@ void Engine::Impl::emit_echo(Sequence& to, Sequence& from) {
     first = TokenLogprob{};
     first.id = prompt[0];
     first.has_logprob = false;
-    first.piece = tokenizer->token_to_piece(prompt[0]);
+    first.piece = piece_in_text(*tokenizer, -1, prompt[0]);
   }
   IncrementalDetokenizer detok(*tokenizer);
   for (size_t i = 0; i < prompt.size(); ++i) {
-    if (with_logprobs) {
-      from.prompt_logprobs[i].text_offset = ev.text.size();
-      // As the text has it (found in hostile testing: ' Lily' at offset 0
-      // of a text that starts 'Lily').
-      if (i > 0) from.prompt_logprobs[i].piece = piece_in_text(*tokenizer, prompt[i - 1], prompt[i]);
-    }
+    if (with_logprobs) from.prompt_logprobs[i].text_offset = ev.text.size();
     ev.text += detok.push(prompt[i]);
   }
   ev.text += detok.flush();

@@ -146,6 +146,31 @@ void check_model(const std::string& file, Tolerance tol) {
     joined += e.piece;
   }
   CHECK(joined == got->echo_text);
+  // An alternative that is the token itself has the token's piece (found in
+  // hostile testing: after BOS, 'Lily' listed as ' Lily' among its own
+  // alternatives).
+  for (const TokenLogprob& e : got->prompt) {
+    for (const TopLogprob& t : e.top) {
+      if (t.id == e.id) CHECK(t.piece == e.piece);
+    }
+  }
+
+  // A completion of BOS alone: its first token right after BOS, as the
+  // text has it (it was ' Once' in a text 'Once upon ...').
+  GenerationRequest bos_only = greedy_request(std::vector<int32_t>{prompt[0]}, 3);
+  bos_only.return_prompt_logits = false;
+  bos_only.logprobs = 5;
+  auto from_bos = run(*engine, bos_only);
+  REQUIRE(from_bos->output.size() == 3);
+  std::string output;
+  for (const TokenLogprob& e : from_bos->output) {
+    output += e.piece;
+    for (const TopLogprob& t : e.top) {
+      if (t.id == e.id) CHECK(t.piece == e.piece);
+    }
+  }
+  CHECK(output == from_bos->text);
+  CHECK(from_bos->text.substr(0, 1) != " ");
 
   // The prompt's first page is now cached; an echo with logprobs still
   // computes every position (no cached token) and gets the same values.

@@ -180,9 +180,13 @@ class Converter {
     return out;
   }
 
-  // `a` with the keywords of `b` added (allOf's meaning, for keywords the
-  // two do not both have); kInvalidArgument when both have one with
-  // different values.
+  // `a` with the keywords of `b` added (allOf's meaning): a keyword only
+  // one has is taken as it is; two objects' "properties" are joined (a
+  // property both list must satisfy both: an allOf of the two), their
+  // "required" lists too, and "additionalProperties": false on either side
+  // keeps only the properties that side lists (kOutOfRange when one the
+  // other requires goes). kInvalidArgument for another keyword both have
+  // with different values.
   Result<json> merged(const json& a, const json& b, const std::string& where) {
     if (!a.is_object() || !b.is_object()) return refuse(where, "allOf / anyOf branches must be objects to be combined");
     json out = a;
@@ -190,10 +194,52 @@ class Converter {
       const auto mine = out.find(key);
       if (mine == out.end()) {
         out[key] = v;
-      } else if (*mine != v && !kAnnotations.count(key)) {
-        return refuse(where, "\"" + key + "\" appears both beside and inside a branch with different values "
-                                          "(not supported)");
+      } else if (key == "properties" && mine->is_object() && v.is_object()) {
+        for (const auto& [name, schema] : v.items()) {
+          const auto had = mine->find(name);
+          if (had == mine->end()) (*mine)[name] = schema;
+          else if (*had != schema) *had = json{{"allOf", json::array({*had, schema})}};
+        }
+      } else if (key == "required" && mine->is_array() && v.is_array()) {
+        for (const json& name : v) {
+          if (std::find(mine->begin(), mine->end(), name) == mine->end()) mine->push_back(name);
+        }
+      } else if (*mine != v && !kAnnotations.count(key) && key != "additionalProperties") {
+        return refuse(where, "\"" + key + "\" has different values in two allOf branches (or beside allOf and in "
+                                          "one), which larder cannot combine");
       }
+    }
+    // additionalProperties: false on a side allows only the names it lists.
+    const auto closed = [](const json& s) {
+      const auto it = s.find("additionalProperties");
+      return it != s.end() && it->is_boolean() && !it->get<bool>();
+    };
+    const auto open_schema = [](const json& s) {
+      const auto it = s.find("additionalProperties");
+      return it != s.end() && !it->is_boolean();
+    };
+    if ((closed(a) || closed(b)) && (open_schema(a) || open_schema(b))) {
+      return refuse(where, "\"additionalProperties\" as a schema beside false in another allOf branch cannot be "
+                           "combined");
+    }
+    if ((closed(a) || closed(b)) && out.value("properties", json::object()).is_object()) {
+      json allowed = json::object();
+      const json none = json::object();
+      const json props = out.value("properties", none), props_a = a.value("properties", none),
+                 props_b = b.value("properties", none), required = out.value("required", json::array());
+      for (const auto& [name, schema] : props.items()) {
+        const bool in_a = !closed(a) || props_a.contains(name);
+        const bool in_b = !closed(b) || props_b.contains(name);
+        if (in_a && in_b) allowed[name] = schema;
+      }
+      for (const json& name : required) {
+        if (name.is_string() && !allowed.contains(name.get<std::string>())) {
+          return nothing(where, "property \"" + name.get<std::string>() + "\" is required by one allOf branch and "
+                                "not allowed by another (\"additionalProperties\": false)");
+        }
+      }
+      out["properties"] = std::move(allowed);
+      out["additionalProperties"] = false;
     }
     return out;
   }
@@ -250,7 +296,14 @@ class Converter {
       json all = json::object();
       for (const std::string& k : constraints(s, {"allOf"})) all[k] = s.at(k);
       for (size_t i = 0; i < it->size(); ++i) {
-        LARDER_ASSIGN_OR_RETURN(all, merged(all, (*it)[i], where + "/allOf/" + std::to_string(i)));
+        const std::string at = where + "/allOf/" + std::to_string(i);
+        const json* branch = &(*it)[i];
+        // A branch that is only a $ref (pydantic's form) stands for its definition.
+        if (branch->is_object() && branch->contains("$ref") && constraints(*branch, {"$ref"}).empty()) {
+          branch = resolved(*branch);
+          if (branch == nullptr) return refuse(at + "/$ref", "does not name a definition in $defs or definitions");
+        }
+        LARDER_ASSIGN_OR_RETURN(all, merged(all, *branch, at));
       }
       return visit(all, hint, where + "/allOf", depth + 1);
     }

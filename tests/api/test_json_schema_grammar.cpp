@@ -199,6 +199,39 @@ TEST_CASE("json schema: keywords beside enum, const, anyOf, allOf and $ref hold 
   CHECK_FALSE(accepts(*two, R"("abc")"));
 }
 
+// Found in hostile testing: an allOf of two objects (what an intersection
+// of two object types converts to) was refused, "properties" said to appear
+// beside allOf when it did not.
+TEST_CASE("json schema: allOf of objects joins their properties and required lists", "[api][schema]") {
+  auto both = from_schema(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
+                                       {"type":"object","properties":{"b":{"type":"boolean"}},"required":["b"]}]})");
+  CHECK(accepts(*both, R"({"a":1,"b":true})"));
+  CHECK_FALSE(accepts(*both, R"({"a":1})"));
+  CHECK_FALSE(accepts(*both, R"({"b":true})"));
+  // A property both list satisfies both: [0, 5] here.
+  auto shared = from_schema(R"({"allOf":[{"properties":{"x":{"type":"integer","minimum":0}}},
+                                         {"properties":{"x":{"maximum":5}},"required":["x"]}]})");
+  CHECK(accepts(*shared, R"({"x":3})"));
+  CHECK_FALSE(accepts(*shared, R"({"x":7})"));
+  CHECK_FALSE(accepts(*shared, R"({"x":-1})"));
+  CHECK_FALSE(accepts(*shared, R"({})"));
+  // A branch that is only a $ref is its definition.
+  auto ref = from_schema(R"({"allOf":[{"$ref":"#/$defs/A"},{"properties":{"b":{"type":"boolean"}},"required":["b"]}],
+                             "$defs":{"A":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}})");
+  CHECK(accepts(*ref, R"({"a":2,"b":false})"));
+  CHECK_FALSE(accepts(*ref, R"({"b":false})"));
+  // additionalProperties: false allows only the names its branch lists: an
+  // optional one of the other branch goes, a required one leaves nothing.
+  auto closed = from_schema(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"additionalProperties":false},
+                                         {"properties":{"a":{"type":"integer"},"c":{"type":"string"}}}]})");
+  CHECK(accepts(*closed, R"({"a":1})"));
+  CHECK_FALSE(accepts(*closed, R"({"a":1,"c":"x"})"));
+  CHECK_THAT(refusal(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"additionalProperties":false},
+                                  {"properties":{"b":{"type":"integer"}},"required":["b"]}]})"),
+             Catch::Contains("\"b\" is required by one allOf branch and not allowed by another"));
+}
+
+
 TEST_CASE("json schema: nested type lists are bounded as they expand", "[api][schema]") {
   // Each level of ["array","array"] visits the level below twice: 2^20
   // visits for 20 levels, refused after a bounded number of them.

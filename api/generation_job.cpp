@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "api/pool_task.h"
+
 namespace larder {
 
 void LoopWaker::wake() {
@@ -129,13 +131,42 @@ void GenerationJob::take_text(ResponseWriter& writer, int index, ReasoningSplit 
   if (!part.content.empty()) write_text_chunk(writer, index, c.tool_stream.push(part.content));
 }
 
-std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
+namespace {
+
+std::vector<ToolCall> calls_with_ids(std::vector<ParsedToolCall> calls, const ToolCallOptions& tools,
+                                     std::mt19937_64& rng) {
   std::vector<ToolCall> out;
   for (ParsedToolCall& c : calls) {
-    out.push_back({make_tool_call_id(tools_.syntax == ToolCallSyntax::kMistral, id_rng_), std::move(c.name),
+    out.push_back({make_tool_call_id(tools.syntax == ToolCallSyntax::kMistral, rng), std::move(c.name),
                    std::move(c.arguments)});
   }
   return out;
+}
+
+HttpResponse assembly_failed(const std::string& what) { return error_response(ApiError::server(what)); }
+
+}  // namespace
+
+std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
+  return calls_with_ids(std::move(calls), tools_, id_rng_);
+}
+
+HttpResponse GenerationJob::build_body(Body& b) {
+  nlohmann::json body_choices = nlohmann::json::array();
+  for (size_t i = 0; i < b.choices.size(); ++i) {
+    ToolCallParse parsed = parse_tool_calls(b.tools, b.choices[i].text);
+    nlohmann::json choice = choice_json(b.meta, int(i), b.choices[i].raw_reasoning + parsed.content,
+                                        *b.choices[i].final, calls_with_ids(std::move(parsed.calls), b.tools, b.id_rng));
+    if (b.reasoning) add_reasoning_json(choice, b.choices[i].reasoning_text, 0);
+    body_choices.push_back(std::move(choice));
+  }
+  nlohmann::json body = completion_body_json(b.meta, std::move(body_choices), b.usage);
+  if (b.reasoning) add_reasoning_json(body, "", b.reasoning_tokens);
+  if (!b.meta.logprobs) return json_response(200, body);
+  // The logprobs objects keep their keys' order (api/response_logprobs.h).
+  nlohmann::ordered_json ordered = body;
+  for (size_t i = 0; i < b.choices.size(); ++i) ordered["choices"][i]["logprobs"] = b.choices[i].logprobs->take();
+  return json_text_response(200, dump_json(ordered));
 }
 
 GenerationJob::~GenerationJob() {
@@ -145,11 +176,18 @@ GenerationJob::~GenerationJob() {
 
 void GenerationJob::pump(ResponseWriter& writer) {
   if (done_) return;
+  if (assembly_) {
+    if (assembly_->finished()) {
+      done_ = true;
+      writer.send(assembly_->take());
+    }
+    return;
+  }
   std::deque<QueueSink::Timed> events = sink_->take_timed();
   for (QueueSink::Timed& t : events) {
     observe(t);
     on_event(writer, t.event);
-    if (done_) break;
+    if (done_ || assembly_) break;
   }
 }
 
@@ -242,25 +280,18 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
   if (!stream_) {
     c.final = std::move(e);
     if (!last) return;
-    done_ = true;
-    nlohmann::json body_choices = nlohmann::json::array();
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      ToolCallParse parsed = parse_tool_calls(tools_, choices_[i].text);
-      nlohmann::json choice = choice_json(meta_, int(i), choices_[i].raw_reasoning + parsed.content,
-                                          *choices_[i].final, with_ids(std::move(parsed.calls)));
-      if (reasoning) add_reasoning_json(choice, choices_[i].reasoning_text, 0);
-      body_choices.push_back(std::move(choice));
-    }
-    nlohmann::json body = completion_body_json(meta_, std::move(body_choices), total_usage());
-    if (reasoning) add_reasoning_json(body, "", reasoning_tokens());
-    if (!meta_.logprobs) {
-      writer.send(json_response(200, body));
+    const GenerationEvent usage = total_usage();
+    const int n_reasoning = reasoning_tokens();
+    auto body = std::make_shared<Body>(Body{meta_, tools_, id_rng_, std::move(choices_), usage, reasoning, n_reasoning});
+    choices_.clear();
+    if (assembly_loop_ == nullptr) {
+      done_ = true;
+      writer.send(build_body(*body));
       return;
     }
-    // The logprobs objects keep their keys' order (api/response_logprobs.h).
-    nlohmann::ordered_json ordered = body;
-    for (size_t i = 0; i < choices_.size(); ++i) ordered["choices"][i]["logprobs"] = choices_[i].logprobs->take();
-    writer.send(json_text_response(200, dump_json(ordered)));
+    assembly_ = std::make_unique<PoolTask<HttpResponse>>(assembly_loop_, assembly_waker_,
+                                                         [body] { return build_body(*body); }, &assembly_failed);
+    pump(writer);  // sent there once built (a failure to queue: at once)
     return;
   }
   ToolCallParse rest = c.tool_stream.finish();

@@ -93,6 +93,9 @@ struct ChoiceLayout {
   int n_choices() const { return n_prompts * n; }
 };
 
+template <typename T>
+class PoolTask;  // api/pool_task.h
+
 class GenerationJob : public ResponseJob {
  public:
   // stream: SSE chunks; include_usage: a usage chunk before [DONE].
@@ -114,6 +117,16 @@ class GenerationJob : public ResponseJob {
   // (api/reasoning.h). Call before the first pump().
   void set_reasoning(ReasoningOptions options) {
     for (Choice& c : choices_) c.reasoning = ReasoningStream(options);
+  }
+
+  // A non-streamed body is built (logprobs shaped, JSON written) on `loop`'s
+  // thread pool rather than in pump(): for n choices of many long prompts
+  // with echo and logprobs it is tens of MB, seconds of the loop thread
+  // (found in hostile testing: /health waited 2.4 s). Without this call it
+  // is built in pump() (tests).
+  void assemble_on(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker) {
+    assembly_loop_ = loop;
+    assembly_waker_ = std::move(waker);
   }
 
   void pump(ResponseWriter& writer) override;
@@ -141,6 +154,17 @@ class GenerationJob : public ResponseJob {
   // streamed, or kept for the body.
   void take_text(ResponseWriter& writer, int index, ReasoningSplit part);
   std::vector<ToolCall> with_ids(std::vector<ParsedToolCall> calls);
+  // What a non-streamed body is built from, moved out of the job.
+  struct Body {
+    CompletionMeta meta;
+    ToolCallOptions tools;
+    std::mt19937_64 id_rng;
+    std::vector<Choice> choices;
+    GenerationEvent usage;
+    bool reasoning = false;
+    int reasoning_tokens = 0;
+  };
+  static HttpResponse build_body(Body& body);
   // The usage of all choices: each prompt's tokens once (from its first
   // choice), the completion tokens of every choice, the longest times.
   GenerationEvent total_usage() const;
@@ -167,6 +191,9 @@ class GenerationJob : public ResponseJob {
   bool had_output_ = false;      // the time to first token was observed
   bool started_ = false;    // streaming: head and role chunks sent
   bool done_ = false;
+  uv_loop_t* assembly_loop_ = nullptr;          // assemble_on
+  std::shared_ptr<LoopWaker> assembly_waker_;
+  std::unique_ptr<PoolTask<HttpResponse>> assembly_;  // the body being built
 };
 
 }  // namespace larder

@@ -333,6 +333,7 @@ std::unique_ptr<ResponseJob> ApiRouter::submit(PreparedGeneration p) {
   auto job = std::make_unique<GenerationJob>(std::move(meta), options.stream, options.include_usage, sink,
                                              std::move(p.tools), tool_call_id_seed, metrics_, layout);
   job->set_reasoning(p.reasoning);
+  job->assemble_on(loop_, waker_);
   if (batch.size() == 1) {
     generator_.submit(std::move(batch[0].first), std::move(batch[0].second));
   } else {

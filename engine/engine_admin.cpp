@@ -183,6 +183,14 @@ void Engine::Impl::resync_pins() {
   keys.reserve(pin_counts.size());
   for (const auto& [key, n] : pin_counts) keys.push_back(key);
   Result<int> n_lost = persist_missing(keys);
+  // A write that failed again (the disk filled up at once) leaves the
+  // tier unavailable: the next resync tries the list and pages again
+  // (noticed in hostile testing: they were logged as written back).
+  if (!persistent_tiers_available()) {
+    pins_unsaved = true;
+    spdlog::warn("cache: the disk tier failed again while the pins were written back; trying again when it returns");
+    return;
+  }
   spdlog::info("cache: the disk tier is available again: {} pinned prefix(es) stored there applied, {} in all "
                "written back{}",
                pins.size() - n_before, pins.size(),

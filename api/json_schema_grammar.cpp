@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "api/json_schema_disjoint.h"
+#include "api/json_schema_combine.h"
 #include "api/json_schema_properties.h"
 #include "api/json_schema_values.h"
 #include "engine/grammar/json_grammar.h"
@@ -51,9 +51,6 @@ std::string literal(std::string_view bytes) {
   return out + "\"";
 }
 
-const std::set<std::string_view> kAnnotations = {"title",    "description", "default",  "examples", "$schema",
-                                                  "$id",      "$comment",    "deprecated", "readOnly", "writeOnly",
-                                                  "$defs",    "definitions", "strict"};
 
 class Converter {
  public:
@@ -151,7 +148,7 @@ class Converter {
           "maxItems", "enum",       "const",     "anyOf",                "oneOf",   "allOf",
           "$ref",     "minLength",  "maxLength", "format",               "pattern", "nullable",
           "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum"};
-      if (!known.count(key) && !kAnnotations.count(key)) {
+      if (!known.count(key) && !schema_annotation(key)) {
         return refuse(where, "\"" + key + "\" is not supported (constrained decoding cannot enforce it)");
       }
     }
@@ -173,73 +170,9 @@ class Converter {
   static std::vector<std::string> constraints(const json& s, std::initializer_list<std::string_view> except) {
     std::vector<std::string> out;
     for (const auto& [key, v] : s.items()) {
-      if (kAnnotations.count(key) || key == "nullable") continue;
+      if (schema_annotation(key) || key == "nullable") continue;
       if (std::find(except.begin(), except.end(), key) != except.end()) continue;
       out.push_back(key);
-    }
-    return out;
-  }
-
-  // `a` with the keywords of `b` added (allOf's meaning): a keyword only
-  // one has is taken as it is; two objects' "properties" are joined (a
-  // property both list must satisfy both: an allOf of the two), their
-  // "required" lists too, and "additionalProperties": false on either side
-  // keeps only the properties that side lists (kOutOfRange when one the
-  // other requires goes). kInvalidArgument for another keyword both have
-  // with different values.
-  Result<json> merged(const json& a, const json& b, const std::string& where) {
-    if (!a.is_object() || !b.is_object()) return refuse(where, "allOf / anyOf branches must be objects to be combined");
-    json out = a;
-    for (const auto& [key, v] : b.items()) {
-      const auto mine = out.find(key);
-      if (mine == out.end()) {
-        out[key] = v;
-      } else if (key == "properties" && mine->is_object() && v.is_object()) {
-        for (const auto& [name, schema] : v.items()) {
-          const auto had = mine->find(name);
-          if (had == mine->end()) (*mine)[name] = schema;
-          else if (*had != schema) *had = json{{"allOf", json::array({*had, schema})}};
-        }
-      } else if (key == "required" && mine->is_array() && v.is_array()) {
-        for (const json& name : v) {
-          if (std::find(mine->begin(), mine->end(), name) == mine->end()) mine->push_back(name);
-        }
-      } else if (*mine != v && !kAnnotations.count(key) && key != "additionalProperties") {
-        return refuse(where, "\"" + key + "\" has different values in two allOf branches (or beside allOf and in "
-                                          "one), which larder cannot combine");
-      }
-    }
-    // additionalProperties: false on a side allows only the names it lists.
-    const auto closed = [](const json& s) {
-      const auto it = s.find("additionalProperties");
-      return it != s.end() && it->is_boolean() && !it->get<bool>();
-    };
-    const auto open_schema = [](const json& s) {
-      const auto it = s.find("additionalProperties");
-      return it != s.end() && !it->is_boolean();
-    };
-    if ((closed(a) || closed(b)) && (open_schema(a) || open_schema(b))) {
-      return refuse(where, "\"additionalProperties\" as a schema beside false in another allOf branch cannot be "
-                           "combined");
-    }
-    if ((closed(a) || closed(b)) && out.value("properties", json::object()).is_object()) {
-      json allowed = json::object();
-      const json none = json::object();
-      const json props = out.value("properties", none), props_a = a.value("properties", none),
-                 props_b = b.value("properties", none), required = out.value("required", json::array());
-      for (const auto& [name, schema] : props.items()) {
-        const bool in_a = !closed(a) || props_a.contains(name);
-        const bool in_b = !closed(b) || props_b.contains(name);
-        if (in_a && in_b) allowed[name] = schema;
-      }
-      for (const json& name : required) {
-        if (name.is_string() && !allowed.contains(name.get<std::string>())) {
-          return nothing(where, "property \"" + name.get<std::string>() + "\" is required by one allOf branch and "
-                                "not allowed by another (\"additionalProperties\": false)");
-        }
-      }
-      out["properties"] = std::move(allowed);
-      out["additionalProperties"] = false;
     }
     return out;
   }
@@ -282,7 +215,7 @@ class Converter {
             r = visit((*it)[i], hint, at, depth + 1);
           } else {
             json branch;
-            LARDER_ASSIGN_OR_RETURN(branch, merged((*it)[i], siblings, at));
+            LARDER_ASSIGN_OR_RETURN(branch, merge_schemas((*it)[i], siblings, at));
             r = visit(branch, hint, at, depth + 1);
           }
           if (!c.add(std::move(r), &error)) return error;
@@ -303,7 +236,7 @@ class Converter {
           branch = resolved(*branch);
           if (branch == nullptr) return refuse(at + "/$ref", "does not name a definition in $defs or definitions");
         }
-        LARDER_ASSIGN_OR_RETURN(all, merged(all, *branch, at));
+        LARDER_ASSIGN_OR_RETURN(all, merge_schemas(all, *branch, at));
       }
       return visit(all, hint, where + "/allOf", depth + 1);
     }
@@ -438,7 +371,7 @@ class Converter {
       if (def == nullptr) return refuse(where + "/$ref", "\"" + path + "\" is not defined");
       bool alias = def->is_object() && def->contains("$ref") && def->at("$ref").is_string();
       if (alias) {
-        for (const auto& [key, v] : def->items()) alias = alias && (key == "$ref" || kAnnotations.count(key) != 0);
+        for (const auto& [key, v] : def->items()) alias = alias && (key == "$ref" || schema_annotation(key));
       }
       if (!alias) break;
       if (!seen.insert(path).second) return refuse(where + "/$ref", "\"" + path + "\" refers only to itself");

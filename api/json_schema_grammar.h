@@ -7,7 +7,7 @@
 // properties come in the order the schema lists them), "additionalProperties"
 // false or absent (only the listed properties), "items", "minItems" /
 // "maxItems", "enum", "const", "anyOf" / "oneOf" (both as a choice; oneOf
-// only where no value fits two branches: json_schema_disjoint.h), "allOf"
+// only where no value fits two branches: json_schema_combine.h), "allOf"
 // of one schema, "$ref" to "#/$defs/..." or "#/definitions/..." (recursion
 // allowed), "nullable" (OpenAPI 3.0: the schema or null), integer and number
 // "minimum" / "maximum" / "exclusiveMinimum" / "exclusiveMaximum" (numeric,

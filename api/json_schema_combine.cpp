@@ -1,8 +1,10 @@
-#include "api/json_schema_disjoint.h"
+#include "api/json_schema_combine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -123,6 +125,70 @@ bool disjoint(const json& a_in, const json& b_in, const SchemaResolver& resolve,
 
 bool schemas_disjoint(const json& a, const json& b, const SchemaResolver& resolve) {
   return disjoint(a, b, resolve, 0);
+}
+
+bool schema_annotation(std::string_view key) {
+  static const std::set<std::string_view> kAnnotations = {
+      "title", "description", "default", "examples", "$schema", "$id", "$comment",
+      "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict"};
+  return kAnnotations.count(key) != 0;
+}
+
+Result<json> merge_schemas(const json& a, const json& b, const std::string& where) {
+  if (!a.is_object() || !b.is_object()) return schema_error(where, "allOf / anyOf branches must be objects to be combined");
+  json out = a;
+  for (const auto& [key, v] : b.items()) {
+    const auto mine = out.find(key);
+    if (mine == out.end()) {
+      out[key] = v;
+    } else if (key == "properties" && mine->is_object() && v.is_object()) {
+      for (const auto& [name, schema] : v.items()) {
+        const auto had = mine->find(name);
+        if (had == mine->end()) (*mine)[name] = schema;
+        else if (*had != schema) *had = json{{"allOf", json::array({*had, schema})}};
+      }
+    } else if (key == "required" && mine->is_array() && v.is_array()) {
+      for (const json& name : v) {
+        if (std::find(mine->begin(), mine->end(), name) == mine->end()) mine->push_back(name);
+      }
+    } else if (*mine != v && !schema_annotation(key) && key != "additionalProperties") {
+      return schema_error(where, "\"" + key + "\" has different values in two allOf branches (or beside allOf and in "
+                                        "one), which larder cannot combine");
+    }
+  }
+  // additionalProperties: false on a side allows only the names it lists.
+  const auto closed = [](const json& s) {
+    const auto it = s.find("additionalProperties");
+    return it != s.end() && it->is_boolean() && !it->get<bool>();
+  };
+  const auto open_schema = [](const json& s) {
+    const auto it = s.find("additionalProperties");
+    return it != s.end() && !it->is_boolean();
+  };
+  if ((closed(a) || closed(b)) && (open_schema(a) || open_schema(b))) {
+    return schema_error(where, "\"additionalProperties\" as a schema beside false in another allOf branch cannot be "
+                         "combined");
+  }
+  if ((closed(a) || closed(b)) && out.value("properties", json::object()).is_object()) {
+    json allowed = json::object();
+    const json none = json::object();
+    const json props = out.value("properties", none), props_a = a.value("properties", none),
+               props_b = b.value("properties", none), required = out.value("required", json::array());
+    for (const auto& [name, schema] : props.items()) {
+      const bool in_a = !closed(a) || props_a.contains(name);
+      const bool in_b = !closed(b) || props_b.contains(name);
+      if (in_a && in_b) allowed[name] = schema;
+    }
+    for (const json& name : required) {
+      if (name.is_string() && !allowed.contains(name.get<std::string>())) {
+        return schema_allows_nothing(where, "property \"" + name.get<std::string>() + "\" is required by one allOf branch and "
+                              "not allowed by another (\"additionalProperties\": false)");
+      }
+    }
+    out["properties"] = std::move(allowed);
+    out["additionalProperties"] = false;
+  }
+  return out;
 }
 
 }  // namespace larder

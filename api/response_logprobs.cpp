@@ -40,13 +40,16 @@ std::string key_of(const std::string& piece) {
 
 }  // namespace
 
-void ResponseLogprobs::add(const GenerationEvent& e) {
+void ResponseLogprobs::add(GenerationEvent& e) {
   const size_t base = e.echo ? text_.size() : echo_bytes_;
-  for (const TokenLogprob& entry : e.logprobs) {
+  pending_.reserve(pending_.size() + e.logprobs.size());
+  for (TokenLogprob& entry : e.logprobs) {
     // Generated entries count from the start of the generated text, which
     // follows the echoed prompt.
-    pending_.push_back({entry, base + entry.text_offset});
+    const size_t offset = base + entry.text_offset;
+    pending_.push_back({std::move(entry), offset});
   }
+  e.logprobs.clear();
   if (!e.done) {
     text_ += e.text;
     if (e.echo) echo_bytes_ = text_.size();

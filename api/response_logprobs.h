@@ -39,7 +39,10 @@ class ResponseLogprobs {
   explicit ResponseLogprobs(CompletionKind kind) : kind_(kind) {}
   // A non-final event: its text (what the client receives) and entries. A
   // final event: its entries only (its text comes as a non-final piece).
-  void add(const GenerationEvent& event);
+  // The entries are moved out of event.logprobs (an echo of many long
+  // prompts with 20 alternatives a token is millions of strings: copying
+  // them held the loop thread).
+  void add(GenerationEvent& event);
   bool has_pending() const { return !pending_.empty(); }
   // The logprobs object of the pending entries (an empty list when none).
   nlohmann::ordered_json take();

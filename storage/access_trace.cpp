@@ -3,12 +3,33 @@
 #include <cerrno>
 #include <cstring>
 
+#include <sys/stat.h>
+
 #include <spdlog/spdlog.h>
 
 namespace larder {
 
+namespace {
+constexpr char kHeader[] = "# larder page-access trace v1\n";
+}  // namespace
+
 Result<std::unique_ptr<AccessTrace>> AccessTrace::open(const std::string& path, int64_t page_bytes,
                                                        int64_t record_bytes, int page_size) {
+  // Only a trace (or an empty file) is written over: found in hostile
+  // testing, a trace_file naming the model or the config file emptied it.
+  struct stat st {};
+  const bool regular = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+  if (std::FILE* old = regular ? std::fopen(path.c_str(), "rb") : nullptr) {
+    char head[sizeof(kHeader) - 1] = {};
+    const size_t n = std::fread(head, 1, sizeof(head), old);
+    const bool empty = n == 0 && std::feof(old);
+    std::fclose(old);
+    if (!empty && (n != sizeof(head) || std::memcmp(head, kHeader, sizeof(head)) != 0)) {
+      return Status::invalid_argument("cache.trace_file: " + path +
+                                      " exists and is not a larder page-access trace; refusing to write over it "
+                                      "(name a new file, or remove it)");
+    }
+  }
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
     return Status::io_error("cache.trace_file: cannot write " + path + ": " + std::strerror(errno));
@@ -16,7 +37,7 @@ Result<std::unique_ptr<AccessTrace>> AccessTrace::open(const std::string& path, 
   std::unique_ptr<AccessTrace> t(new AccessTrace());
   t->file_ = f;
   t->start_ = std::chrono::steady_clock::now();
-  std::fprintf(f, "# larder page-access trace v1\nP %lld %lld %d\n", static_cast<long long>(page_bytes),
+  std::fprintf(f, "%sP %lld %lld %d\n", kHeader, static_cast<long long>(page_bytes),
                static_cast<long long>(record_bytes), page_size);
   t->thread_ = std::thread([p = t.get()] { p->run(); });
   return t;

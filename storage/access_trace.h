@@ -25,7 +25,9 @@ class AccessTrace {
   static constexpr size_t kMaxQueuedLines = 1 << 20;
 
   // Creates (truncates) the file and writes the header: the format line and
-  // P page_bytes record_bytes page_size. Errors: kIOError naming the path.
+  // P page_bytes record_bytes page_size. Errors: kIOError naming the path;
+  // kInvalidArgument for an existing non-empty regular file that is not a
+  // trace (it is left as it is: a model or config named by mistake).
   static Result<std::unique_ptr<AccessTrace>> open(const std::string& path, int64_t page_bytes,
                                                    int64_t record_bytes, int page_size);
   ~AccessTrace();  // writes what is queued, then closes the file

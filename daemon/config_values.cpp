@@ -33,6 +33,9 @@ Result<Value> value_from_node(const KeySpec& spec, const toml::node& node) {
     case Kind::kString:
       if (!node.is_string()) return bad(std::string("got ") + type_name(node));
       v.s = node.as_string()->get();
+      // Found in hostile testing: "\u0000" in a path cut it short there
+      // (the C calls stop at a NUL), so another file or directory was used.
+      if (v.s.find('\0') != std::string::npos) return bad("a string holding a NUL character (\\u0000)");
       return v;
     case Kind::kBool:
       if (!node.is_boolean()) return bad(std::string("got ") + type_name(node));
@@ -55,6 +58,9 @@ Result<Value> value_from_node(const KeySpec& spec, const toml::node& node) {
       for (const toml::node& element : *array) {
         if (!element.is_string()) return bad(std::string("got an array holding ") + type_name(element));
         v.list.push_back(element.as_string()->get());
+        if (v.list.back().find('\0') != std::string::npos) {
+          return bad("an array holding a string with a NUL character (\\u0000)");
+        }
       }
       return v;
     }

@@ -549,3 +549,15 @@ level = "off"
            body.find("\n# " + key + " = ") != std::string::npos));
   }
 }
+
+// Found in hostile testing: "\u0000" in a TOML path cut the path short at
+// the NUL, and the daemon used /tmp/x for "/tmp/x\u0000/etc".
+TEST_CASE("config: a string holding a NUL is refused, naming the key", "[daemon][config]") {
+  auto dir = load_config_string("[cache.disk]\ndir = \"/tmp/x\\u0000/etc\"\n", DaemonConfig{});
+  REQUIRE_FALSE(dir.is_ok());
+  CHECK_THAT(dir.status().message(), Catch::Contains("cache.disk.dir") && Catch::Contains("NUL"));
+  auto list = load_config_string("[server]\ncors_origins = [\"http://a\\u0000b\"]\n", DaemonConfig{});
+  REQUIRE_FALSE(list.is_ok());
+  CHECK_THAT(list.status().message(), Catch::Contains("NUL"));
+  CHECK(load_config_string("[cache.disk]\ndir = \"/tmp/x\"\n", DaemonConfig{}).is_ok());
+}

@@ -88,6 +88,19 @@ Result<CommandLine> parse_command_line(int argc, const char* const* argv,
   } catch (const CLI::ParseError& e) {
     return Status::invalid_argument(std::string(e.what()) + "; see larderd --help");
   }
+  // A value flag given no value took the next flag as its value (found in
+  // hostile testing: `--cache-dir --print-config` served, with a store in
+  // ./--print-config). A path that starts with "--" can be given as ./--x.
+  const auto taken_flag = [](const std::string& value) { return value.rfind("--", 0) == 0; };
+  for (size_t i = 0; i < std::size(kKeyFlags); ++i) {
+    if (options[i]->count() > 0 && taken_flag(values[i])) {
+      return Status::invalid_argument(std::string(kKeyFlags[i].flag) + " needs a value (got the flag " + values[i] +
+                                      "); see larderd --help");
+    }
+  }
+  if (app.count("--config") > 0 && taken_flag(config_path)) {
+    return Status::invalid_argument("--config needs a value (got the flag " + config_path + "); see larderd --help");
+  }
   if (show_version) {
     out.exit_now = true;
     out.output = std::string("larderd ") + kLarderVersion + "\n";

@@ -192,3 +192,17 @@ TEST_CASE("--help, --version and --print-config ask to exit", "[daemon][cli]") {
   CHECK_THAT(r->output, Catch::Contains("\n[cache.disk]\ndir = \"/srv/k\"\n"));
   CHECK(r->output.find("memory_capacity") == std::string::npos);
 }
+
+// Found in hostile testing: `--cache-dir --print-config` started serving
+// with a store in ./--print-config, and `--cache-dir --port 18863` took
+// --port for the directory.
+TEST_CASE("a value flag given no value is an error, not the next flag as its value", "[daemon][cli]") {
+  ScopedEnv env("LARDER_CONFIG", nullptr);
+  CHECK_THAT(error_of({"--cache-dir", "--print-config"}),
+             Catch::Contains("--cache-dir needs a value (got the flag --print-config)"));
+  CHECK_THAT(error_of({"--model", "--version"}), Catch::Contains("--model needs a value"));
+  CHECK_THAT(error_of({"--config", "--print-config"}), Catch::Contains("--config needs a value"));
+  auto dotted = parse({"--cache-dir", "./--odd"});  // such a path, spelled so
+  REQUIRE(dotted.is_ok());
+  CHECK(dotted->config.engine.cache.disk.dir == "./--odd");
+}

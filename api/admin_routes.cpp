@@ -74,6 +74,15 @@ PromptOrError read_prompt(const std::string& body, bool evict, bool need_fit, Ge
     if (!evict) return ApiError::invalid("'all' is for POST /admin/cache/evict only", "all");
     if (obj.at("all").get<bool>()) {
       if (has_prompt || has_messages) return ApiError::invalid("'all' evicts everything: give no prompt with it", "all");
+      // Found in hostile testing: {"all": true, "cache_salt": "C"} evicted
+      // the pages of every salt.
+      for (const auto& [key, value] : obj.items()) {
+        if (key != "all" && !value.is_null()) {
+          return ApiError::invalid("'all' evicts everything, of every cache_salt: give no '" + key +
+                                       "' with it (a prompt with its cache_salt evicts that prompt's pages)",
+                                   key);
+        }
+      }
       return std::optional<AdminPrompt>();
     }
   }

@@ -255,6 +255,11 @@ TEST_CASE("POST /admin/cache/evict: everything, or a prompt's pages; typos are r
   check_error(http(ts.port(), "POST", "/admin/cache/evict", R"({"all": true, "prompt": "abc"})"), 400, "");
   check_error(http(ts.port(), "POST", "/admin/cache/evict", R"({"all": "yes"})"), 400, "");
   check_error(http(ts.port(), "POST", "/admin/cache/evict", R"({"all": false})"), 400, "");
+  // Found in hostile testing: this evicted every salt's pages.
+  auto salted = http(ts.port(), "POST", "/admin/cache/evict", R"({"all": true, "cache_salt": "C"})");
+  check_error(salted, 400, "");
+  CHECK_THAT(salted->body, Catch::Contains("of every cache_salt"));
+  check_error(http(ts.port(), "POST", "/admin/cache/evict", R"({"all": true, "model": "x"})"), 400, "");
   CHECK(ts.fake().admin_calls().size() == 5);
 }
 

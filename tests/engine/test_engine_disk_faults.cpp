@@ -119,6 +119,7 @@ TEST_CASE("pins stored on a disk that was down at start are applied when it retu
     CHECK(engine->cache_report().value().pinned_prefixes == 0);
     REQUIRE(engine->pin(b, "").is_ok());  // neither its record nor its pages can be written now
     CHECK(engine->cache_report().value().pinned_prefixes == 1);
+    engine->flush_storage();  // the spills of b's pages are queued: they fail (the disk is still full)
     CHECK(engine->stats().disk_writes_failed > 0);
     LogCapture cap;
     ffs->full = false;  // from here on, nothing calls the engine until the pin watch has run

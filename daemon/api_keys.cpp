@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "api/access_policy.h"
+#include "daemon/config_schema.h"
 
 namespace larder {
 
@@ -60,6 +61,11 @@ Result<std::vector<std::string>> read_api_key_file(const std::string& path) {
       return Status::invalid_argument("api_key_file " + path + " line " + std::to_string(n) +
                                       ": not a key (1 to 4096 printable ASCII characters without spaces)");
     }
+    if (key == config_schema::kRedacted) {
+      return Status::invalid_argument("api_key_file " + path + " line " + std::to_string(n) + ": " +
+                                      std::string(config_schema::kRedacted) +
+                                      " is what --print-config shows for a key; put the real one");
+    }
     add_unique(keys, std::string(key));
   }
   if (keys.empty()) return Status::invalid_argument("api_key_file " + path + " holds no key");
@@ -78,6 +84,11 @@ Status add_api_keys_from_file_and_env(DaemonConfig& config) {
     if (!valid_api_key(key)) {
       return Status::invalid_argument(std::string(kApiKeyEnv) +
                                       " is not a key (1 to 4096 printable ASCII characters without spaces)");
+    }
+    // As in the config file (found in hostile testing: accepted here).
+    if (key == config_schema::kRedacted) {
+      return Status::invalid_argument(std::string(kApiKeyEnv) + " is " + std::string(config_schema::kRedacted) +
+                                      ": --print-config hides the keys; set the real one");
     }
     add_unique(keys, std::string(key));
   }

@@ -74,3 +74,22 @@ TEST_CASE("add_api_keys_from_file_and_env joins config, file and LARDER_API_KEY"
   CHECK_THAT(st.message(), Catch::Contains("LARDER_API_KEY is not a key"));
   CHECK(st.message().find("words") == std::string::npos);
 }
+
+// Found in hostile testing: "<redacted>" (what --print-config shows for a
+// key) was refused in the config file but taken from LARDER_API_KEY.
+TEST_CASE("the redacted placeholder is not a key in LARDER_API_KEY or a key file", "[daemon][keys]") {
+  {
+    DaemonConfig c;
+    ScopedEnv env(kApiKeyEnv, "<redacted>");
+    Status st = add_api_keys_from_file_and_env(c);
+    REQUIRE_FALSE(st.is_ok());
+    CHECK_THAT(st.message(), Catch::Contains("--print-config hides the keys"));
+  }
+  TempFile f("redacted-keys.txt", "sk-real\n<redacted>\n");
+  DaemonConfig c;
+  c.api_key_file = f.path();
+  ScopedEnv env(kApiKeyEnv, "");
+  Status st = add_api_keys_from_file_and_env(c);
+  REQUIRE_FALSE(st.is_ok());
+  CHECK_THAT(st.message(), Catch::Contains("line 2"));
+}

@@ -81,6 +81,16 @@ Status Engine::reconfigure(const CacheOptions& next) {
     return Status::invalid_argument("cache.host.budget: the host tier is off (budget 0 at start); turning it on "
                                     "needs a restart (nothing was applied)");
   }
+  // Found in hostile testing: with the disk tier not running (its store
+  // could not be opened at start: locked, on_error = memory_only), these
+  // were reported as applied.
+  if (disk == nullptr && !cur.disk.dir.empty() &&
+      (cur.disk.budget_bytes != next.disk.budget_bytes || cur.disk.policy != next.disk.policy ||
+       cur.disk.ttl_seconds != next.disk.ttl_seconds)) {
+    return Status::invalid_argument("cache.disk: the disk tier is not running (its store could not be opened at "
+                                    "start); its budget, policy and ttl take effect at a restart (nothing was "
+                                    "applied)");
+  }
   for (const auto& [key, policy] : {std::pair{"cache.device.policy", next.device.policy},
                                     std::pair{"cache.host.policy", next.host.policy},
                                     std::pair{"cache.disk.policy", next.disk.policy}}) {

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "storage/page_record.h"
+#include "storage/rocksdb_store.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/support/skip.h"
 
@@ -358,4 +359,31 @@ TEST_CASE("reconfigure: a device budget shrunk under running requests preempts t
     REQUIRE(engine->reconfigure(c).is_ok());
   }
   CHECK(engine->stats().preemptions > 0);
+}
+
+// Found in hostile testing: with the disk tier not running (its directory
+// locked by another store at start, on_error = memory_only), a reload that
+// changed its budget, policy or ttl was reported as applied.
+TEST_CASE("reconfigure: disk settings of a disk tier that is not running are refused", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  RocksDbStoreOptions lock;
+  lock.dir = dir.str();
+  auto holder = RocksDbPageStore::open(lock);  // holds the LOCK: the engine's disk tier cannot open
+  REQUIRE(holder.is_ok());
+  EngineOptions o = options_for(model, dir.str());
+  auto engine = make_engine(o);
+  CHECK(report_of(*engine).tiers.size() == 1);  // the device only
+  for (int what = 0; what < 3; ++what) {
+    CacheOptions c = o.cache;
+    if (what == 0) c.disk.budget_bytes /= 2;
+    if (what == 1) c.disk.policy = "lfu";
+    if (what == 2) c.disk.ttl_seconds = 60;
+    Status st = engine->reconfigure(c);
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains("the disk tier is not running") && Catch::Contains("nothing was applied"));
+  }
+  CacheOptions device_only = o.cache;
+  device_only.device.budget_bytes -= kPageBytes;
+  CHECK(engine->reconfigure(device_only).is_ok());
 }

@@ -114,9 +114,18 @@ async function call(opts, method, path, body) {
   const headers = { Accept: 'application/json' };
   if (opts.token) headers.Authorization = `Bearer ${opts.token}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
+  // Written before the call: a body JSON cannot hold (messages nested too
+  // deep) is the caller's error, not an unreachable server (found in
+  // hostile testing: "cannot reach larderd: Maximum call stack size exceeded").
+  let payload;
+  try {
+    payload = body === undefined ? undefined : JSON.stringify(body);
+  } catch (e) {
+    throw new UsageError(`the request cannot be written as JSON: ${e.message}`);
+  }
   let res;
   try {
-    res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    res = await fetch(url, { method, headers, body: payload });
   } catch (e) {
     throw new ConnectError(`cannot reach larderd at ${opts.url}: ${e.cause?.message || e.message}`);
   }

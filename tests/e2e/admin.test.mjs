@@ -223,6 +223,12 @@ test('the larder client: stats, pin (kept across a restart), unpin, evict, simul
     r = runCli(d, ['cache', 'pin', '--prompt', 'x'.repeat(5000)]);
     assert.equal(r.code, 1);
     assert.match(r.err, /HTTP 400: .*context/);
+    // Messages nested too deep to write: a usage error (2), not "cannot reach" (3).
+    const deep = join(dir, 'deep.json');
+    writeFileSync(deep, `{"messages": [{"role": "user", "content": ${'['.repeat(100000)}${']'.repeat(100000)}}]}`);
+    r = runCli(d, ['cache', 'pin', '--messages', deep]);
+    assert.equal(r.code, 2, r.err);
+    assert.doesNotMatch(r.err, /cannot reach/);
   } finally {
     assert.equal(await d.stop(), 0);
   }

@@ -42,7 +42,6 @@ std::string key_of(const std::string& piece) {
 
 void ResponseLogprobs::add(GenerationEvent& e) {
   const size_t base = e.echo ? text_.size() : echo_bytes_;
-  pending_.reserve(pending_.size() + e.logprobs.size());
   for (TokenLogprob& entry : e.logprobs) {
     // Generated entries count from the start of the generated text, which
     // follows the echoed prompt.

@@ -107,22 +107,24 @@ bool Engine::Impl::persistent_tiers_available() const {
 
 namespace {
 // The pins stored under `root` in the chain's persistent tiers; empty when
-// there are none or their record cannot be read (logged).
-std::vector<PinnedPrefix> read_stored_pins(TierChain& tiers, const PageKey& root) {
+// there are none or their record does not decode (logged); nullopt when a
+// tier holds the record but reading it failed (try again later, rather
+// than take the list for empty and write over it).
+std::optional<std::vector<PinnedPrefix>> read_stored_pins(TierChain& tiers, const PageKey& root) {
   const PageKey record_key = pin_record_key(root);
   // The index first: a daemon without pins reads nothing (no miss counted).
   bool held = false;
   for (size_t i = 0; i < tiers.n_tiers() && !held; ++i) {
     held = tiers.tier(i).contains_batch(std::span<const PageKey>(&record_key, 1))[0];
   }
-  if (!held) return {};
+  if (!held) return std::vector<PinnedPrefix>();
   std::optional<std::string> record = tiers.get_now(record_key);
-  if (!record) return {};
+  if (!record) return std::nullopt;
   Result<std::vector<PinnedPrefix>> decoded = decode_pin_record(*record);
   if (!decoded.is_ok()) {
     spdlog::warn("cache: the pinned prefixes could not be read back ({}); starting without pins",
                  decoded.status().message());
-    return {};
+    return std::vector<PinnedPrefix>();
   }
   for (size_t i = 0; i < tiers.n_tiers(); ++i) tiers.tier(i).pin(record_key);
   return std::move(decoded).value();
@@ -131,9 +133,13 @@ std::vector<PinnedPrefix> read_stored_pins(TierChain& tiers, const PageKey& root
 
 void Engine::Impl::load_pins() {
   if (!tiers || !tiers->has_persistent()) return;
-  stored_pins_unread = !persistent_tiers_available();
+  std::optional<std::vector<PinnedPrefix>> stored;
+  if (persistent_tiers_available()) stored = read_stored_pins(*tiers, root);
+  stored_pins_unread = !stored.has_value();
   // No engine thread yet: the device is pinned here.
-  for (const PageKey& key : adopt_pins(read_stored_pins(*tiers, root))) kv->device().pin(key);
+  if (stored) {
+    for (const PageKey& key : adopt_pins(std::move(*stored))) kv->device().pin(key);
+  }
   if (!pins.empty()) spdlog::info("cache: {} pinned prefix(es), {} pages, applied again", pins.size(), pin_counts.size());
   start_pin_watch();
 }
@@ -165,8 +171,10 @@ std::vector<PageKey> Engine::Impl::adopt_pins(std::vector<PinnedPrefix> stored) 
 bool Engine::Impl::merge_stored_pins() {
   if (!stored_pins_unread) return true;
   if (!persistent_tiers_available()) return false;
+  std::optional<std::vector<PinnedPrefix>> stored = read_stored_pins(*tiers, root);
+  if (!stored) return false;  // held but not read: later
   stored_pins_unread = false;
-  std::vector<PageKey> device_keys = adopt_pins(read_stored_pins(*tiers, root));
+  std::vector<PageKey> device_keys = adopt_pins(std::move(*stored));
   if (!device_keys.empty()) {
     run_sync([this, device_keys] { for (const PageKey& key : device_keys) kv->device().pin(key); }, kControlTimeout);
   }
@@ -177,7 +185,7 @@ void Engine::Impl::resync_pins() {
   if (!tiers || !tiers->has_persistent() || (!stored_pins_unread && !pins_unsaved)) return;
   if (!persistent_tiers_available()) return;
   const size_t n_before = pins.size();
-  merge_stored_pins();
+  if (!merge_stored_pins()) return;  // the record is held but could not be read: the next resync
   save_pins();
   std::vector<PageKey> keys;
   keys.reserve(pin_counts.size());
@@ -191,6 +199,7 @@ void Engine::Impl::resync_pins() {
     spdlog::warn("cache: the disk tier failed again while the pins were written back; trying again when it returns");
     return;
   }
+  if (!n_lost.is_ok()) pins_unsaved = true;  // the engine did not answer: the pages at the next resync
   spdlog::info("cache: the disk tier is available again: {} pinned prefix(es) stored there applied, {} in all "
                "written back{}",
                pins.size() - n_before, pins.size(),
@@ -271,6 +280,8 @@ void Engine::Impl::save_pins() {
     tiers->put_persistent(record_key, encode_pin_record(pins));
   }
   tiers->flush();
+  // The write may be what faulted the tier (the disk filled up just then).
+  if (!persistent_tiers_available()) pins_unsaved = true;
 }
 
 // ---- the report ------------------------------------------------------------------
@@ -460,11 +471,13 @@ Result<PinResult> Engine::unpin(const std::vector<int32_t>& prompt, const std::s
   LARDER_ASSIGN_OR_RETURN(PinnedPrefix prefix, m.prefix_of(prompt, cache_salt, /*need_fit=*/false));
   std::lock_guard<std::mutex> admin(m.admin_mu);
   m.resync_pins();
-  auto it = std::find(m.pins.begin(), m.pins.end(), prefix);
-  if (it == m.pins.end() && m.stored_pins_unread) {
+  // While the stored pins are unread, an unpin would be undone when they
+  // are merged (the prefix may be among them): refused until then.
+  if (m.stored_pins_unread) {
     return Status::cancelled("the disk tier is down, so the pins stored there are not read yet and this prefix may "
                              "be one of them: unpin again when it is back (GET /admin/cache)");
   }
+  auto it = std::find(m.pins.begin(), m.pins.end(), prefix);
   if (it == m.pins.end()) {
     return Status::not_found("this prompt's prefix (" + std::to_string(prefix.keys.size()) +
                              " pages) is not pinned (the same prompt and cache_salt as the pin are needed)");

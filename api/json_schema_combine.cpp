@@ -18,12 +18,22 @@ using json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 8;
 
-// The values a schema lists (const, enum), if it lists them.
+// OpenAPI's "nullable": true (a non-boolean is the grammar's error to report).
+bool nullable(const json& s) {
+  const auto it = s.find("nullable");
+  return it != s.end() && it->is_boolean() && it->get<bool>();
+}
+
+// The values a schema lists (const, enum; null too when nullable, as the
+// grammar writes it), if it lists them.
 std::optional<std::vector<json>> listed_values(const json& s) {
   if (!s.is_object()) return std::nullopt;
-  if (const auto it = s.find("const"); it != s.end()) return std::vector<json>{*it};
-  if (const auto it = s.find("enum"); it != s.end() && it->is_array()) return it->get<std::vector<json>>();
-  return std::nullopt;
+  std::vector<json> out;
+  if (const auto it = s.find("const"); it != s.end()) out.push_back(*it);
+  else if (const auto it2 = s.find("enum"); it2 != s.end() && it2->is_array()) out = it2->get<std::vector<json>>();
+  else return std::nullopt;
+  if (nullable(s)) out.push_back(nullptr);
+  return out;
 }
 
 // The JSON types a schema's values may have ("integer": a whole number),
@@ -54,7 +64,7 @@ std::optional<std::set<std::string>> value_types(const json& s) {
   } else {
     return std::nullopt;
   }
-  if (s.value("nullable", false)) out.insert("null");
+  if (nullable(s)) out.insert("null");
   return out;
 }
 
@@ -109,6 +119,13 @@ bool disjoint(const json& a_in, const json& b_in, const SchemaResolver& resolve,
     return out;
   };
   if (!a->is_object() || !b->is_object() || !a->contains("properties") || !b->contains("properties")) return false;
+  // A required property's values tell objects apart, nothing else: both
+  // branches must allow objects only (found in review: two nullable
+  // tagged objects both accept null).
+  const auto objects_only = [](const json& s, const std::optional<std::set<std::string>>& types) {
+    return types ? *types == std::set<std::string>{"object"} : !nullable(s);
+  };
+  if (!objects_only(*a, ta) || !objects_only(*b, tb)) return false;
   const std::set<std::string> ra = required(*a), rb = required(*b);
   const json& pa = a->at("properties");
   const json& pb = b->at("properties");
@@ -151,6 +168,8 @@ Result<json> merge_schemas(const json& a, const json& b, const std::string& wher
       for (const json& name : v) {
         if (std::find(mine->begin(), mine->end(), name) == mine->end()) mine->push_back(name);
       }
+    } else if (key == "nullable") {
+      continue;  // null only when both allow it: settled below
     } else if (*mine != v && !schema_annotation(key) && key != "additionalProperties") {
       return schema_error(where, "\"" + key + "\" has different values in two allOf branches (or beside allOf and in "
                                         "one), which larder cannot combine");
@@ -165,10 +184,25 @@ Result<json> merge_schemas(const json& a, const json& b, const std::string& wher
     const auto it = s.find("additionalProperties");
     return it != s.end() && !it->is_boolean();
   };
-  if ((closed(a) || closed(b)) && (open_schema(a) || open_schema(b))) {
-    return schema_error(where, "\"additionalProperties\" as a schema beside false in another allOf branch cannot be "
-                         "combined");
+  // As a schema it would also have to hold for the other branch's
+  // properties: not combined (found in review: one was dropped silently).
+  if (open_schema(a) || open_schema(b)) {
+    const json sa = a.contains("additionalProperties") ? a.at("additionalProperties") : json();
+    const json sb = b.contains("additionalProperties") ? b.at("additionalProperties") : json();
+    const bool other_lists =
+        (open_schema(a) && b.contains("properties")) || (open_schema(b) && a.contains("properties"));
+    if (sa != sb || other_lists) {
+      return schema_error(where, "\"additionalProperties\" as a schema in an allOf branch cannot be combined with "
+                                 "another branch's properties or additionalProperties");
+    }
   }
+  // nullable: null only when every branch allows it (nullable, or no
+  // type, const or enum that rules it out).
+  const auto allows_null = [](const json& s) {
+    return nullable(s) || (!s.contains("type") && !s.contains("const") && !s.contains("enum"));
+  };
+  if ((nullable(a) || nullable(b)) && allows_null(a) && allows_null(b)) out["nullable"] = true;
+  else out.erase("nullable");
   if ((closed(a) || closed(b)) && out.value("properties", json::object()).is_object()) {
     json allowed = json::object();
     const json none = json::object();

@@ -229,6 +229,18 @@ TEST_CASE("json schema: allOf of objects joins their properties and required lis
   CHECK_THAT(refusal(R"({"allOf":[{"properties":{"a":{"type":"integer"}},"additionalProperties":false},
                                   {"properties":{"b":{"type":"integer"}},"required":["b"]}]})"),
              Catch::Contains("\"b\" is required by one allOf branch and not allowed by another"));
+  // Found in review: additionalProperties as a schema would have to hold
+  // for the other branch's properties too; nullable holds only when every
+  // branch allows null.
+  CHECK_THAT(refusal(R"({"allOf":[{"additionalProperties":{"type":"integer"}},
+                                  {"properties":{"x":{"type":"string"}}}]})"),
+             Catch::Contains("additionalProperties"));
+  auto not_null = from_schema(R"({"allOf":[{"type":"string"},{"type":"string","nullable":true}]})");
+  CHECK(accepts(*not_null, R"("s")"));
+  CHECK_FALSE(accepts(*not_null, "null"));
+  auto one_null = from_schema(R"({"allOf":[{"type":"string","nullable":true}]})");
+  CHECK(accepts(*one_null, "null"));
+  CHECK(accepts(*one_null, R"("s")"));
 }
 
 
@@ -320,6 +332,18 @@ TEST_CASE("json schema: oneOf with branches that cannot overlap converts; others
   CHECK(accepts(*tagged, R"({"kind":"cat","lives":9})"));
   CHECK(accepts(*tagged, R"({"kind":"dog","good":true})"));
   CHECK_FALSE(accepts(*tagged, R"({"kind":"dog","lives":9})"));
+  // Found in review: tags tell objects apart, not the null or string both
+  // branches also allow; a nullable enum holds null too.
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"object","nullable":true,"properties":{"k":{"const":"a"}},"required":["k"]},
+                                  {"type":"object","nullable":true,"properties":{"k":{"const":"b"}},"required":["k"]}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":["object","string"],"properties":{"k":{"const":"a"}},"required":["k"]},
+                                  {"type":["object","string"],"properties":{"k":{"const":"b"}},"required":["k"]}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"enum":["a"],"nullable":true},{"type":"null"}]})"),
+             Catch::Contains("branches 0 and 1"));
+  CHECK_THAT(refusal(R"({"oneOf":[{"type":"string","nullable":"yes"},{"type":"integer"}]})"),
+             Catch::Contains("nullable"));  // a 400 naming it, not an exception
   // The same object with its keys in another order is one value.
   CHECK_THAT(refusal(R"({"oneOf":[{"const":{"a":1,"b":2}},{"const":{"b":2,"a":1}}]})"),
              Catch::Contains("branches 0 and 1"));

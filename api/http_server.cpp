@@ -27,6 +27,33 @@ namespace larder {
 namespace {
 
 constexpr size_t kReadBufferBytes = 64 << 10;
+
+// libuv sets a signal back to its default action when the last uv_signal_t
+// for it in the process stops, and the server's handles close in ~Impl: a
+// SIGTERM between that and the SIG_IGN right after killed larderd while it
+// flushed page writes (seen once in the test that sends SIGTERMs every
+// millisecond through a shutdown). Handles on a loop of their own, never
+// run or closed, keep libuv's handler installed for the life of the
+// process; what they receive is never read (a full pipe drops it).
+// Returns whether they are (else ~Impl sets the signals to SIG_IGN, which
+// a later server in the same process, as in the tests, could not undo: with
+// a keeper, libuv installs its handler only once).
+bool keep_signal_handlers_installed() {
+  static std::once_flag once;
+  static bool kept = false;
+  std::call_once(once, [] {
+    static uv_loop_t keeper;
+    static uv_signal_t handles[3];
+    if (uv_loop_init(&keeper) != 0) return;
+    const int signums[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; ++i) {
+      if (uv_signal_init(&keeper, &handles[i]) != 0) return;
+      if (uv_signal_start(&handles[i], [](uv_signal_t*, int) {}, signums[i]) != 0) return;
+    }
+    kept = true;
+  });
+  return kept;
+}
 // A connection refused at max_connections reads and drops the client's
 // bytes this long before it closes (so the 503 is read, not reset), and at
 // most this many do so at once (the rest close at once).
@@ -218,6 +245,7 @@ Status HttpServer::Impl::init() {
   grace_timer.get()->data = this;
 
   if (options.handle_signals) {
+    keep_signal_handlers_installed();
     for (auto [handle, signum] : {std::pair{&sigint, SIGINT}, std::pair{&sigterm, SIGTERM}, std::pair{&sighup, SIGHUP}}) {
       uv_signal_init(&loop, handle->get());
       handle->mark_initialized();
@@ -415,7 +443,8 @@ HttpServer::Impl::~Impl() {
   sigint.close();
   sigterm.close();
   sighup.close();
-  if (options.handle_signals) {  // uv_close set the default actions back
+  // Without the keeper, uv_close set the default actions back: ignored.
+  if (options.handle_signals && !keep_signal_handlers_installed()) {
     for (int signum : {SIGINT, SIGTERM, SIGHUP}) std::signal(signum, SIG_IGN);
   }
   // Run the close callbacks (connections, then the server's handles).

@@ -197,22 +197,21 @@ void RocksDbPageStore::Impl::maybe_recover(bool force) {
 }
 
 bool RocksDbPageStore::Impl::recover_faulted_locked() {
-  if (!db) {
-    remove_stale_files();
-    OpenOutcome o = try_open();
-    if (o.kind == OpenKind::kDamaged) o = replace_damaged(o.status);
-    if (o.kind != OpenKind::kOk) {
-      unavailable_why = o.status.message();
-      log.log(spdlog::level::warn, "open",
-              o.status.to_string() + "; the cache keeps serving from memory and tries again later");
-      return false;
+  const char* how = "the store opened";
+  if (db) {
+    std::optional<BackgroundErrors::Pending> p = bg_errors->pending();
+    if (!p) return true;
+    if (p->severity > rocksdb::Status::kHardError) {
+      OpenOutcome o = replace_damaged(Status::io_error("page store: " + options.dir +
+                                                       ": RocksDB cannot resume writes after: " + p->message));
+      if (o.kind != OpenKind::kOk) {
+        unavailable_why = o.status.message();
+        log.log(spdlog::level::warn, "open", o.status.to_string() + "; the cache keeps serving from memory");
+        return false;
+      }
+      ++n_recoveries;
+      return true;
     }
-    writes_resumed("the store opened");
-    return true;
-  }
-  std::optional<BackgroundErrors::Pending> p = bg_errors->pending();
-  if (!p) return true;
-  if (p->severity <= rocksdb::Status::kHardError) {
     if (!room_to_resume()) return true;
     // A reopen, not DB::Resume(): after a WAL append that failed (disk
     // full), RocksDB 7.x resumes with the same WAL writer, which saw the
@@ -220,31 +219,23 @@ bool RocksDbPageStore::Impl::recover_faulted_locked() {
     // (Debian's librocksdb keeps them). Found in hostile testing: a pin on
     // a full tmpfs, the space freed, then any page write killed larderd. A
     // reopen closes that writer and replays what the WAL holds; records
-    // whose writes failed were never in the index.
+    // whose writes failed were never in the index. The open below is the
+    // one of a store that could not be opened.
     close_db();
     bg_errors->mark_handled(uint64_t(bg_errors->n_errors()));
     generation.fetch_add(1);
-    OpenOutcome o = try_open();
-    if (o.kind == OpenKind::kOk) {
-      writes_resumed("reopened");
-      return true;
-    }
-    if (o.kind != OpenKind::kDamaged) {
-      unavailable_why = o.status.message();
-      log.log(spdlog::level::warn, "open",
-              o.status.to_string() + "; the cache keeps serving from memory and tries again later");
-      return false;
-    }
-    p = BackgroundErrors::Pending{0, rocksdb::Status::kUnrecoverableError, o.status.message()};
+    how = "reopened";
   }
-  OpenOutcome o = replace_damaged(Status::io_error("page store: " + options.dir +
-                                                   ": RocksDB cannot resume writes after: " + p->message));
+  remove_stale_files();
+  OpenOutcome o = try_open();
+  if (o.kind == OpenKind::kDamaged) o = replace_damaged(o.status);
   if (o.kind != OpenKind::kOk) {
     unavailable_why = o.status.message();
-    log.log(spdlog::level::warn, "open", o.status.to_string() + "; the cache keeps serving from memory");
+    log.log(spdlog::level::warn, "open",
+            o.status.to_string() + "; the cache keeps serving from memory and tries again later");
     return false;
   }
-  ++n_recoveries;
+  writes_resumed(how);
   return true;
 }
 

@@ -258,6 +258,7 @@ void Engine::Impl::stop_pin_watch() {
   pin_watch_cv.notify_all();
   if (pin_watch.joinable()) pin_watch.join();
   std::lock_guard<std::mutex> admin(admin_mu);
+  if (!stored_pins_unread && !pins_unsaved) return;  // Engine::stop flushes the tiers anyway
   if (tiers) tiers->flush();  // a disk tier that came back reopens here, while the engine still runs
   resync_pins();  // pins the disk tier could not take while it was down
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "api/api_error.h"
@@ -9,6 +11,19 @@
 namespace larder {
 
 namespace {
+
+// The first coding of a list of them (Transfer-Encoding, Content-Encoding:
+// RFC 9110 section 8.4, empty elements allowed, 5.6.1) other than `allowed`,
+// lower-cased; nullopt when there is none.
+std::optional<std::string> coding_other_than(std::string_view list, std::string_view allowed) {
+  for (std::string_view rest = list; !rest.empty();) {
+    const size_t comma = std::min(rest.find(','), rest.size());
+    std::string coding = ascii_lower(trim_ows(rest.substr(0, comma)));
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+    if (!coding.empty() && coding != allowed) return coding;
+  }
+  return std::nullopt;
+}
 
 HttpRequestParser* self(llhttp_t* p) { return static_cast<HttpRequestParser*>(p->data); }
 
@@ -117,29 +132,14 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
   // section 6.1 (501), RFC 9110 sections 15.5.16 (415) and 10.1.1 (417).
   // A coding of no body (a GET that names one) changes nothing: not refused.
   const bool has_body = (p->flags & F_CHUNKED) || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
-  // A list of codings (RFC 9110 section 8.4; empty elements allowed, 5.6.1).
-  const auto identity_or_empty = [](std::string_view v) {
-    for (std::string_view rest = v; !rest.empty();) {
-      const size_t comma = std::min(rest.find(','), rest.size());
-      const std::string coding = ascii_lower(trim_ows(rest.substr(0, comma)));
-      rest.remove_prefix(std::min(comma + 1, rest.size()));
-      if (!coding.empty() && coding != "identity") return false;
-    }
-    return true;
-  };
   for (const auto& [name, value] : r.headers) {
     if (name == "transfer-encoding") {
-      for (std::string_view rest = value; !rest.empty();) {
-        const size_t comma = std::min(rest.find(','), rest.size());
-        std::string coding = ascii_lower(trim_ows(rest.substr(0, comma)));
-        rest.remove_prefix(std::min(comma + 1, rest.size()));
-        if (!coding.empty() && coding != "chunked") {
-          c->refuse(501, "Transfer-Encoding '" + clip_for_message(coding) + "' is not supported: send the body as it is "
-                         "(with Content-Length, or chunked)");
-          return -1;
-        }
+      if (std::optional<std::string> coding = coding_other_than(value, "chunked")) {
+        c->refuse(501, "Transfer-Encoding '" + clip_for_message(*coding) + "' is not supported: send the body as it "
+                       "is (with Content-Length, or chunked)");
+        return -1;
       }
-    } else if (name == "content-encoding" && has_body && !identity_or_empty(value)) {
+    } else if (name == "content-encoding" && has_body && coding_other_than(value, "identity")) {
       c->refuse(415, "Content-Encoding '" + clip_for_message(value) + "' is not supported: send the body uncompressed");
       return -1;
     } else if (name == "expect" && ascii_lower(trim_ows(value)) != "100-continue") {

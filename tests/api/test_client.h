@@ -93,4 +93,10 @@ std::optional<ClientResponse> http(int port, const std::string& method, const st
 // The "data: ..." payloads of an SSE body, in order ("[DONE]" included).
 std::vector<std::string> sse_payloads(const std::string& body);
 
+// Whether GET /health answers 200 {"status":"ok"}: the server still serves.
+inline bool server_answers_health(int port) {
+  auto r = http(port, "GET", "/health");
+  return r && r->status == 200 && r->body == R"({"status":"ok"})";
+}
+
 }  // namespace larder::testing

@@ -164,6 +164,11 @@ std::vector<PageKey> Engine::Impl::adopt_pins(std::vector<PinnedPrefix> stored) 
     }
     pins.push_back(std::move(p));
   }
+  // Pinned under a larger budget (or another config) before the restart:
+  // kept, since dropping an admin's pin loses more than the bytes past it.
+  if (std::string why = pins_overflow(pin_counts.size()); !why.empty()) {
+    spdlog::warn("cache: the stored pins exceed a tier's budget, which holds them past it: {}", why);
+  }
   publish_pin_counts();
   return device_keys;
 }
@@ -367,6 +372,23 @@ Result<CacheReport> Engine::cache_report() const {
 
 // ---- pin / unpin -----------------------------------------------------------------
 
+std::string Engine::Impl::pins_overflow(size_t n_pages,
+                                        const std::function<int64_t(const PageTier&)>& budget_of) const {
+  const size_t record_bytes = page_record_size(size_t(layout.page_size), layout.page_bytes());
+  for (size_t i = 0; tiers && i < tiers->n_tiers(); ++i) {
+    const PageTier& tier = tiers->tier(i);
+    const int64_t budget = budget_of ? budget_of(tier) : tier.stats().budget_bytes;
+    const int64_t need = int64_t(n_pages) * tier.entry_bytes(record_bytes);
+    if (need <= budget) continue;
+    const std::string name(tier.name());
+    return std::to_string(n_pages) + " pinned pages take " + std::to_string(need) + " bytes of the " + name +
+           " tier (" + std::to_string(tier.entry_bytes(record_bytes)) + " each), more than its budget of " +
+           std::to_string(budget) + " bytes, and pinned pages are never evicted (raise cache." + name +
+           ".budget or unpin others)";
+  }
+  return "";
+}
+
 Result<PinResult> Engine::pin(const std::vector<int32_t>& prompt, const std::string& cache_salt) {
   Impl& m = *impl_;
   LARDER_ASSIGN_OR_RETURN(PinnedPrefix prefix, m.prefix_of(prompt, cache_salt, /*need_fit=*/true));
@@ -388,6 +410,9 @@ Result<PinResult> Engine::pin(const std::vector<int32_t>& prompt, const std::str
   }
   if (out.changed) {
     const int n_after = int(m.pin_counts.size() + fresh.size());
+    if (std::string why = m.pins_overflow(size_t(n_after)); !why.empty()) {
+      return Status::resource_exhausted("pinning these " + std::to_string(fresh.size()) + " new pages: " + why);
+    }
     auto st = std::make_shared<Status>();
     const bool ok = m.run_sync(
         [&m, st, n_after, fresh] {

@@ -265,6 +265,15 @@ struct Engine::Impl {
   // the context.
   Result<PinnedPrefix> prefix_of(const std::vector<int32_t>& prompt, const std::string& cache_salt,
                                  bool need_fit) const;
+  // The tiers below the device keep every pinned page (never evicted for
+  // budget), so `n_pages` pinned pages must fit each one's budget (entries
+  // of PageTier::entry_bytes each). "" when they do, else a message naming
+  // the first tier too small and the key to raise. `budget_of` gives the
+  // budget to check a tier against (reconfigure: the new one); null: its
+  // current one. Found in hostile testing: pins kept the disk tier past a
+  // smaller budget.
+  std::string pins_overflow(size_t n_pages,
+                            const std::function<int64_t(const PageTier&)>& budget_of = nullptr) const;
   // Pages one full context needs on the device: what pins must leave free.
   int min_device_pages() const { return (n_ctx + layout.page_size - 1) / layout.page_size + 1; }
   std::mutex admin_mu;              // one pin / unpin / evict / reconfigure at a time

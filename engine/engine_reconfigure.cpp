@@ -3,6 +3,8 @@
 // applied; the device tier's part runs on the engine thread, the tiers
 // below on the caller's thread (they are thread-safe, and their I/O must
 // not hold up the engine thread).
+#include <limits>
+
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_impl.h"
@@ -99,6 +101,18 @@ Status Engine::reconfigure(const CacheOptions& next) {
   }
   if (next.host.budget_bytes < 0 || next.disk.budget_bytes < 0 || next.disk.ttl_seconds < 0) {
     return Status::invalid_argument("cache budgets and the ttl must not be negative (nothing was applied)");
+  }
+  // A smaller host or disk budget must still hold the pinned pages (never
+  // evicted), as a smaller device budget must (below).
+  const auto shrunk_budget = [&](const PageTier& t) -> int64_t {
+    const bool host_tier = t.name() == "host", disk_tier = t.name() == "disk";
+    if (!host_tier && !disk_tier) return std::numeric_limits<int64_t>::max();
+    const int64_t was = host_tier ? cur.host.budget_bytes : cur.disk.budget_bytes;
+    const int64_t now = host_tier ? next.host.budget_bytes : next.disk.budget_bytes;
+    return now < was ? now : std::numeric_limits<int64_t>::max();
+  };
+  if (std::string why = m.pins_overflow(m.pin_counts.size(), shrunk_budget); !why.empty()) {
+    return Status::invalid_argument(why + " (nothing was applied)");
   }
   const int64_t page_bytes = int64_t(m.layout.page_bytes());
   const int64_t want_pages = next.device.budget_bytes / page_bytes;

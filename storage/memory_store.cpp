@@ -18,8 +18,6 @@ static_assert(kStoreNodeBytes + kStoreBucketBytes + kRecordMallocSlackBytes + kE
                   kHostEntryOverheadBytes,
               "kHostEntryOverheadBytes no longer matches the node sizes: recompute it");
 
-int64_t entry_bytes(size_t record_bytes) { return int64_t(record_bytes) + kHostEntryOverheadBytes; }
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

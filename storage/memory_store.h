@@ -83,6 +83,7 @@ class MemoryPageStore final : public PageTier {
   std::vector<std::optional<std::string>> get_batch(std::span<const PageKey> keys,
                                                     int64_t timeout_ms) override;
   std::vector<bool> contains_batch(std::span<const PageKey> keys) const override;
+  int64_t entry_bytes(size_t record_bytes) const override { return int64_t(record_bytes) + kHostEntryOverheadBytes; }
   Status set_budget(int64_t bytes) override;
   Status set_policy(std::string_view policy) override;
   void pin(const PageKey& key) override;

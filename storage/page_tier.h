@@ -74,6 +74,11 @@ class PageTier : public PageStore {
   // remote tier may answer from a stale view). Not a use for the policy.
   virtual std::vector<bool> contains_batch(std::span<const PageKey> keys) const = 0;
 
+  // What an entry of a record of `record_bytes` costs against the budget:
+  // the record and the tier's bookkeeping for it. Pins are checked with it
+  // (a pinned entry is never evicted, so pins must fit the budget).
+  virtual int64_t entry_bytes(size_t record_bytes) const { return int64_t(record_bytes); }
+
   // Changes the byte budget; a smaller one evicts (kBudget) at once.
   // Errors: kInvalidArgument for a negative budget.
   virtual Status set_budget(int64_t bytes) = 0;

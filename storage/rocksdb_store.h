@@ -252,6 +252,7 @@ class RocksDbPageStore : public PageTier {
                                                     int64_t timeout_ms) override;
   // From the in-memory index; no RocksDB read.
   std::vector<bool> contains_batch(std::span<const PageKey> keys) const override;
+  int64_t entry_bytes(size_t record_bytes) const override;  // the key's bytes + the record's (size_bytes)
   // Errors: kInvalidArgument for a negative budget. 0 holds nothing.
   Status set_budget(int64_t bytes) override;
   // The policy and its entries move over (PageTier::set_policy).

@@ -88,6 +88,8 @@ int64_t RocksDbPageStore::evict(std::span<const PageKey> keys) {
 
 void RocksDbPageStore::set_evict_sink(EvictSink /*sink*/) {}
 
+int64_t RocksDbPageStore::entry_bytes(size_t record_bytes) const { return kKeyBytes + int64_t(record_bytes); }
+
 TierStats RocksDbPageStore::stats() const {
   const Impl& m = *impl_;
   TierStats s;

@@ -206,6 +206,68 @@ TEST_CASE("pins that cannot fit, and prompts that cannot be pinned, are refused"
   CHECK(report_of(*engine).pinned_prefixes == 1);
 }
 
+// Found in hostile testing: pinned pages, never evicted, kept the disk
+// tier past a smaller budget.
+TEST_CASE("pins must fit the host and disk budgets, and a reload cannot shrink those below the pins",
+          "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");  // 18 full pages
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.device.budget_bytes = 100 * kPageBytes;  // room for 67 pinned pages: not the limit here
+  o.cache.disk.budget_bytes = 40 * kDiskPageBytes;
+  {
+    auto engine = make_engine(o);
+    REQUIRE(engine->pin(a, "").is_ok());
+    REQUIRE(engine->pin(rotated(a, 1), "").is_ok());  // 36 pinned pages
+    Result<PinResult> third = engine->pin(rotated(a, 2), "");
+    CHECK(third.status().code() == StatusCode::kResourceExhausted);
+    CHECK_THAT(third.status().message(),
+               Catch::Contains("54 pinned pages take " + std::to_string(54 * kDiskPageBytes) +
+                               " bytes of the disk tier") &&
+                   Catch::Contains("budget of " + std::to_string(40 * kDiskPageBytes)) &&
+                   Catch::Contains("cache.disk.budget"));
+    CacheReport r = report_of(*engine);
+    CHECK(r.pinned_prefixes == 2);
+    CHECK(r.pinned_pages == 36);
+
+    CacheOptions smaller = o.cache;
+    smaller.disk.budget_bytes = 35 * kDiskPageBytes;
+    Status st = engine->reconfigure(smaller);
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(st.message(), Catch::Contains("36 pinned pages") && Catch::Contains("nothing was applied"));
+    CHECK(tier(report_of(*engine), "disk").budget_bytes == 40 * kDiskPageBytes);
+    CHECK(tier(report_of(*engine), "disk").pinned == 37);  // 36 pages and the pin record, all kept
+    REQUIRE(engine->unpin(rotated(a, 1), "").is_ok());
+    REQUIRE(engine->reconfigure(smaller).is_ok());  // 18 pinned pages fit 35
+    CHECK(tier(report_of(*engine), "disk").budget_bytes == 35 * kDiskPageBytes);
+  }
+  // The host tier: an entry costs the record and 296 bytes of bookkeeping
+  // (kHostEntryOverheadBytes): 1 MiB holds 50 pinned pages of 20,916 bytes
+  // (a record of 76 header and checksum bytes, 16 token ids of 4 bytes and
+  // the 20,480-byte page, then 296).
+  EngineOptions h = options_for(model, "");
+  h.cache.device.budget_bytes = 100 * kPageBytes;
+  h.cache.host.budget_bytes = 1 << 20;
+  auto engine = make_engine(h);
+  const int64_t host_entry = int64_t(page_record_size(16, kPageBytes)) + 296;
+  REQUIRE(host_entry == 20916);
+  REQUIRE(engine->pin(a, "").is_ok());
+  REQUIRE(engine->pin(rotated(a, 1), "").is_ok());
+  Result<PinResult> third = engine->pin(rotated(a, 2), "");
+  CHECK(third.status().code() == StatusCode::kResourceExhausted);
+  CHECK_THAT(third.status().message(),
+             Catch::Contains(std::to_string(54 * host_entry) + " bytes of the host tier") &&
+                 Catch::Contains("cache.host.budget"));
+  // 14 pages of a shorter prompt fit (36 + 14 = 50); one more does not.
+  const std::vector<int32_t> r3 = rotated(a, 3);
+  CHECK(engine->pin(std::vector<int32_t>(r3.begin(), r3.begin() + 14 * 16 + 1), "").is_ok());
+  CHECK(report_of(*engine).pinned_pages == 50);
+  const std::vector<int32_t> r4 = rotated(a, 4);
+  CHECK(engine->pin(std::vector<int32_t>(r4.begin(), r4.begin() + 16 + 1), "").status().code() ==
+        StatusCode::kResourceExhausted);
+}
+
 TEST_CASE("admin eviction removes a prompt's pages, or everything, from every tier", "[engine][admin]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   const std::vector<int32_t> a = reference_prompt("long");

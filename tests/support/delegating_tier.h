@@ -22,6 +22,7 @@ class DelegatingTier : public PageTier {
     return inner_->get_batch(keys, timeout_ms);
   }
   std::vector<bool> contains_batch(std::span<const PageKey> keys) const override { return inner_->contains_batch(keys); }
+  int64_t entry_bytes(size_t record_bytes) const override { return inner_->entry_bytes(record_bytes); }
   Status set_budget(int64_t bytes) override { return inner_->set_budget(bytes); }
   Status set_policy(std::string_view policy) override { return inner_->set_policy(policy); }
   Status set_ttl(int64_t seconds) override { return inner_->set_ttl(seconds); }

@@ -52,6 +52,7 @@ inline constexpr size_t kOldLegacyBookValueBytes = 16;
 // Values of at least this many bytes go to blob files (rocksdb_store.h).
 inline constexpr uint64_t kMinBlobBytes = 4096;
 inline constexpr int kKeepDamagedCopies = 1;   // "<dir>.corrupt-*" directories kept
+inline constexpr uint64_t kTableFileOverheadBytes = 8 << 10;  // an unlisted flush output beyond its WAL bytes
 inline constexpr int64_t kMaxRetryDelayMs = 60000;
 inline constexpr uint64_t kResumeMarginBytes = uint64_t(1) << 20;  // free beyond the memtable
 inline constexpr size_t kMigrateBatch = 4096;  // legacy entries moved per atomic batch

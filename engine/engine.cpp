@@ -450,7 +450,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   Result<std::unique_ptr<EvictionPolicy>> device_policy = make_eviction_policy(options.cache.device.policy);
   if (!device_policy.is_ok()) return Status::invalid_argument("cache.device.policy: " + device_policy.status().message());
   if (options.open_tiers) {
-    LARDER_ASSIGN_OR_RETURN(m.tiers, options.open_tiers(options.cache));
+    LARDER_ASSIGN_OR_RETURN(m.tiers, options.open_tiers(options.cache, stored_pin_keys(m.root)));
   }
   m.kv = std::make_unique<KvCacheManager>(*m.backend, m.meta, m.tiers.get(), options.cache.write_through,
                                           std::move(*device_policy));

@@ -46,10 +46,11 @@ struct EngineOptions {
   // empty: the local clock. Tests fix it to compare renderings.
   std::function<std::string(const std::string& format)> strftime_now;
   // Builds the tiers below the device (host, disk) from `cache`, called
-  // once by create() after the model and the backend loaded; the daemon
-  // passes storage/open_tiers.h's tier_factory(). Null: memory only. An
-  // error fails create().
-  std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&)> open_tiers;
+  // once by create() after the model and the backend loaded, with the
+  // keys of the pins stored in a persistent tier to pin there as it opens
+  // (page_tier.h's PinsAtOpen); the daemon passes storage/open_tiers.h's
+  // tier_factory(). Null: memory only. An error fails create().
+  std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&, PinsAtOpen)> open_tiers;
 };
 
 class Engine : public Generator {

@@ -7,7 +7,7 @@
 
 namespace larder {
 
-Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options,
+Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options, PinsAtOpen pins_at_open,
                                                    std::shared_ptr<const RocksDbHooks> hooks) {
   std::vector<TierSlot> slots;
   if (options.host.budget_bytes > 0) {
@@ -25,6 +25,7 @@ Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options,
     d.policy = options.disk.policy;
     d.ttl_seconds = options.disk.ttl_seconds;
     d.sync_writes = options.disk.sync;
+    d.pins_at_open = std::move(pins_at_open);
     d.hooks = std::move(hooks);
     Result<std::unique_ptr<RocksDbPageStore>> disk = RocksDbPageStore::open(d);
     if (disk.is_ok()) {
@@ -47,9 +48,11 @@ Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options,
   return std::make_shared<TierChain>(std::move(slots), c);
 }
 
-std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&)> tier_factory(
+std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&, PinsAtOpen)> tier_factory(
     std::shared_ptr<const RocksDbHooks> hooks) {
-  return [hooks](const CacheOptions& options) { return open_tier_chain(options, hooks); };
+  return [hooks](const CacheOptions& options, PinsAtOpen pins_at_open) {
+    return open_tier_chain(options, std::move(pins_at_open), hooks);
+  };
 }
 
 }  // namespace larder

@@ -22,11 +22,12 @@ struct RocksDbHooks;  // storage/rocksdb_hooks.h
 // is logged once as an error naming the directory and the key, and the
 // chain goes on without it. hooks: tests only (a fault-injecting file
 // system under RocksDB).
-Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options,
+// pins_at_open: given to the disk tier (page_tier.h).
+Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options, PinsAtOpen pins_at_open = nullptr,
                                                    std::shared_ptr<const RocksDbHooks> hooks = nullptr);
 
 // open_tier_chain with these hooks, as EngineOptions::open_tiers takes it.
-std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&)> tier_factory(
+std::function<Result<std::shared_ptr<TierChain>>(const CacheOptions&, PinsAtOpen)> tier_factory(
     std::shared_ptr<const RocksDbHooks> hooks = nullptr);
 
 }  // namespace larder

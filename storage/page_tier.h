@@ -57,6 +57,17 @@ struct TierStats {
   std::array<int64_t, size_t(EvictReason::kCount)> evictions{};  // by EvictReason
 };
 
+// Reads one record of a persistent tier as it opens: the record exactly
+// as put, or nullopt (absent or unreadable).
+using RecordReader = std::function<std::optional<std::string>(const PageKey& key)>;
+// Given a reader of the tier being opened, the keys to pin there before it
+// evicts anything for its budget (a store over its budget at open, lowered
+// in the config or left so by a crash): the engine's stored pins, read
+// from their record in that tier. Called at each open and reopen; null:
+// none. Found in hostile testing: the eviction at open ran before the pins
+// were read, and took pinned pages and the pin record.
+using PinsAtOpen = std::function<std::vector<PageKey>(const RecordReader& read)>;
+
 class PageTier : public PageStore {
  public:
   // "host", "disk", "remote": the tier's name in logs, metrics and config.

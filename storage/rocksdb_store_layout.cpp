@@ -137,6 +137,16 @@ Status RocksDbPageStore::Impl::rebuild_index() {
   }
   n_records = int64_t(index.size());
   n_legacy = n_legacy_loaded;
+  // The keys the store's user pins (its stored pins), before any eviction.
+  if (options.pins_at_open) {
+    const RecordReader read = [this](const PageKey& key) -> std::optional<std::string> {
+      if (index.count(key) == 0) return std::nullopt;
+      std::string value;
+      if (!db->Get(rocksdb::ReadOptions(), cf_pages, key.to_bytes(), &value).ok()) return std::nullopt;
+      return value;
+    };
+    for (const PageKey& key : options.pins_at_open(read)) policy->pin(key);
+  }
   // More than the budget (lowered in the config, or a crash between a put
   // and its eviction): evict down to it now, in policy order.
   if (size_bytes.load() > budget.load()) {

@@ -95,4 +95,17 @@ Result<std::vector<PinnedPrefix>> decode_pin_record(std::string_view record) {
   return pins;
 }
 
+PinsAtOpen stored_pin_keys(const PageKey& engine_root) {
+  return [record_key = pin_record_key(engine_root)](const RecordReader& read) {
+    std::vector<PageKey> keys;
+    std::optional<std::string> record = read(record_key);
+    if (!record) return keys;
+    Result<std::vector<PinnedPrefix>> pins = decode_pin_record(*record);
+    if (!pins.is_ok()) return keys;
+    keys.push_back(record_key);
+    for (const PinnedPrefix& p : *pins) keys.insert(keys.end(), p.keys.begin(), p.keys.end());
+    return keys;
+  };
+}
+
 }  // namespace larder

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "storage/page_store.h"
+#include "storage/page_tier.h"
 #include "storage/status.h"
 
 namespace larder {
@@ -45,5 +46,11 @@ std::string encode_pin_record(const std::vector<PinnedPrefix>& pins);
 // Errors: kCorruption naming what is wrong (magic, length, checksum, a pin
 // without keys).
 Result<std::vector<PinnedPrefix>> decode_pin_record(std::string_view record);
+
+// For a persistent tier as it opens (storage/page_tier.h PinsAtOpen): the
+// record key and every pinned page key of the record under `engine_root`;
+// none when there is no record or it does not decode (the engine logs that
+// when it reads the pins).
+PinsAtOpen stored_pin_keys(const PageKey& engine_root);
 
 }  // namespace larder

@@ -177,6 +177,36 @@ TEST_CASE("pin under write_back writes the pages to disk at once", "[engine][adm
   CHECK(tier(r, "disk").pinned == 19);
 }
 
+// Found in hostile testing: a store over its budget at open (lowered in
+// the config, or left so by a kill -9) evicted before the pins were read,
+// taking pinned pages and the pin record with it.
+TEST_CASE("a disk tier over its budget at a restart keeps the pinned pages and their record", "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  const std::vector<int32_t> a = reference_prompt("long");
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.device.budget_bytes = 52 * kPageBytes;
+  {
+    auto engine = make_engine(o);
+    REQUIRE(engine->pin(a, "").is_ok());
+    for (int n = 1; n <= 4; ++n) {
+      REQUIRE(generate(*engine, greedy_request(rotated(a, n), 4)).final.finish == FinishReason::kLength);
+    }
+  }  // stop writes every page: 5 x 18 and the pin record (the test above)
+  // Lowered in the config: room for the pins and 10 more pages. The pinned
+  // ones were spilled first, so lru alone would take them first.
+  o.cache.disk.budget_bytes = 28 * kDiskPageBytes + kDiskPinRecordBytes;
+  auto engine = make_engine(o);
+  CacheReport r = report_of(*engine);
+  CHECK(r.pinned_prefixes == 1);
+  CHECK(r.pinned_pages == 18);
+  CHECK(tier(r, "disk").pinned == 19);
+  CHECK(tier(r, "disk").entries == 29);
+  CHECK(tier(r, "disk").evictions[size_t(EvictReason::kBudget)] == 4 * 18 - 10);
+  CHECK(generate(*engine, greedy_request(a, 4)).final.cached_tokens == 288);
+  CHECK(engine->stats().pages_restored_disk == 18);
+}
+
 TEST_CASE("pins that cannot fit, and prompts that cannot be pinned, are refused", "[engine][admin]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   const std::vector<int32_t> a = reference_prompt("long");

@@ -164,7 +164,7 @@ TEST_CASE("other sequences decode while a restore from a slow tier is pending", 
   Generated cold;
   {
     // A persistent stand-in for disk: the first engine spills p's 18 pages.
-    o.open_tiers = [store](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+    o.open_tiers = [store](const CacheOptions& c, PinsAtOpen) -> Result<std::shared_ptr<TierChain>> {
       return std::make_shared<TierChain>(std::vector<TierSlot>{{store, true}}, TierChainOptions{c.write_through});
     };
     auto first = make_engine(o);
@@ -173,7 +173,7 @@ TEST_CASE("other sequences decode while a restore from a slow tier is pending", 
   REQUIRE(store->stats().entries == 18);
 
   auto gated = std::make_shared<GatedTier>(store);
-  o.open_tiers = [gated](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+  o.open_tiers = [gated](const CacheOptions& c, PinsAtOpen) -> Result<std::shared_ptr<TierChain>> {
     return std::make_shared<TierChain>(std::vector<TierSlot>{{gated, true}}, TierChainOptions{c.write_through});
   };
   auto engine = make_engine(o);
@@ -225,14 +225,14 @@ TEST_CASE("restore or recompute: pages on a tier slower than prefill are prefill
   EngineOptions o = options_for(model, "");
   Generated cold;
   {
-    o.open_tiers = [store](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+    o.open_tiers = [store](const CacheOptions& c, PinsAtOpen) -> Result<std::shared_ptr<TierChain>> {
       return std::make_shared<TierChain>(std::vector<TierSlot>{{store, true}}, TierChainOptions{c.write_through});
     };
     cold = generate(*make_engine(o), greedy_request(p, 4));
   }
   auto slow = std::make_shared<SlowStatsTier>(store);
   slow->open_gate();
-  o.open_tiers = [slow](const CacheOptions& c) -> Result<std::shared_ptr<TierChain>> {
+  o.open_tiers = [slow](const CacheOptions& c, PinsAtOpen) -> Result<std::shared_ptr<TierChain>> {
     return std::make_shared<TierChain>(std::vector<TierSlot>{{slow, true}}, TierChainOptions{c.write_through});
   };
   auto engine = make_engine(o);

@@ -147,6 +147,7 @@ class HttpConnection : public ResponseWriter {
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   TimerMode timer_mode_ = TimerMode::kNone;
+  size_t stall_queued_bytes_ = 0;  // queued_bytes() when the send-stall timer started
   int open_handles_ = 0;
 
   HttpRequestParser parser_;  // after limits_: built from them

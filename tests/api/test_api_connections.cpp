@@ -314,6 +314,31 @@ TEST_CASE("a whole response larger than max_queued_write_bytes reaches a client 
   CHECK(j["choices"][0]["message"]["content"].get<std::string>() == std::string(128 * (32 << 10), 'z'));
 }
 
+// Found in hostile testing: a whole response is one write, which completes
+// only at its end, and the stall timer counted only completions: a 17 MB
+// body read steadily at 190 KB/s was cut after idle_timeout_s.
+TEST_CASE("a whole response read slowly but steadily is not cut by idle_timeout", "[api][conn]") {
+  ServerOptions o;
+  o.idle_timeout_s = 0.5;
+  TestServer ts(o);
+  FakeScript script;
+  script.pieces.assign(256, std::string(32 << 10, 'y'));  // 8 MiB: more than the kernel's buffers take
+  ts.fake().set_script(script);
+  TestClient c(ts.port(), 64 << 10);
+  c.pace_reads(15ms);  // 64 KiB per 15 ms at most: 2 s or more for the body, 4x the timeout
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}]})";
+  REQUIRE(c.send_raw(post_head("/v1/chat/completions", body.size()) + body));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.read_response();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("read in " << seconds << " s");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  REQUIRE(r->complete);
+  CHECK(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size() == size_t(256 * (32 << 10)));
+  CHECK(seconds > 1.0);  // the read was slow enough to need the fix
+}
+
 TEST_CASE("idle connections hold no read buffer", "[api][conn]") {
   TestServer ts;
   constexpr int kConnections = 200;

@@ -49,6 +49,7 @@ bool TestClient::send_raw(const std::string& bytes) {
 }
 
 bool TestClient::fill() {
+  if (pace_.count() > 0) std::this_thread::sleep_for(pace_);
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, kReadTimeoutMs) <= 0) return false;
   char tmp[65536];

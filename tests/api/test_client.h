@@ -59,6 +59,8 @@ class TestClient {
   // that arrive meanwhile are discarded).
   bool wait_closed(std::chrono::milliseconds timeout);
   void close();
+  // Sleeps this long before each read of at most 64 KiB (a slow reader).
+  void pace_reads(std::chrono::milliseconds per_read) { pace_ = per_read; }
 
  private:
   bool fill();  // reads more into buf_; false at EOF/error/timeout
@@ -66,6 +68,7 @@ class TestClient {
 
   int fd_ = -1;
   std::string buf_;
+  std::chrono::milliseconds pace_{0};
 };
 
 // The server on an ephemeral port, run() on its own thread.

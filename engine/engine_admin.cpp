@@ -352,6 +352,11 @@ Result<CacheReport> Engine::cache_report() const {
     r.puts_skipped = t.puts_skipped;
     r.writes_failed = t.writes_failed;
     r.evictions = t.evictions;
+    // Found in hostile testing: a record that failed verification was
+    // dropped and logged, but "corrupt" stayed 0.
+    if (i < m.kv->stats().records_rejected_by_tier.size()) {
+      r.evictions[size_t(EvictReason::kCorrupt)] += m.kv->stats().records_rejected_by_tier[i].load();
+    }
     rep->tiers.push_back(std::move(r));
   }
   rep->preemptions = m.stats.preemptions;

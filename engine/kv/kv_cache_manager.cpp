@@ -198,6 +198,9 @@ int KvCacheManager::restore(SeqPages& seq, std::span<const int32_t> tokens, std:
                        "page " + key.to_hex() + " from the " + std::string(chain_ ? chain_->tier(size_t(found[j].tier)).name() : "?") +
                            " tier failed verification and was dropped: " + st.message());
       ++stats_.records_rejected;
+      if (size_t(found[j].tier) < stats_.records_rejected_by_tier.size()) {
+        ++stats_.records_rejected_by_tier[size_t(found[j].tier)];
+      }
       cache_.release(*page);
       if (chain_) chain_->erase(key);
       break;

@@ -16,6 +16,7 @@
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -50,6 +51,9 @@ struct KvCacheStats {
   std::atomic<int64_t> pages_spilled{0};        // records queued to persistent tiers
   std::atomic<int64_t> pages_demoted{0};        // records handed down to the host tier on device eviction
   std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
+  // The same by the tier they came from (TierChain index; the report's
+  // "corrupt" evictions of that tier).
+  std::array<std::atomic<int64_t>, 4> records_rejected_by_tier{};
   std::atomic<int64_t> tokens_reused_partial{0};  // prompt tokens taken from part of a page (reuse_partial)
   std::atomic<int64_t> partial_pages_kept{0};     // partial tail pages kept at release
   // fork (n > 1 choices): full pages shared by reference, partial last pages copied.

@@ -288,6 +288,10 @@ TEST_CASE("corrupt and truncated records in RocksDB are dropped and recomputed",
     CHECK(again.final.finish == FinishReason::kLength);
     CHECK(again.final.cached_tokens == 2 * 16);   // pages 0 and 1 verified, page 2 dropped
     CHECK(engine->stats().records_rejected == 1);
+    Result<CacheReport> report = engine->cache_report();
+    REQUIRE(report.is_ok());
+    REQUIRE(report->tiers.back().name == "disk");
+    CHECK(report->tiers.back().evictions[size_t(EvictReason::kCorrupt)] == 1);
     CHECK(same_bits(cold.final.prompt_logits, again.final.prompt_logits));
     CHECK(cold.tokens == again.tokens);
     engine->flush_storage();

@@ -118,6 +118,7 @@ class HttpConnection : public ResponseWriter {
  private:
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
+  int start_reading();  // uv_read_start; a libuv error code
   enum class TimerMode { kNone, kIdle, kRequest, kSendStall, kLinger };
 
   void process_input();
@@ -147,6 +148,10 @@ class HttpConnection : public ResponseWriter {
   uv_tcp_t tcp_{};
   uv_timer_t timer_{};
   TimerMode timer_mode_ = TimerMode::kNone;
+  // Input buffered while an exchange is answered; past it, reading stops
+  // until the exchange is done (read_paused_).
+  static constexpr size_t kPipelinedInputBytes = 64 << 10;
+  bool read_paused_ = false;
   size_t stall_queued_bytes_ = 0;  // queued_bytes() when the send-stall timer started
   int open_handles_ = 0;
 

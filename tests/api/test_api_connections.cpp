@@ -4,6 +4,9 @@
 // wait with generous upper bounds.
 #include <malloc.h>
 
+#include <atomic>
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "tests/api/test_client.h"
@@ -337,6 +340,47 @@ TEST_CASE("a whole response read slowly but steadily is not cut by idle_timeout"
   REQUIRE(r->complete);
   CHECK(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size() == size_t(256 * (32 << 10)));
   CHECK(seconds > 1.0);  // the read was slow enough to need the fix
+}
+
+// Found in hostile testing: input pipelined behind a request being
+// answered was buffered up to max_head_bytes + max_body_bytes (8 MiB) per
+// connection. Now reading pauses past 64 KiB; the pipelined requests are
+// answered, in order, once their turn comes.
+TEST_CASE("input pipelined behind an answer waits in the kernel, not in the server's heap", "[api][conn]") {
+  TestServer ts;
+  FakeScript script;
+  script.pieces = {"a", "b", "c", "d"};
+  script.delay_ms = 250;  // 1 s per answer
+  ts.fake().set_script(script);
+  constexpr int kClients = 8;
+  const std::string small = kChat;
+  const std::string big = kChat + std::string(2 << 20, ' ');  // JSON may end in whitespace
+  const std::string bytes = post_head("/v1/chat/completions", small.size()) + small +
+                            post_head("/v1/chat/completions", big.size()) + big;
+  for (int i = 0; i < 3; ++i) REQUIRE(health_ok(ts.port()));
+  std::vector<std::unique_ptr<TestClient>> clients;
+  for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<TestClient>(ts.port()));
+  // Large blocks are mmapped (hblkhd), not in the arenas (uordblks).
+  const auto heap = [] { return mallinfo2().uordblks + mallinfo2().hblkhd; };
+  const size_t before = heap();
+  std::vector<std::thread> senders;
+  std::atomic<int> n_sent{0};
+  for (auto& c : clients) senders.emplace_back([&, client = c.get()] { n_sent += client->send_raw(bytes) ? 1 : 0; });
+  std::this_thread::sleep_for(500ms);  // the first answers are half done; the 2 MiB bodies have arrived
+  const size_t during = heap();
+  const double per_connection = (double(during) - double(before)) / kClients;
+  INFO("heap bytes per connection with 2 MiB pipelined: " << per_connection);
+  CHECK(per_connection < double(512 << 10));
+  for (auto& c : clients) {
+    for (int k = 0; k < 2; ++k) {
+      auto r = c->read_response();
+      REQUIRE(r);
+      CHECK(r->status == 200);
+      CHECK(json::parse(r->body)["choices"][0]["message"]["content"] == "abcd");
+    }
+  }
+  for (std::thread& t : senders) t.join();
+  CHECK(n_sent == kClients);
 }
 
 TEST_CASE("idle connections hold no read buffer", "[api][conn]") {

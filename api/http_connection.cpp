@@ -378,6 +378,7 @@ void HttpConnection::write(std::string data, bool whole_response) {
     std::unique_ptr<WriteRequest> owned(reinterpret_cast<WriteRequest*>(r));
     auto* c = static_cast<HttpConnection*>(r->handle->data);
     --c->pending_writes_;
+    c->host_.queued_write_bytes() -= owned->data.size();
     if (status >= 0) c->last_activity_ms_ = uv_now(c->tcp_.loop);
     if (status < 0) {
       c->close();  // the client is gone (UV_ECANCELED: already closing)
@@ -398,6 +399,7 @@ void HttpConnection::write(std::string data, bool whole_response) {
   }
   ++pending_writes_;
   (void)w.release();  // freed by the callback
+  host_.queued_write_bytes() += size;
   const size_t queued = queued_bytes();
   // A whole response (send()) is already made and in memory: waiting for the
   // client to take it costs nothing more, so only what is queued beyond it
@@ -406,6 +408,11 @@ void HttpConnection::write(std::string data, bool whole_response) {
   if (queued > limits_.max_queued_write_bytes + (whole_response ? size : 0)) {
     spdlog::warn("api: a client left {} response bytes unread (max {}): closing its connection", queued,
                  limits_.max_queued_write_bytes);
+    close();
+  } else if (!whole_response && queued > limits_.min_queued_write_bytes_to_cut &&
+             host_.queued_write_bytes() > limits_.max_total_queued_write_bytes) {
+    spdlog::warn("api: {} response bytes wait unread in all (max {}); closing a stream whose client left {} unread",
+                 host_.queued_write_bytes(), limits_.max_total_queued_write_bytes, queued);
     close();
   } else if (queued > 0 && (timer_mode_ == TimerMode::kNone || timer_mode_ == TimerMode::kIdle)) {
     start_timer(TimerMode::kSendStall, limits_.idle_timeout_ms);

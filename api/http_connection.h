@@ -58,6 +58,9 @@ class ConnectionHost {
   // Routes a complete request that check_head let through. May take the
   // request's body (it is not used after this call).
   virtual HandlerResult handle_request(HttpRequest& request) = 0;
+  // Response bytes queued in libuv by all connections, not yet written to
+  // their sockets: the connections add and take back their writes'.
+  size_t& queued_write_bytes() { return queued_write_bytes_; }
   // The loop-wide read buffer (valid until the read callback returns).
   virtual uv_buf_t read_buffer() = 0;
   // Both handles are closed; the host may destroy `connection` now.
@@ -68,6 +71,9 @@ class ConnectionHost {
   // target without its query; "" when the request line never parsed): the
   // request counter of /metrics.
   virtual void on_response(std::string_view path, int status) {}
+
+ private:
+  size_t queued_write_bytes_ = 0;
 };
 
 struct ConnectionLimits {
@@ -77,6 +83,8 @@ struct ConnectionLimits {
   uint64_t request_timeout_ms = 30000;  // first byte to last of a request; then 408
   uint64_t idle_timeout_ms = 60000;     // no request (keep-alive), or no response byte taken
   size_t max_queued_write_bytes = 16 << 20;
+  size_t max_total_queued_write_bytes = 256 << 20;  // ConnectionHost::queued_write_bytes()
+  size_t min_queued_write_bytes_to_cut = 1 << 20;   // a stream cut for the total has at least this unread
 };
 
 class HttpConnection : public ResponseWriter {

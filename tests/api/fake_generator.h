@@ -232,10 +232,10 @@ class FakeGenerator : public Generator {
     std::lock_guard<std::mutex> lock(mu_);
     return parse_special_seen_;
   }
-  // True when a generation saw cancel() within `timeout`.
-  bool wait_cancelled(std::chrono::milliseconds timeout) {
+  // True when `n` generations saw cancel() within `timeout`.
+  bool wait_cancelled(std::chrono::milliseconds timeout, int n = 1) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return n_cancelled_ > 0; });
+    return cv_.wait_for(lock, timeout, [&] { return n_cancelled_ >= n; });
   }
   // True when every submitted generation sent its final event within `timeout`.
   bool wait_all_finished(std::chrono::milliseconds timeout) {

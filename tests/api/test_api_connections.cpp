@@ -296,6 +296,30 @@ TEST_CASE("a client that reads nothing is disconnected; its generation is cancel
   CHECK(reader.wait_closed(10000ms));  // what was sent, then the end
 }
 
+// Found in hostile testing: 40 streams that read nothing held 19.5 MB
+// each, under the per-connection limit; 1024 connections could hold 20 GB.
+TEST_CASE("streams left unread are cut once all connections together pass max_total_queued_write_bytes",
+          "[api][conn]") {
+  ServerOptions o;
+  o.max_queued_write_bytes = 64 << 20;  // no single stream reaches it
+  o.max_total_queued_write_bytes = 4 << 20;
+  TestServer ts(o);
+  FakeScript script;
+  script.pieces.assign(400, std::string(32 << 10, 'z'));  // 12.8 MB each
+  script.delay_ms = 2;
+  ts.fake().set_script(script);
+  constexpr int kReaders = 3;
+  std::vector<std::unique_ptr<TestClient>> readers;
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}],"stream":true})";
+  for (int i = 0; i < kReaders; ++i) {
+    readers.push_back(std::make_unique<TestClient>(ts.port(), 4096));
+    REQUIRE(readers.back()->send_raw(post_head("/v1/chat/completions", body.size()) + body));
+  }
+  CHECK(ts.fake().wait_cancelled(30000ms, kReaders));
+  CHECK(health_ok(ts.port()));
+  for (auto& r : readers) CHECK(r->wait_closed(10000ms));
+}
+
 TEST_CASE("a whole response larger than max_queued_write_bytes reaches a client that reads it", "[api][conn]") {
   // A non-streaming body is made before a byte is sent; the unread-bytes
   // limit is for streams behind slow readers, not for a big finished body

@@ -67,6 +67,49 @@ size_t ResponseLogprobs::chars_at(size_t byte_offset) {
   return counted_chars_;
 }
 
+std::string ResponseLogprobs::take_text() {
+  std::vector<Pending> entries;
+  entries.swap(pending_);
+  std::string out;
+  // Each element is dumped on its own, as dump_json writes it inside the
+  // array (no whitespace), and released.
+  const auto list = [&](const char* head, auto&& element) {
+    out += head;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i > 0) out += ',';
+      out += element(entries[i]);
+    }
+    out += ']';
+  };
+  if (kind_ == CompletionKind::kChat) {
+    list("{\"content\":[", [](Pending& p) {
+      std::string s = dump_json(chat_entry(p.entry));
+      p.entry = TokenLogprob();
+      return s;
+    });
+    out += ",\"refusal\":null}";
+    return out;
+  }
+  list("{\"tokens\":[", [](const Pending& p) { return dump_json(json(p.entry.piece)); });
+  list(",\"token_logprobs\":[", [](const Pending& p) {
+    return dump_json(p.entry.has_logprob ? logprob_value(p.entry.logprob) : json(nullptr));
+  });
+  list(",\"top_logprobs\":[", [](Pending& p) {
+    if (!p.entry.has_logprob) return std::string("null");
+    json top = json::object();
+    for (const TopLogprob& t : p.entry.top) {
+      const std::string k = key_of(t.piece);
+      if (!top.contains(k)) top[k] = logprob_value(t.logprob);
+    }
+    p.entry.top.clear();
+    p.entry.top.shrink_to_fit();
+    return dump_json(top);
+  });
+  list(",\"text_offset\":[", [this](const Pending& p) { return std::to_string(chars_at(p.byte_offset)); });
+  out += '}';
+  return out;
+}
+
 json ResponseLogprobs::take() {
   std::vector<Pending> entries;
   entries.swap(pending_);

@@ -115,6 +115,34 @@ TEST_CASE("chat logprobs shape: token, bytes, top list, -inf", "[api][logprobs]"
   CHECK(json(lp.take()) == json::parse(R"({"content":[],"refusal":null})"));
 }
 
+// take_text writes what dump_json(take()) writes, without the DOM.
+TEST_CASE("logprobs as text: byte for byte the dumped object, chat and completions", "[api][logprobs]") {
+  const auto feed = [](ResponseLogprobs& lp) {
+    GenerationEvent echo;
+    echo.echo = true;
+    echo.text = "H\xC3\xA9";
+    TokenLogprob bos = entry(1, 0, "", 0);
+    bos.has_logprob = false;
+    echo.logprobs = {bos, entry(5, -2.0, "H\xC3\xA9", 0, {{4, -1.0, "a"}, {5, -2.0, "H\xC3\xA9"}, {6, -2.5, "a"}})};
+    lp.add(echo);
+    GenerationEvent gen;
+    gen.text = "\xE2\x82\xAC\"q\\";
+    gen.logprobs = {entry(8, -0.5, "\xE2", 0, {{8, -0.5, "\xE2"}, {11, -INFINITY, "\xE3"}, {12, -3.0, "b"}}),
+                    entry(9, -0.0625, "\x82\xAC", 0), entry(10, -1e-7, "\"q\\", 2, {{10, -1e-7, "\"q\\"}})};
+    lp.add(gen);
+  };
+  for (CompletionKind kind : {CompletionKind::kChat, CompletionKind::kText}) {
+    ResponseLogprobs as_dom(kind), as_text(kind);
+    feed(as_dom);
+    feed(as_text);
+    const std::string want = dump_json(as_dom.take());
+    CAPTURE(want);
+    CHECK(as_text.take_text() == want);
+    CHECK_FALSE(as_text.has_pending());
+    CHECK(as_text.take_text() == dump_json(as_dom.take()));  // nothing pending: the empty object
+  }
+}
+
 TEST_CASE("completions logprobs shape: echo, null first entry, offsets in characters", "[api][logprobs]") {
   ResponseLogprobs lp(CompletionKind::kText);
   GenerationEvent echo;

@@ -106,20 +106,12 @@ void BackgroundErrors::mark_handled(uint64_t seq) {
 
 // ---- moving a damaged store aside -------------------------------------------
 
-Result<std::string> move_store_aside(const std::string& dir, int keep) {
-  std::string base = dir;
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
-  const std::string stamp = base + ".corrupt-" + std::to_string(std::time(nullptr));
-  std::string aside = stamp;
+namespace {
+
+// Removes the directories `prefix`<unix seconds>[-<n>] in `parent` but the
+// `keep` (>= 1) newest: by the time in the name, then the "-n".
+void prune_damaged_copies(const fs::path& parent, const std::string& prefix, int keep) {
   std::error_code ec;
-  for (int n = 1; fs::exists(aside, ec); ++n) aside = stamp + "-" + std::to_string(n);
-  fs::rename(dir, aside, ec);
-  if (ec) {
-    return Status::io_error("page store: moving " + dir + " aside to " + aside + " failed: " + ec.message());
-  }
-  // Older copies, oldest first: by the time in the name, then the "-n".
-  const fs::path parent = fs::path(base).parent_path().empty() ? fs::path(".") : fs::path(base).parent_path();
-  const std::string prefix = fs::path(base).filename().string() + ".corrupt-";
   struct Copy { int64_t t; int64_t n; fs::path path; };
   std::vector<Copy> copies;
   for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
@@ -148,6 +140,60 @@ Result<std::string> move_store_aside(const std::string& dir, int keep) {
       spdlog::info("page store: removed the old damaged copy {}", copies[i].path.string());
     }
   }
+}
+
+// `base`<unix seconds>, with "-<n>" added while that exists.
+std::string unused_name(const std::string& base) {
+  const std::string stamp = base + std::to_string(std::time(nullptr));
+  std::string name = stamp;
+  std::error_code ec;
+  for (int n = 1; fs::exists(name, ec); ++n) name = stamp + "-" + std::to_string(n);
+  return name;
+}
+
+}  // namespace
+
+Result<std::string> move_store_contents_aside(const std::string& dir, int keep) {
+  const std::string inside = unused_name((fs::path(dir) / kDamagedInsidePrefix).string());
+  std::error_code ec;
+  fs::create_directory(inside, ec);
+  if (ec) return Status::io_error("page store: cannot create " + inside + ": " + ec.message());
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kDamagedInsidePrefix, 0) == 0) continue;  // this copy and older ones
+    std::error_code mv_ec;
+    fs::rename(it->path(), fs::path(inside) / name, mv_ec);
+    if (mv_ec) {
+      return Status::io_error("page store: moving " + it->path().string() + " into " + inside +
+                              " failed: " + mv_ec.message());
+    }
+  }
+  if (ec) return Status::io_error("page store: cannot list " + dir + ": " + ec.message());
+  prune_damaged_copies(dir, kDamagedInsidePrefix, keep);
+  return inside;
+}
+
+Result<std::string> move_store_aside(const std::string& dir, int keep) {
+  std::string base = dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const std::string aside = unused_name(base + ".corrupt-");
+  std::error_code ec;
+  fs::rename(dir, aside, ec);
+  if (ec) {
+    // A mount point (EBUSY), or a parent we may not write (EACCES: a
+    // cache directory the daemon's user owns in one it does not). Found in
+    // hostile testing: such a store stayed memory-only at every start.
+    if (ec == std::errc::device_or_resource_busy || ec == std::errc::permission_denied ||
+        ec == std::errc::operation_not_permitted || ec == std::errc::cross_device_link) {
+      Result<std::string> inside = move_store_contents_aside(base, keep);
+      if (inside.is_ok()) return inside;
+      return Status::io_error("page store: moving " + dir + " aside to " + aside + " failed: " + ec.message() +
+                              ", and into itself: " + inside.status().message());
+    }
+    return Status::io_error("page store: moving " + dir + " aside to " + aside + " failed: " + ec.message());
+  }
+  const fs::path parent = fs::path(base).parent_path().empty() ? fs::path(".") : fs::path(base).parent_path();
+  prune_damaged_copies(parent, fs::path(base).filename().string() + ".corrupt-", keep);
   return aside;
 }
 

@@ -85,6 +85,16 @@ class BackgroundErrors : public rocksdb::EventListener {
 // exists) and then removes older "<dir>.corrupt-*" directories, oldest
 // first, so that at most `keep` (>= 1) remain. Returns the new name, or
 // kIOError when the rename failed (dir is then unchanged).
+// Where dir cannot be renamed (a mount point, a parent not writable), its
+// entries move into "<dir>/corrupt-<unix seconds>" instead, keeping at most
+// `keep` such copies there (move_store_contents_aside); kIOError when that
+// fails too.
 Result<std::string> move_store_aside(const std::string& dir, int keep);
+// Moves every entry of dir but earlier copies into a new
+// "<dir>/corrupt-<unix seconds>[-<n>]" and removes the oldest such copies
+// beyond `keep` (>= 1). Returns the copy's path; kIOError naming the entry
+// that could not be moved (some may have moved).
+Result<std::string> move_store_contents_aside(const std::string& dir, int keep);
+inline constexpr const char* kDamagedInsidePrefix = "corrupt-";
 
 }  // namespace larder

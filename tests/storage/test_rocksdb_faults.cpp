@@ -410,3 +410,33 @@ TEST_CASE("moving a store aside keeps only the newest damaged copy", "[storage][
   CHECK(*r2 != *r);
   CHECK(corrupt_copies(tmp.path(), "db").size() == 2);
 }
+
+// Found in hostile testing: a damaged store on a mount point (rename:
+// EBUSY), or in a directory whose parent the daemon may not write (EACCES),
+// could not be moved aside and stayed memory-only at every start. Its
+// entries now move into a "corrupt-<time>" directory inside it.
+TEST_CASE("a store that cannot be renamed is moved aside into itself, and a store opens beside the copy",
+          "[storage][faults]") {
+  TempDir tmp("aside-inside");
+  const std::string dir = tmp.sub("db");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/CURRENT") << "MANIFEST-000042\n";
+  std::ofstream(dir + "/000005.sst") << "not a table";
+  for (const char* old : {"corrupt-100", "corrupt-200"}) fs::create_directories(fs::path(dir) / old);
+  auto r = move_store_contents_aside(dir, 1);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  CHECK(fs::path(*r).parent_path() == fs::path(dir));
+  CHECK(fs::exists(fs::path(*r) / "CURRENT"));
+  CHECK(fs::exists(fs::path(*r) / "000005.sst"));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  REQUIRE(left.size() == 1);  // the new copy alone: the two older ones pruned
+  CHECK(left[0] == fs::path(*r).filename().string());
+  RocksDbStoreOptions o;
+  o.dir = dir;
+  auto store = open_store(o);
+  REQUIRE(store->put(key_n(1), value_n(1, 3000)).is_ok());
+  CHECK(get_ok(*store, key_n(1)) == value_n(1, 3000));
+  CHECK(fs::exists(fs::path(*r) / "CURRENT"));  // RocksDB left the copy alone
+}

@@ -21,6 +21,12 @@
 #include "storage/open_tiers.h"
 
 int main(int argc, char** argv) {
+  // libuv's thread pool prepares requests (templates, tokenizing, grammar
+  // compiles) and builds large bodies. Its default of 4 threads let 12 slow
+  // json_schema compiles hold a trivial chat request 15 s (found in hostile
+  // testing); with 16 the cheap ones get a thread at once and share the
+  // cores. Read once, at the pool's first use; an admin's setting wins.
+  setenv("UV_THREADPOOL_SIZE", "16", /*overwrite=*/0);
   // Logs go to stderr (spdlog's default is stdout), before anything can log:
   // the config loader's warnings must not end up in --print-config's output.
   spdlog::set_default_logger(

@@ -379,6 +379,10 @@ void HttpConnection::write(std::string data, bool whole_response) {
     auto* c = static_cast<HttpConnection*>(r->handle->data);
     --c->pending_writes_;
     c->host_.queued_write_bytes() -= owned->data.size();
+    if (owned->data.size() >= ConnectionHost::kLargeWriteBytes) {
+      std::string().swap(owned->data);
+      c->host_.large_write_done();
+    }
     if (status >= 0) c->last_activity_ms_ = uv_now(c->tcp_.loop);
     if (status < 0) {
       c->close();  // the client is gone (UV_ECANCELED: already closing)

@@ -71,6 +71,10 @@ class ConnectionHost {
   // target without its query; "" when the request line never parsed): the
   // request counter of /metrics.
   virtual void on_response(std::string_view path, int status) {}
+  // A write of kLargeWriteBytes or more finished (or was dropped): its
+  // memory is free, and the host may hand free heap back to the system.
+  virtual void large_write_done() {}
+  static constexpr size_t kLargeWriteBytes = 32 << 20;
 
  private:
   size_t queued_write_bytes_ = 0;

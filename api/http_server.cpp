@@ -1,5 +1,6 @@
 #include "api/http_server.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <uv.h>
 
@@ -145,6 +146,27 @@ struct HttpServer::Impl : public ConnectionHost {
   }
   bool stopping() const override { return stopping_; }
   void on_response(std::string_view path, int status) override { metrics->count_response(path, status); }
+  // glibc keeps the pages of a freed large body (and of the pool thread
+  // that built it) in its arenas: 600 MB stayed after a 274 MB body in
+  // hostile testing. malloc_trim hands them back, on the pool (it walks
+  // every arena), one at a time.
+  void large_write_done() override {
+    if (trim_queued) return;
+    auto* req = new uv_work_t;
+    req->data = this;
+    const int rc = uv_queue_work(
+        &loop, req, [](uv_work_t*) { malloc_trim(0); },
+        [](uv_work_t* r, int) {
+          static_cast<Impl*>(r->data)->trim_queued = false;
+          delete r;
+        });
+    if (rc != 0) {
+      delete req;
+      return;
+    }
+    trim_queued = true;
+  }
+  bool trim_queued = false;
 
   ServerOptions options;
   Generator& generator;

@@ -173,22 +173,14 @@ HttpResponse GenerationJob::build_body(Body& b) {
   for (size_t i = 0; i < b.choices.size(); ++i) body["choices"][i]["logprobs"] = tag + std::to_string(i);
   const std::string skeleton = dump_json(body);
   body = nlohmann::json();
-  std::vector<std::string> texts(b.choices.size());
-  size_t total = skeleton.size();
-  for (size_t i = 0; i < b.choices.size(); ++i) {
-    texts[i] = b.choices[i].logprobs->take_text();
-    total += texts[i].size();
-  }
   std::string out;
-  out.reserve(total);
   size_t pos = 0;
   for (size_t i = 0; i < b.choices.size(); ++i) {
     const std::string quoted = dump_json(nlohmann::json(tag + std::to_string(i)));  // as the skeleton spells it
     const size_t at = skeleton.find(quoted, pos);
     if (at == std::string::npos) return error_response(ApiError::server("assembling the logprobs of the response failed"));
     out.append(skeleton, pos, at - pos);
-    out += texts[i];
-    std::string().swap(texts[i]);
+    out += b.choices[i].logprobs->take_text();  // straight into the body: no second copy of them all
     pos = at + quoted.size();
   }
   out.append(skeleton, pos, std::string::npos);

@@ -1,5 +1,7 @@
 #include "api/http_connection.h"
 
+#include <poll.h>
+
 #include <cassert>
 #include <cstdio>
 #include <random>
@@ -103,7 +105,7 @@ size_t HttpConnection::queued_bytes() const {
 void HttpConnection::start_timer(TimerMode mode, uint64_t ms) {
   if (closing_) return;
   timer_mode_ = mode;
-  if (mode == TimerMode::kSendStall) stall_queued_bytes_ = queued_bytes();
+  if (mode == TimerMode::kSendStall) stall_taken_bytes_ = bytes_enqueued_ - queued_bytes();
   uv_timer_start(&timer_, [](uv_timer_t* t) { static_cast<HttpConnection*>(t->data)->on_timer(); }, ms, 0);
 }
 
@@ -136,7 +138,7 @@ void HttpConnection::on_timer() {
       // A whole response is one write, done only at its end: bytes the
       // client took meanwhile count too (found in hostile testing: a 17 MB
       // body read steadily was cut after idle_timeout_s).
-      if (queued_bytes() < stall_queued_bytes_) {
+      if (bytes_enqueued_ - queued_bytes() > stall_taken_bytes_) {
         start_timer(TimerMode::kSendStall, limits_.idle_timeout_ms);
         break;
       }
@@ -242,8 +244,22 @@ void HttpConnection::dispatch(HttpRequest request) {
   pump();
 }
 
+bool HttpConnection::peer_hung_up() const {
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void HttpConnection::pump() {
   if (!job_ || closing_) return;
+  // Reading paused (pipelined input), a closed client shows no EOF: asked
+  // at each delivery instead, so its generation is still cancelled (found
+  // in review: a non-streamed one ran to its end).
+  if (read_paused_ && peer_hung_up()) {
+    close();
+    return;
+  }
   in_pump_ = true;
   job_->pump(*this);
   in_pump_ = false;
@@ -404,6 +420,7 @@ void HttpConnection::write(std::string data, bool whole_response) {
   ++pending_writes_;
   (void)w.release();  // freed by the callback
   host_.queued_write_bytes() += size;
+  bytes_enqueued_ += size;
   const size_t queued = queued_bytes();
   // A whole response (send()) is already made and in memory: waiting for the
   // client to take it costs nothing more, so only what is queued beyond it

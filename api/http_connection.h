@@ -131,6 +131,7 @@ class HttpConnection : public ResponseWriter {
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
   int start_reading();  // uv_read_start; a libuv error code
+  bool peer_hung_up() const;  // the client closed (or half-closed) its side, by poll()
   enum class TimerMode { kNone, kIdle, kRequest, kSendStall, kLinger };
 
   void process_input();
@@ -164,7 +165,9 @@ class HttpConnection : public ResponseWriter {
   // until the exchange is done (read_paused_).
   static constexpr size_t kPipelinedInputBytes = 64 << 10;
   bool read_paused_ = false;
-  size_t stall_queued_bytes_ = 0;  // queued_bytes() when the send-stall timer started
+  // Bytes ever handed to uv_write, and of them those the client had taken
+  // (written to the socket) when the send-stall timer started.
+  uint64_t bytes_enqueued_ = 0, stall_taken_bytes_ = 0;
   int open_handles_ = 0;
 
   HttpRequestParser parser_;  // after limits_: built from them

@@ -209,6 +209,7 @@ struct RocksDbPageStore::Impl {
 
   std::atomic<int64_t> last_check_ms{INT64_MIN / 2};
   std::atomic<uint64_t> generation{0};  // bumped by every reopen
+  bool pins_applied_at_open = false;    // options.pins_at_open ran (the first successful open)
 
   // Recovery from faults (a failed open, a background error).
   std::atomic<int64_t> next_retry_ms{INT64_MIN / 2};

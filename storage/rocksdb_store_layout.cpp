@@ -137,12 +137,20 @@ Status RocksDbPageStore::Impl::rebuild_index() {
   }
   n_records = int64_t(index.size());
   n_legacy = n_legacy_loaded;
-  // The keys the store's user pins (its stored pins), before any eviction.
-  if (options.pins_at_open) {
+  // The keys the store's user pins (its stored pins), before any eviction;
+  // at the first open only: later the policy keeps the user's pins, which
+  // the stored record may lag (an unpin while the disk was down would come
+  // back, found in review).
+  if (options.pins_at_open && !pins_applied_at_open) {
+    pins_applied_at_open = true;
     const RecordReader read = [this](const PageKey& key) -> std::optional<std::string> {
       if (index.count(key) == 0) return std::nullopt;
       std::string value;
-      if (!db->Get(rocksdb::ReadOptions(), cf_pages, key.to_bytes(), &value).ok()) return std::nullopt;
+      rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf_pages, key.to_bytes(), &value);
+      if (s.IsNotFound() && n_legacy.load() > 0) {  // a record of the pre-column-family layout
+        s = db->Get(rocksdb::ReadOptions(), cf_default, legacy_key(kLegacyRecordPrefix, key), &value);
+      }
+      if (!s.ok()) return std::nullopt;
       return value;
     };
     for (const PageKey& key : options.pins_at_open(read)) policy->pin(key);

@@ -373,8 +373,8 @@ TEST_CASE("a whole response read slowly but steadily is not cut by idle_timeout"
 TEST_CASE("input pipelined behind an answer waits in the kernel, not in the server's heap", "[api][conn]") {
   TestServer ts;
   FakeScript script;
-  script.pieces = {"a", "b", "c", "d"};
-  script.delay_ms = 250;  // 1 s per answer
+  script.pieces = {"a", "b", "c", "d", "e", "f", "g", "h"};
+  script.delay_ms = 250;  // 2 s per answer: the measurement at 0.5 s falls well inside the first
   ts.fake().set_script(script);
   constexpr int kClients = 8;
   const std::string small = kChat;
@@ -400,11 +400,54 @@ TEST_CASE("input pipelined behind an answer waits in the kernel, not in the serv
       auto r = c->read_response();
       REQUIRE(r);
       CHECK(r->status == 200);
-      CHECK(json::parse(r->body)["choices"][0]["message"]["content"] == "abcd");
+      CHECK(json::parse(r->body)["choices"][0]["message"]["content"] == "abcdefgh");
     }
   }
   for (std::thread& t : senders) t.join();
   CHECK(n_sent == kClients);
+}
+
+// Found in review: with reading paused behind an answer, a client that
+// closed showed no EOF, and its non-streamed generation ran to the end.
+TEST_CASE("a client that pipelines past the pause and closes still cancels its generation", "[api][conn]") {
+  TestServer ts;
+  FakeScript script;
+  script.pieces.assign(40, "a");
+  script.delay_ms = 200;  // 8 s in all
+  ts.fake().set_script(script);
+  TestClient c(ts.port());
+  REQUIRE(c.send_raw(post_head("/v1/chat/completions", kChat.size()) + kChat +
+                     post_head("/v1/chat/completions", kChat.size() + (200 << 10)) + kChat +
+                     std::string(200 << 10, ' ')));
+  std::this_thread::sleep_for(500ms);  // the answer is running, reading paused
+  c.close();
+  CHECK(ts.fake().wait_cancelled(3000ms));
+  CHECK(health_ok(ts.port()));
+}
+
+// Found in review: the stall timer's baseline was the bytes queued when it
+// started, so a second pipelined response queued behind the first had to be
+// taken whole within idle_timeout_s.
+TEST_CASE("two pipelined whole responses read slowly but steadily are not cut", "[api][conn]") {
+  ServerOptions o;
+  o.idle_timeout_s = 0.5;
+  TestServer ts(o);
+  FakeScript script;
+  script.pieces.assign(128, std::string(32 << 10, 'y'));  // 4 MiB each
+  ts.fake().set_script(script);
+  TestClient c(ts.port(), 64 << 10);
+  c.pace_reads(15ms);
+  const std::string body = R"({"messages":[{"role":"user","content":"Hi"}]})";
+  const std::string one = post_head("/v1/chat/completions", body.size()) + body;
+  REQUIRE(c.send_raw(one + one));
+  for (int k = 0; k < 2; ++k) {
+    INFO("response " << k);
+    auto r = c.read_response();
+    REQUIRE(r);
+    REQUIRE(r->complete);
+    CHECK(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size() ==
+          size_t(128 * (32 << 10)));
+  }
 }
 
 TEST_CASE("idle connections hold no read buffer", "[api][conn]") {

@@ -201,3 +201,35 @@ TEST_CASE("pins across a disk tier's return: unpin while unread, evict and stop 
   CHECK(again.final.cached_tokens == 288);
   CHECK(engine->stats().pages_restored_disk == 18);
 }
+
+// Found in review: every reopen of the disk tier pinned again what the
+// stored pin record listed, so a prefix unpinned while the disk was down
+// came back pinned there (never evicted, and a second unpin said 404).
+TEST_CASE("a prefix unpinned while the disk tier is faulted stays unpinned when it reopens", "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.device.budget_bytes = 80 * 20480;
+  o.open_tiers = tier_factory(hooks_for(ffs));
+  const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
+  auto engine = make_engine(o);
+  REQUIRE(engine->pin(a, "").is_ok());
+  ffs->full = true;
+  REQUIRE(generate(*engine, greedy_request(b, 4)).final.finish == FinishReason::kLength);
+  engine->flush_storage();  // b's pages cannot be written: the disk tier faults
+  REQUIRE(engine->unpin(a, "").is_ok());  // the stored list was read at start
+  ffs->full = false;
+  engine->flush_storage();  // the disk tier reopens
+  const auto disk_pinned = [&] {
+    for (const CacheTierReport& t : engine->cache_report().value().tiers) {
+      if (t.name == "disk") return t.pinned;
+    }
+    return int64_t(-1);
+  };
+  CHECK(disk_pinned() == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the pin watch writes the list
+  CHECK(disk_pinned() == 0);
+  CHECK(engine->cache_report().value().pinned_prefixes == 0);
+  CHECK(engine->unpin(a, "").status().code() == StatusCode::kNotFound);
+}

@@ -63,8 +63,8 @@ using RecordReader = std::function<std::optional<std::string>(const PageKey& key
 // Given a reader of the tier being opened, the keys to pin there before it
 // evicts anything for its budget (a store over its budget at open, lowered
 // in the config or left so by a crash): the engine's stored pins, read
-// from their record in that tier. Called at each open and reopen; null:
-// none. Found in hostile testing: the eviction at open ran before the pins
+// from their record in that tier. Called at the tier's first successful
+// open only (later its policy keeps the pins the engine made); null: none. Found in hostile testing: the eviction at open ran before the pins
 // were read, and took pinned pages and the pin record.
 using PinsAtOpen = std::function<std::vector<PageKey>(const RecordReader& read)>;
 

@@ -217,6 +217,16 @@ Result<std::optional<std::string>> RocksDbPageStore::get(const PageKey& key) {
   return r;
 }
 
+rocksdb::Status RocksDbPageStore::Impl::read_record(const PageKey& key, std::string* value) const {
+  // No RocksDB checksums on the record path (rocksdb_store.h, "Reads").
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = false;
+  rocksdb::Status s = db->Get(ro, cf_pages, key.to_bytes(), value);
+  // Not in "pages": maybe a record of the legacy layout.
+  if (s.IsNotFound() && n_legacy.load() > 0) s = db->Get(ro, cf_default, legacy_key(kLegacyRecordPrefix, key), value);
+  return s;
+}
+
 Result<std::optional<std::string>> RocksDbPageStore::get_uncounted(const PageKey& key) {
   Impl& m = *impl_;
   m.maybe_check_dir();
@@ -226,15 +236,7 @@ Result<std::optional<std::string>> RocksDbPageStore::get_uncounted(const PageKey
   {
     std::shared_lock<std::shared_mutex> db_lock(m.db_mu);
     if (!m.db) return m.unavailable();
-    // No RocksDB checksums on the record path (rocksdb_store.h, "Reads"):
-    // every record carries its own XXH3-64, checked by its reader.
-    rocksdb::ReadOptions ro;
-    ro.verify_checksums = false;
-    s = m.db->Get(ro, m.cf_pages, key.to_bytes(), &value);
-    // Not in "pages": maybe a record of the legacy layout.
-    if (s.IsNotFound() && m.n_legacy.load() > 0) {
-      s = m.db->Get(ro, m.cf_default, legacy_key(kLegacyRecordPrefix, key), &value);
-    }
+    s = m.read_record(key, &value);
   }
   if (s.IsNotFound()) return std::optional<std::string>();
   if (!s.ok()) {

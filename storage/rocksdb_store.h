@@ -194,7 +194,7 @@ struct RocksDbStoreOptions {
   // The wall clock for last-use times and ttl ages, Unix milliseconds
   // (empty: system_unix_ms). Tests pass a fake one.
   std::function<int64_t()> now_unix_ms = system_unix_ms;
-  // Keys pinned before the budget eviction at each open (page_tier.h).
+  // Keys pinned before the budget eviction at the first open (page_tier.h).
   PinsAtOpen pins_at_open{};
   // Tests only (storage/rocksdb_hooks.h): e.g. a fault-injecting file system.
   std::shared_ptr<const RocksDbHooks> hooks{};

@@ -243,6 +243,10 @@ struct RocksDbPageStore::Impl {
 
   // Requires mu and db_mu exclusively held (or no other thread yet).
   void close_db();
+  // The record under `key` as stored, from "pages" or else the legacy
+  // layout. Requires db (under db_mu, or at open). No RocksDB checksums:
+  // every record carries its own XXH3-64, checked by its reader.
+  rocksdb::Status read_record(const PageKey& key, std::string* value) const;
 
   // Requires mu and db_mu exclusively held (or no other thread yet). Opens
   // the DB and rebuilds the index; says what kind of failure stopped it.

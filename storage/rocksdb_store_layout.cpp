@@ -144,13 +144,8 @@ Status RocksDbPageStore::Impl::rebuild_index() {
   if (options.pins_at_open && !pins_applied_at_open) {
     pins_applied_at_open = true;
     const RecordReader read = [this](const PageKey& key) -> std::optional<std::string> {
-      if (index.count(key) == 0) return std::nullopt;
       std::string value;
-      rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf_pages, key.to_bytes(), &value);
-      if (s.IsNotFound() && n_legacy.load() > 0) {  // a record of the pre-column-family layout
-        s = db->Get(rocksdb::ReadOptions(), cf_default, legacy_key(kLegacyRecordPrefix, key), &value);
-      }
-      if (!s.ok()) return std::nullopt;
+      if (index.count(key) == 0 || !read_record(key, &value).ok()) return std::nullopt;
       return value;
     };
     for (const PageKey& key : options.pins_at_open(read)) policy->pin(key);

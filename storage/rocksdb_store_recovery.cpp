@@ -151,7 +151,6 @@ Status RocksDbPageStore::Impl::check_manifest_lists_data() {
   ro->Close().PermitUncheckedError();
   if (!s.ok()) return Status::ok();
   uint64_t listed_bytes = 0, max_listed_number = 0;
-  int n_listed = 0;
   std::unordered_set<std::string> listed;
   for (const rocksdb::LiveFileStorageInfo& f : live) {
     auto it = on_disk.find(f.relative_filename);
@@ -159,7 +158,6 @@ Status RocksDbPageStore::Impl::check_manifest_lists_data() {
     listed_bytes += it->second;
     max_listed_number = std::max(max_listed_number, f.file_number);
     listed.insert(f.relative_filename);
-    ++n_listed;
   }
   // An unlisted file numbered below a listed one is an input of a finished
   // compaction (or a blob file it left all garbage) that the MANIFEST has
@@ -167,17 +165,14 @@ Status RocksDbPageStore::Impl::check_manifest_lists_data() {
   // Only newer ones can be what a stale or cut MANIFEST lost. Found in
   // hostile testing: kill -9 just after the compaction that follows an
   // evict of everything left 121 KB of such files beside 10 KB listed.
-  for (auto it = on_disk.begin(); it != on_disk.end();) {
+  uint64_t unlisted_bytes = 0, n_unlisted = 0;
+  for (const auto& [name, bytes] : on_disk) {
+    if (listed.count(name) != 0) continue;
     uint64_t number = 0;
-    const std::string& name = it->first;
     const auto r = std::from_chars(name.data(), name.data() + name.size(), number);
-    const bool obsolete = r.ec == std::errc() && number < max_listed_number && listed.count(name) == 0;
-    if (obsolete) {
-      disk_bytes -= it->second;
-      it = on_disk.erase(it);
-    } else {
-      ++it;
-    }
+    if (r.ec == std::errc() && number < max_listed_number) continue;  // obsolete
+    unlisted_bytes += bytes;
+    ++n_unlisted;
   }
   // A crash part-way through a compaction leaves unlisted outputs of at
   // most about its inputs' size, which stay listed; one part-way through a
@@ -186,14 +181,13 @@ Status RocksDbPageStore::Impl::check_manifest_lists_data() {
   // file adds a few KiB of index and properties). Found in hostile
   // testing: kill -9 during a new or just emptied store's flush, and the
   // next open moved the whole store aside.
-  const uint64_t unlisted_bytes = disk_bytes - listed_bytes;
-  const uint64_t n_unlisted = on_disk.size() - size_t(n_listed);
   if (unlisted_bytes <= 2 * listed_bytes + wal_bytes + wal_bytes / 4 + n_unlisted * kTableFileOverheadBytes) {
     return Status::ok();
   }
-  return Status::corruption("page store " + options.dir + ": its MANIFEST lists " + std::to_string(n_listed) +
-                            " of the " + std::to_string(on_disk.size()) + " data files in the directory (" +
-                            std::to_string(listed_bytes) + " of " + std::to_string(disk_bytes) +
+  return Status::corruption("page store " + options.dir + ": its MANIFEST lists " + std::to_string(listed.size()) +
+                            " of the " + std::to_string(listed.size() + n_unlisted) +
+                            " data files in the directory (" + std::to_string(listed_bytes) + " of " +
+                            std::to_string(listed_bytes + unlisted_bytes) +
                             " bytes; " + std::to_string(wal_bytes) + " bytes of WAL): truncated or stale");
 }
 

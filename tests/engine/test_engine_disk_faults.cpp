@@ -222,7 +222,8 @@ TEST_CASE("a prefix unpinned while the disk tier is faulted stays unpinned when 
   ffs->full = false;
   engine->flush_storage();  // the disk tier reopens
   const auto disk_pinned = [&] {
-    for (const CacheTierReport& t : engine->cache_report().value().tiers) {
+    const CacheReport report = engine->cache_report().value();
+    for (const CacheTierReport& t : report.tiers) {
       if (t.name == "disk") return t.pinned;
     }
     return int64_t(-1);

@@ -2,9 +2,11 @@
 // test, and a get that must succeed.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +19,16 @@ inline std::unique_ptr<RocksDbPageStore> open_store(const RocksDbStoreOptions& o
   INFO(r.status().to_string());
   REQUIRE(r.is_ok());
   return std::move(r).value();
+}
+
+// The "<name>.corrupt-*" copies of a store moved aside, in `parent`.
+inline std::vector<std::filesystem::path> corrupt_copies(const std::filesystem::path& parent,
+                                                         const std::string& name) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(parent)) {
+    if (e.path().filename().string().rfind(name + ".corrupt-", 0) == 0) out.push_back(e.path());
+  }
+  return out;
 }
 
 inline std::optional<std::string> get_ok(RocksDbPageStore& s, const PageKey& k) {

@@ -29,6 +29,7 @@ using namespace larder;
 using larder::testing::FaultFs;
 using larder::testing::LogCapture;
 using larder::testing::TempDir;
+using larder::testing::corrupt_copies;
 using larder::testing::get_ok;
 using larder::testing::open_store;
 namespace fs = std::filesystem;
@@ -44,14 +45,6 @@ std::string value_n(uint64_t n, size_t bytes) {
   return v;
 }
 
-
-std::vector<fs::path> corrupt_copies(const fs::path& parent, const std::string& name) {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(parent)) {
-    if (e.path().filename().string().rfind(name + ".corrupt-", 0) == 0) out.push_back(e.path());
-  }
-  return out;
-}
 
 RocksDbStoreOptions fault_options(const std::string& dir, const std::shared_ptr<FaultFs>& ffs) {
   RocksDbStoreOptions o;

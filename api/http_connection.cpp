@@ -183,7 +183,7 @@ void HttpConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
   // and TCP's window, not in ours, until this exchange is done. Found in
   // hostile testing: 8 MiB of pipelined input per connection, over up to
   // max_connections connections. (A client that closes meanwhile is
-  // noticed when reading resumes, or by a failed write.)
+  // noticed by pump()'s peer_hung_up.)
   if (exchange_active_ && !read_paused_ && input_.size() >= kPipelinedInputBytes) {
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
     read_paused_ = true;
@@ -244,6 +244,12 @@ void HttpConnection::dispatch(HttpRequest request) {
   pump();
 }
 
+int HttpConnection::resume_reading() {
+  if (!read_paused_) return 0;
+  read_paused_ = false;
+  return start_reading();
+}
+
 bool HttpConnection::peer_hung_up() const {
   uv_os_fd_t fd;
   if (uv_fileno(reinterpret_cast<const uv_handle_t*>(&tcp_), &fd) != 0) return false;
@@ -279,12 +285,9 @@ void HttpConnection::complete_exchange() {
     close_after_flush();
     return;
   }
-  if (read_paused_) {
-    read_paused_ = false;
-    if (start_reading() != 0) {
-      close();
-      return;
-    }
+  if (resume_reading() != 0) {
+    close();
+    return;
   }
   rest_timer();
   process_input();
@@ -350,10 +353,7 @@ void HttpConnection::close_after_flush() {
   draining_ = true;
   job_.reset();
   input_.clear();
-  if (read_paused_) {  // read and discarded from now on (the linger below)
-    read_paused_ = false;
-    (void)start_reading();
-  }
+  (void)resume_reading();  // read and discarded from now on (the linger below)
   stop_timer();
   // A client that reads nothing would hold the shutdown back forever.
   if (queued_bytes() > 0) start_timer(TimerMode::kSendStall, limits_.idle_timeout_ms);

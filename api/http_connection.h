@@ -131,6 +131,7 @@ class HttpConnection : public ResponseWriter {
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
   int start_reading();  // uv_read_start; a libuv error code
+  int resume_reading();  // start_reading() where read_paused_, else 0
   bool peer_hung_up() const;  // the client closed (or half-closed) its side, by poll()
   enum class TimerMode { kNone, kIdle, kRequest, kSendStall, kLinger };
 

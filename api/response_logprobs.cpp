@@ -38,6 +38,17 @@ std::string key_of(const std::string& piece) {
   return json::parse(quoted).get<std::string>();
 }
 
+// A completions entry's {piece: logprob} object; e.top is best first: the
+// first alternative with a piece wins it.
+json completions_top(const TokenLogprob& e) {
+  json top = json::object();
+  for (const TopLogprob& t : e.top) {
+    const std::string k = key_of(t.piece);
+    if (!top.contains(k)) top[k] = logprob_value(t.logprob);
+  }
+  return top;
+}
+
 }  // namespace
 
 void ResponseLogprobs::add(GenerationEvent& e) {
@@ -96,14 +107,9 @@ std::string ResponseLogprobs::take_text() {
   });
   list(",\"top_logprobs\":[", [](Pending& p) {
     if (!p.entry.has_logprob) return std::string("null");
-    json top = json::object();
-    for (const TopLogprob& t : p.entry.top) {
-      const std::string k = key_of(t.piece);
-      if (!top.contains(k)) top[k] = logprob_value(t.logprob);
-    }
-    p.entry.top.clear();
-    p.entry.top.shrink_to_fit();
-    return dump_json(top);
+    std::string s = dump_json(completions_top(p.entry));
+    p.entry.top = {};  // released
+    return s;
   });
   list(",\"text_offset\":[", [this](const Pending& p) { return std::to_string(chars_at(p.byte_offset)); });
   out += '}';
@@ -128,13 +134,7 @@ json ResponseLogprobs::take() {
       top_logprobs.push_back(nullptr);
     } else {
       token_logprobs.push_back(logprob_value(e.logprob));
-      // e.top is best first: the first alternative with a piece wins it.
-      json top = json::object();
-      for (const TopLogprob& t : e.top) {
-        const std::string k = key_of(t.piece);
-        if (!top.contains(k)) top[k] = logprob_value(t.logprob);
-      }
-      top_logprobs.push_back(std::move(top));
+      top_logprobs.push_back(completions_top(e));
     }
     offsets.push_back(chars_at(p.byte_offset));
   }

@@ -183,7 +183,8 @@ void HttpConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
   // and TCP's window, not in ours, until this exchange is done. Found in
   // hostile testing: 8 MiB of pipelined input per connection, over up to
   // max_connections connections. (A client that closes meanwhile is
-  // noticed by pump()'s peer_hung_up.)
+  // noticed by pump()'s peer_hung_up, unless its unsent bytes fill TCP's
+  // window: its FIN then waits for reading to resume.)
   if (exchange_active_ && !read_paused_ && input_.size() >= kPipelinedInputBytes) {
     uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
     read_paused_ = true;

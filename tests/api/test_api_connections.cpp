@@ -416,9 +416,12 @@ TEST_CASE("a client that pipelines past the pause and closes still cancels its g
   script.delay_ms = 200;  // 8 s in all
   ts.fake().set_script(script);
   TestClient c(ts.port());
+  // 96 KiB: past the pause, within the server's receive window (a client
+  // whose unsent bytes fill the window cannot show its FIN before reading
+  // resumes).
   REQUIRE(c.send_raw(post_head("/v1/chat/completions", kChat.size()) + kChat +
-                     post_head("/v1/chat/completions", kChat.size() + (200 << 10)) + kChat +
-                     std::string(200 << 10, ' ')));
+                     post_head("/v1/chat/completions", kChat.size() + (96 << 10)) + kChat +
+                     std::string(96 << 10, ' ')));
   std::this_thread::sleep_for(500ms);  // the answer is running, reading paused
   c.close();
   CHECK(ts.fake().wait_cancelled(3000ms));

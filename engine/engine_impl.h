@@ -217,6 +217,13 @@ struct Engine::Impl {
   // false when the engine stopped or the time ran out (fn may still run
   // later: it must own what it touches, e.g. through shared_ptrs).
   bool run_sync(std::function<void()> fn, std::chrono::milliseconds timeout);
+  // How long admin and control calls wait for the engine thread (run_sync).
+  static constexpr std::chrono::milliseconds kControlTimeout{30000};
+  // kCancelled: the engine stopped or did not answer within kControlTimeout.
+  static Status engine_busy() {
+    return Status::cancelled("the engine is stopped or did not answer within " +
+                             std::to_string(kControlTimeout.count() / 1000) + " s");
+  }
   // Applies the pins kept in the persistent tiers (create(), before the
   // engine thread starts) and starts the pin watch.
   void load_pins();

@@ -13,8 +13,6 @@ namespace larder {
 
 namespace {
 
-constexpr std::chrono::milliseconds kControlTimeout{30000};
-
 std::string restart_needed(const std::string& key, const std::string& was, const std::string& now) {
   return key + " changed (" + was + " -> " + now + "): this needs a restart";
 }
@@ -152,7 +150,7 @@ Status Engine::reconfigure(const CacheOptions& next) {
                          before - dev.n_in_use());
           }
         },
-        kControlTimeout);
+        Impl::kControlTimeout);
     if (!ok) return Status::cancelled("the engine is stopped or did not answer within 30 s (nothing was applied)");
     LARDER_RETURN_IF_ERROR(*st);
   }

@@ -61,6 +61,9 @@ class ConnectionHost {
   // Response bytes queued in libuv by all connections, not yet written to
   // their sockets: the connections add and take back their writes'.
   size_t& queued_write_bytes() { return queued_write_bytes_; }
+  // Bytes of request bodies being read by all connections (not yet
+  // complete): the connections add and take back their parsers'.
+  size_t& request_body_bytes() { return request_body_bytes_; }
   // The loop-wide read buffer (valid until the read callback returns).
   virtual uv_buf_t read_buffer() = 0;
   // Both handles are closed; the host may destroy `connection` now.
@@ -78,6 +81,7 @@ class ConnectionHost {
 
  private:
   size_t queued_write_bytes_ = 0;
+  size_t request_body_bytes_ = 0;
 };
 
 struct ConnectionLimits {
@@ -89,6 +93,12 @@ struct ConnectionLimits {
   size_t max_queued_write_bytes = 16 << 20;
   size_t max_total_queued_write_bytes = 256 << 20;  // ConnectionHost::queued_write_bytes()
   size_t min_queued_write_bytes_to_cut = 1 << 20;   // a stream cut for the total has at least this unread
+  // Request bodies being read by all connections together
+  // (ConnectionHost::request_body_bytes()): a body past
+  // min_body_bytes_to_refuse that would take the total past this gets 503
+  // (at its head when it declares its length, else as it grows).
+  size_t max_total_body_bytes = 256 << 20;
+  size_t min_body_bytes_to_refuse = 64 << 10;
 };
 
 class HttpConnection : public ResponseWriter {
@@ -142,6 +152,14 @@ class HttpConnection : public ResponseWriter {
   // cancelling an unfinished job, then shuts down after the flush.
   void answer_and_close(HttpResponse response);
   void fail(int status, std::string message);
+  // Sets this connection's share of host_.request_body_bytes() to `bytes`
+  // (the body read so far; 0 once it is taken or dropped). False: the body
+  // grew past min_body_bytes_to_refuse with the total over
+  // max_total_body_bytes (the caller answers busy_response()).
+  bool count_body_bytes(size_t bytes);
+  // 503 server_busy (Retry-After: 1): bodies of other requests fill
+  // max_total_body_bytes.
+  HttpResponse busy_response() const;
   void close_after_flush();
   void on_shutdown_done(int status);
   // Queues bytes on the socket. The connection closes when more than
@@ -166,6 +184,7 @@ class HttpConnection : public ResponseWriter {
   // until the exchange is done (read_paused_).
   static constexpr size_t kPipelinedInputBytes = 64 << 10;
   bool read_paused_ = false;
+  size_t body_bytes_counted_ = 0;  // this connection's share of host_.request_body_bytes()
   // Bytes ever handed to uv_write, and of them those the client had taken
   // (written to the socket) when the send-stall timer started.
   uint64_t bytes_enqueued_ = 0, stall_taken_bytes_ = 0;

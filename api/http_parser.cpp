@@ -160,6 +160,10 @@ int HttpRequestParser::on_headers_complete(llhttp_t* p) {
   return 0;
 }
 
+size_t HttpRequestParser::declared_body_bytes() const {
+  return (parser_.flags & F_CONTENT_LENGTH) ? static_cast<size_t>(parser_.content_length) : 0;
+}
+
 int HttpRequestParser::on_body(llhttp_t* p, const char* at, size_t n) {
   HttpRequestParser* c = self(p);
   if (c->request_.body.size() + n > c->limits_.max_body_bytes) {

@@ -62,6 +62,11 @@ class HttpRequestParser {
   bool keep_alive() const { return keep_alive_; }
   // True while a request is partly parsed (its first byte came).
   bool in_request() const { return in_request_; }
+  // The Content-Length of the request whose head is being checked: valid
+  // inside on_head only (0 for a chunked body or none).
+  size_t declared_body_bytes() const;
+  // Bytes of the current request's body read so far (de-chunked).
+  size_t body_bytes() const { return request_.body.size(); }
 
   int error_status() const { return error_status_; }
   const std::string& error_message() const { return error_message_; }

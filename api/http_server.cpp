@@ -315,6 +315,7 @@ void HttpServer::Impl::on_new_connection(int status) {
   limits.idle_timeout_ms = ms(options.idle_timeout_s);
   limits.max_queued_write_bytes = options.max_queued_write_bytes;
   limits.max_total_queued_write_bytes = options.max_total_queued_write_bytes;
+  limits.max_total_body_bytes = options.max_total_body_bytes;
   auto conn = std::make_unique<HttpConnection>(&loop, *this, limits);
   HttpConnection* raw = conn.get();
   connections.emplace(raw, std::move(conn));

@@ -17,7 +17,8 @@
 // keep-alive, pipelining, `Connection: close`, Content-Length and chunked
 // request bodies. `Upgrade` headers are ignored (the request is answered as
 // plain HTTP/1.1); CONNECT gets 405 and the HTTP/2 preface 505, then close.
-// Limits: request head 64 KiB (431), body max_body_bytes (413), unparsable
+// Limits: request head 64 KiB (431), body max_body_bytes (413), request
+// bodies of all connections together max_total_body_bytes (503), unparsable
 // HTTP (400, then close); connections above max_connections get 503 and are
 // closed at once; a request whose head and body do not arrive within
 // request_timeout_s gets 408 and close; a keep-alive connection idle for
@@ -94,6 +95,11 @@ struct ServerOptions {
   // whose client left over 1 MiB unread is closed at its next write (found
   // in hostile testing: 16 MiB each over 1024 connections is 16 GiB).
   size_t max_total_queued_write_bytes = 256 << 20;
+  // Request bodies being read by all connections together: past it, a body
+  // over 64 KiB gets 503 server_busy with Retry-After: 1 (at its head when
+  // it declares its length). Found in hostile testing: max_body_bytes on
+  // each of 1024 connections is 8 GiB.
+  size_t max_total_body_bytes = 256 << 20;
 };
 
 class HttpServer {

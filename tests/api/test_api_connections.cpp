@@ -453,6 +453,75 @@ TEST_CASE("two pipelined whole responses read slowly but steadily are not cut", 
   }
 }
 
+// Found in hostile testing: each connection may send a body of up to
+// max_body_bytes (8 MiB), and all of them were held at once (1024
+// connections: 8 GiB).
+TEST_CASE("request bodies past max_total_body_bytes together get 503 server_busy; small ones still pass",
+          "[api][conn]") {
+  ServerOptions o;
+  o.max_total_body_bytes = 1 << 20;
+  TestServer ts(o);
+  const auto chat_body = [](size_t bytes) { return kChat + std::string(bytes - kChat.size(), ' '); };
+  const std::string big = chat_body(800 << 10);
+  TestClient a(ts.port());
+  REQUIRE(a.send_raw(post_head("/v1/chat/completions", big.size()) + big.substr(0, 700 << 10)));
+
+  // A 512 KiB body no longer fits beside A's 700 KiB: refused at its head,
+  // before a byte of it is sent (100-continue tells when the server has not
+  // read A's bytes yet).
+  bool refused_at_head = false;
+  for (int i = 0; i < 250 && !refused_at_head; ++i) {
+    TestClient b(ts.port());
+    REQUIRE(b.send_raw(post_head("/v1/chat/completions", 512 << 10, "Expect: 100-continue\r\n")));
+    auto r = b.read_response(/*no_body=*/true);
+    REQUIRE(r);
+    if (r->status == 503) {
+      refused_at_head = true;
+      CHECK(r->header("retry-after") == "1");
+      CHECK(r->header("connection") == "close");
+    } else {
+      CHECK(r->status == 100);
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  REQUIRE(refused_at_head);
+  {
+    TestClient c(ts.port());
+    REQUIRE(c.send_raw(post_head("/v1/chat/completions", 512 << 10)));
+    auto r = c.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 503);
+    CHECK(r->json()["error"]["code"] == "server_busy");
+    CHECK(r->json()["error"]["type"] == "server_error");
+  }
+  // A chunked body (no declared length) is refused once it grows past
+  // 64 KiB with the total over the limit.
+  {
+    TestClient d(ts.port());
+    REQUIRE(d.send_raw("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n"));
+    const std::string chunk = "10000\r\n" + std::string(64 << 10, ' ') + "\r\n";  // 64 KiB of JSON whitespace
+    for (int i = 0; i < 8 && d.send_raw(chunk); ++i) {
+    }
+    auto r = d.read_response();
+    REQUIRE(r);
+    CHECK(r->status == 503);
+    CHECK(r->json()["error"]["code"] == "server_busy");
+  }
+  // A small body is not refused while the total is over.
+  auto small = TestClient(ts.port()).request("POST", "/v1/chat/completions", kChat);
+  REQUIRE(small);
+  CHECK(small->status == 200);
+  // A's body, completed, is answered; its bytes no longer count.
+  REQUIRE(a.send_raw(big.substr(700 << 10)));
+  auto answered = a.read_response();
+  REQUIRE(answered);
+  CHECK(answered->status == 200);
+  auto after = TestClient(ts.port()).request("POST", "/v1/chat/completions", chat_body(900 << 10));
+  REQUIRE(after);
+  CHECK(after->status == 200);
+}
+
 TEST_CASE("idle connections hold no read buffer", "[api][conn]") {
   TestServer ts;
   constexpr int kConnections = 200;

@@ -20,8 +20,8 @@ struct DetachedItem {
 
 }  // namespace
 
-PoolJob::PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work)
-    : task_(loop, std::move(waker), std::move(work), &server_error) {}
+PoolJob::PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, PoolLane* lane)
+    : task_(loop, std::move(waker), std::move(work), &server_error, lane) {}
 
 void PoolJob::pump(ResponseWriter& writer) {
   if (done_ || !task_.finished()) return;

@@ -25,8 +25,9 @@ class PoolJob : public ResponseJob {
   using Work = std::function<HttpResponse()>;  // pool thread
 
   // Queues `work`; `waker` is woken when it is done. A failure to queue
-  // answers 500 at the first pump().
-  PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work);
+  // answers 500 at the first pump(). `lane` (may be null): `work` waits for
+  // a place in it (api/pool_lane.h).
+  PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, PoolLane* lane = nullptr);
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }

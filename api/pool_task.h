@@ -15,6 +15,7 @@
 
 #include <uv.h>
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/generation_job.h"
+#include "api/pool_lane.h"
 
 namespace larder {
 
@@ -36,24 +38,24 @@ class PoolTask {
   // work that could not be queued ("cannot queue the request: ...").
   using OnError = T (*)(const std::string& what);
 
-  PoolTask(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, OnError on_error)
+  // `lane` (may be null; must outlive the loop's pool work): the work is
+  // queued when the lane admits it, and leaves the lane when it is over.
+  PoolTask(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, OnError on_error, PoolLane* lane = nullptr)
       : state_(std::make_shared<State>()) {
     state_->work = std::move(work);
     state_->waker = std::move(waker);
     state_->on_error = on_error;
-    auto item = std::make_unique<Item>();
-    item->req.data = item.get();
-    item->state = state_;
-    const int rc = uv_queue_work(loop, &item->req, &PoolTask::run, &PoolTask::after);
-    if (rc != 0) {
-      state_->result = on_error(std::string("cannot queue the request: ") + uv_strerror(rc));
-      state_->finished = true;
+    state_->lane = lane;
+    if (lane == nullptr) {
+      queue(loop, state_);
       return;
     }
-    state_->item = &item.release()->req;  // freed by after()
+    lane_ticket_ = lane->enter([loop, state = state_] { queue(loop, state); });
   }
   ~PoolTask() {
     state_->abandoned = true;
+    // Still waiting for the lane: never queued.
+    if (lane_ticket_ != 0) state_->lane->cancel(lane_ticket_);
     // Not started yet: never run it (after() still runs, with UV_ECANCELED).
     if (state_->item) uv_cancel(reinterpret_cast<uv_req_t*>(state_->item));
   }
@@ -74,6 +76,7 @@ class PoolTask {
     Work work;                          // run once on the pool, then released
     std::shared_ptr<LoopWaker> waker;
     OnError on_error = nullptr;
+    PoolLane* lane = nullptr;           // left in after() (or when queueing fails)
     std::optional<T> result;            // written by the pool thread before after()
     bool finished = false;              // loop thread: after() ran
     bool abandoned = false;             // loop thread: the task is gone
@@ -83,6 +86,22 @@ class PoolTask {
     uv_work_t req{};
     std::shared_ptr<State> state;
   };
+
+  // Loop thread: hands the work to the pool (admitted by the lane, if any).
+  static void queue(uv_loop_t* loop, const std::shared_ptr<State>& state) {
+    auto item = std::make_unique<Item>();
+    item->req.data = item.get();
+    item->state = state;
+    const int rc = uv_queue_work(loop, &item->req, &PoolTask::run, &PoolTask::after);
+    if (rc != 0) {
+      state->result = state->on_error(std::string("cannot queue the request: ") + uv_strerror(rc));
+      state->finished = true;
+      if (state->lane) state->lane->leave();
+      if (!state->abandoned && state->waker) state->waker->wake();
+      return;
+    }
+    state->item = &item.release()->req;  // freed by after()
+  }
 
   static void run(uv_work_t* req) {
     State& st = *static_cast<Item*>(req->data)->state;
@@ -101,11 +120,13 @@ class PoolTask {
     State& st = *item->state;
     st.item = nullptr;
     st.finished = true;
+    if (st.lane) st.lane->leave();
     if (status == UV_ECANCELED) return;  // destroyed before the work started
     if (!st.abandoned && st.waker) st.waker->wake();
   }
 
   std::shared_ptr<State> state_;
+  uint64_t lane_ticket_ = 0;  // its place in state_->lane's queue (0: admitted at once; cancel() ignores an admitted one)
 };
 
 }  // namespace larder

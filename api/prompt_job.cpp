@@ -12,8 +12,9 @@ PreparedRequest server_error(const std::string& what) { return ApiError::server(
 
 }  // namespace
 
-PromptJob::PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit)
-    : task_(loop, std::move(waker), std::move(prepare), &server_error), submit_(std::move(submit)) {}
+PromptJob::PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit,
+                     PoolLane* lane)
+    : task_(loop, std::move(waker), std::move(prepare), &server_error, lane), submit_(std::move(submit)) {}
 
 void PromptJob::pump(ResponseWriter& writer) {
   if (done_) return;

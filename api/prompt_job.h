@@ -47,8 +47,10 @@ class PromptJob : public ResponseJob {
   // Queues `prepare` on `loop`'s thread pool; `waker` is woken when it is
   // done (the server then pumps its connections), and the next pump() either
   // answers the error or calls `submit` and continues as the job it returns.
-  // A failure to queue answers 500 at the first pump().
-  PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit);
+  // A failure to queue answers 500 at the first pump(). `lane` (may be
+  // null): `prepare` waits for a place in it (api/pool_lane.h).
+  PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit,
+            PoolLane* lane = nullptr);
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }

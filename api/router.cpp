@@ -1,5 +1,7 @@
 #include "api/router.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 
@@ -17,6 +19,18 @@
 namespace larder {
 
 namespace {
+
+// libuv's pool threads (UV_THREADPOOL_SIZE as libuv reads it: 4 when unset,
+// 1 to 1024), less a quarter (at least one) kept for small requests: the
+// large bodies' lane (api/pool_lane.h). 16 threads: 12; 4: 3.
+size_t large_body_pool_threads() {
+  size_t threads = 4;
+  if (const char* v = std::getenv("UV_THREADPOOL_SIZE"); v != nullptr && *v != '\0') {
+    const long n = std::strtol(v, nullptr, 10);
+    threads = n < 1 ? 1 : static_cast<size_t>(std::min(n, 1024L));
+  }
+  return std::max<size_t>(1, threads - std::max<size_t>(1, threads / 4));
+}
 
 // "/v1/x" and "/x" are the same endpoint.
 std::string_view strip_v1(std::string_view path) {
@@ -43,6 +57,7 @@ ApiRouter::ApiRouter(uv_loop_t* loop, Generator& generator, const ServerOptions&
       metrics_(metrics ? std::move(metrics) : std::make_shared<ApiMetrics>()),
       defaults_(options.default_sampling, options.default_max_tokens),
       admin_(loop, generator, options, std::move(waker), metrics_, defaults_),
+      large_bodies_(large_body_pool_threads()),
       rng_(std::random_device{}()),
       system_fingerprint_(make_system_fingerprint(generator.model_info().fingerprint, options.build)) {}
 
@@ -106,8 +121,9 @@ HandlerResult ApiRouter::text_job(std::string_view path, HttpRequest& request) {
   } else {
     work = [this](const std::string& body) { return apply_template(body); };
   }
-  return std::make_unique<PoolJob>(loop_, waker_,
-                                   [work = std::move(work), body = std::move(request.body)] { return work(body); });
+  PoolLane* lane = lane_for(request);
+  return std::make_unique<PoolJob>(
+      loop_, waker_, [work = std::move(work), body = std::move(request.body)] { return work(body); }, lane);
 }
 
 HttpResponse ApiRouter::apply_template(const std::string& body) const {
@@ -161,17 +177,19 @@ std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options)
   return std::nullopt;
 }
 
-HandlerResult ApiRouter::prompt_job(std::function<PreparedRequest()> prepare) {
-  return std::make_unique<PromptJob>(loop_, waker_, std::move(prepare),
-                                     [this](PreparedGeneration p) { return submit(std::move(p)); });
+HandlerResult ApiRouter::prompt_job(std::function<PreparedRequest()> prepare, PoolLane* lane) {
+  return std::make_unique<PromptJob>(
+      loop_, waker_, std::move(prepare), [this](PreparedGeneration p) { return submit(std::move(p)); }, lane);
 }
 
 HandlerResult ApiRouter::chat_completions(HttpRequest& request) {
-  return prompt_job([this, body = std::move(request.body)] { return prepare_chat(body); });
+  PoolLane* lane = lane_for(request);
+  return prompt_job([this, body = std::move(request.body)] { return prepare_chat(body); }, lane);
 }
 
 HandlerResult ApiRouter::completions(HttpRequest& request) {
-  return prompt_job([this, body = std::move(request.body)] { return prepare_completion(body); });
+  PoolLane* lane = lane_for(request);
+  return prompt_job([this, body = std::move(request.body)] { return prepare_completion(body); }, lane);
 }
 
 PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {

@@ -21,6 +21,7 @@
 #include "api/http_message.h"
 #include "api/http_server.h"
 #include "api/openai_request.h"
+#include "api/pool_lane.h"
 #include "api/prompt_job.h"
 
 namespace larder {
@@ -52,7 +53,11 @@ class ApiRouter {
   HttpResponse apply_template(const std::string& body) const;
   // A render_chat / chat_prompt error as the 400 the chat endpoint answers.
   static ApiError chat_error(const Status& status);
-  HandlerResult prompt_job(std::function<PreparedRequest()> prepare);
+  // `lane`: large_bodies_ for a body over kLargeBodyBytes, else null.
+  HandlerResult prompt_job(std::function<PreparedRequest()> prepare, PoolLane* lane);
+  PoolLane* lane_for(const HttpRequest& request) {
+    return request.body.size() > kLargeBodyBytes ? &large_bodies_ : nullptr;
+  }
   // Pool thread (thread-safe: they read only the generator and options_):
   // parse and validate a body, render and tokenize its prompt.
   PreparedRequest prepare_chat(const std::string& body) const;
@@ -79,6 +84,11 @@ class ApiRouter {
   std::shared_ptr<ApiMetrics> metrics_;
   GenerationDefaults defaults_;  // [sampling]: a reload changes them
   AdminRoutes admin_;
+  // Generation, /tokenize and /apply-template bodies over kLargeBodyBytes
+  // are prepared in this lane: at most large_body_pool_threads() of libuv's
+  // pool threads at once, so that the rest stay free for small requests.
+  static constexpr size_t kLargeBodyBytes = 64 << 10;
+  PoolLane large_bodies_;
   std::mt19937_64 rng_;  // completion ids (loop thread)
   std::string system_fingerprint_;  // make_system_fingerprint(model, build)
 };

@@ -76,7 +76,7 @@ class FakeGenerator : public Generator {
   std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const override {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      pass_gate(lock);
+      if (gate_only_.empty() || text.find(gate_only_) != std::string::npos) pass_gate(lock);
       parse_special_seen_.push_back(parse_special);
     }
     std::vector<int32_t> out = {kBos};
@@ -95,9 +95,11 @@ class FakeGenerator : public Generator {
 
   // A slow prompt: while the gate is closed, render_chat and tokenize wait
   // (as a huge template rendering would) until open_prompt_gate().
-  void close_prompt_gate() {
+  // only_text_containing: only tokenize calls whose text contains it wait.
+  void close_prompt_gate(std::string only_text_containing = "") {
     std::lock_guard<std::mutex> lock(mu_);
     gate_closed_ = true;
+    gate_only_ = std::move(only_text_containing);
   }
   void open_prompt_gate() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -132,7 +134,7 @@ class FakeGenerator : public Generator {
   Result<std::string> render_chat(const ChatRequest& request) const override {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      pass_gate(lock);
+      if (gate_only_.empty()) pass_gate(lock);
       last_chat_ = request;
     }
     std::string out;
@@ -346,6 +348,7 @@ class FakeGenerator : public Generator {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool gate_closed_ = false;
+  std::string gate_only_;  // close_prompt_gate's only_text_containing
   mutable size_t n_at_gate_ = 0;
   bool admin_gate_closed_ = false;
   size_t n_at_admin_gate_ = 0;

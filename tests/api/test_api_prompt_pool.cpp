@@ -2,6 +2,8 @@
 // tokenizing run on libuv's thread pool (api/prompt_job.h). Seen in hostile
 // testing before: 30,000 one-letter messages froze /health and every stream
 // for 12 s while the template rendered them on the loop thread.
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "tests/api/test_client.h"
@@ -9,6 +11,7 @@
 using nlohmann::json;
 using namespace larder;
 using namespace larder::testing;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -129,4 +132,39 @@ TEST_CASE("shutdown grace over before an answer started: 503 shutting_down", "[a
   ts.fake().open_prompt_gate();
   CHECK(ts.stop(kWait));
   CHECK(ts.fake().requests().empty());
+}
+
+// Found in hostile testing: twenty 2 MB json_schema bodies held every pool
+// thread, and a one-line chat waited behind their grammar compiles. Large
+// bodies are prepared in a lane of the pool (4 threads in tests: 3 of them).
+TEST_CASE("large bodies being prepared leave pool threads for small requests", "[api]") {
+  TestServer ts;
+  GateGuard guard{ts.fake()};
+  ts.fake().close_prompt_gate("SLOW");
+  const std::string large = R"({"prompt":"SLOW","max_tokens":2})" + std::string(100 << 10, ' ');
+  constexpr int kLarge = 6;
+  std::vector<std::unique_ptr<TestClient>> clients;
+  for (int i = 0; i < kLarge; ++i) {
+    clients.push_back(std::make_unique<TestClient>(ts.port()));
+    REQUIRE(clients.back()->send_raw(post("/v1/completions", large)));
+  }
+  REQUIRE(ts.fake().wait_at_gate(3, kWait));
+  // The others wait for the lane, not on the pool.
+  CHECK_FALSE(ts.fake().wait_at_gate(4, 300ms));
+  // A small request is prepared and answered meanwhile.
+  auto small = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
+  REQUIRE(small);
+  CHECK(small->status == 200);
+  CHECK(small->json()["choices"][0]["text"] == "Hello world");
+  // A large one whose client leaves while it waits for the lane leaves it.
+  clients.back()->close();
+  clients.pop_back();
+  std::this_thread::sleep_for(100ms);  // the server sees the close
+  ts.fake().open_prompt_gate();
+  for (auto& c : clients) {
+    auto r = c->read_response();
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  CHECK(ts.fake().requests().size() == kLarge);  // kLarge - 1 large ones and the small one
 }

@@ -12,6 +12,18 @@ const char* openai_finish_reason(FinishReason r) {
   return r == FinishReason::kLength ? "length" : "stop";
 }
 
+namespace {
+
+// "tool_calls" when the answer made calls and ended by itself; "length" when
+// max_tokens or the context cut it, calls or not (OpenAI's; found in hostile
+// testing: a forced call cut before its closing tag said "tool_calls").
+const char* finish_reason_json(const GenerationEvent& final_event, bool made_calls) {
+  if (made_calls && final_event.finish != FinishReason::kLength) return "tool_calls";
+  return openai_finish_reason(final_event.finish);
+}
+
+}  // namespace
+
 std::string make_completion_id(std::string_view prefix, std::mt19937_64& rng) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   std::uniform_int_distribution<int> pick(0, sizeof(kAlphabet) - 2);
@@ -137,7 +149,7 @@ json choice_json(const CompletionMeta& meta, int index, const std::string& text,
     choice["text"] = text;
   }
   choice["logprobs"] = nullptr;
-  choice["finish_reason"] = tool_calls.empty() ? openai_finish_reason(final_event.finish) : "tool_calls";
+  choice["finish_reason"] = finish_reason_json(final_event, !tool_calls.empty());
   if (meta.return_tokens) choice["tokens"] = final_event.output_tokens;
   return choice;
 }
@@ -174,7 +186,7 @@ json tool_call_chunk_json(const CompletionMeta& meta, int index, const ToolCall&
 json finish_chunk_json(const CompletionMeta& meta, const GenerationEvent& final_event, bool tool_calls) {
   json body = chunk_envelope(meta);
   json payload = meta.kind == CompletionKind::kChat ? json::object() : json("");
-  json reason = tool_calls ? "tool_calls" : openai_finish_reason(final_event.finish);
+  json reason = finish_reason_json(final_event, tool_calls);
   body["choices"] = json::array({stream_choice(meta, std::move(payload), std::move(reason))});
   body["timings"] = timings_json(final_event);
   return body;

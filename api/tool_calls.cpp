@@ -66,6 +66,14 @@ std::optional<ParsedToolCall> call_from_json(const OrderedJson& j) {
 
 ToolCallParse no_calls(std::string_view text) { return {std::string(text), {}}; }
 
+// Length of the longest proper prefix of `tag` that `s` ends with.
+size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
+  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k) {
+    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
+  }
+  return 0;
+}
+
 ToolCallParse parse_hermes(std::string_view text) {
   ToolCallParse out;
   std::string content;
@@ -82,7 +90,11 @@ ToolCallParse parse_hermes(std::string_view text) {
     pos = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
   }
   if (out.calls.empty()) return no_calls(text);
-  content += text.substr(pos);
+  // The start of one more tag where the answer was cut (max_tokens) is not
+  // content (found in hostile testing: "<too" after two calls).
+  std::string_view tail = trim(text.substr(pos));
+  tail.remove_suffix(partial_tag_suffix(tail, kHermesOpen) == tail.size() ? tail.size() : 0);
+  content += tail;
   out.content = std::string(trim(content));
   return out;
 }
@@ -144,14 +156,6 @@ ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view te
   }
   if (out.calls.empty()) return no_calls(text);
   return out;
-}
-
-// Length of the longest proper prefix of `tag` that `s` ends with.
-size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k) {
-    if (s.substr(s.size() - k) == tag.substr(0, k)) return k;
-  }
-  return 0;
 }
 
 }  // namespace

@@ -473,7 +473,7 @@ TEST_CASE("request bodies past max_total_body_bytes together get 503 server_busy
   for (int i = 0; i < 250 && !refused_at_head; ++i) {
     TestClient b(ts.port());
     REQUIRE(b.send_raw(post_head("/v1/chat/completions", 512 << 10, "Expect: 100-continue\r\n")));
-    auto r = b.read_response(/*no_body=*/true);
+    auto r = b.read_response(/*no_body=*/true, /*interim=*/true);
     REQUIRE(r);
     if (r->status == 503) {
       refused_at_head = true;

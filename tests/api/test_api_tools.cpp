@@ -123,6 +123,54 @@ TEST_CASE("non-streaming: tool calls in the answer become message.tool_calls", "
   CHECK(m2["tool_calls"].size() == 1);
 }
 
+// Found in hostile testing: a forced call cut by max_tokens before its
+// closing tag said finish_reason "tool_calls", and after two whole calls
+// the start of a third tag ("<too") came back as content.
+TEST_CASE("an answer cut by max_tokens says length, calls or not; a cut tag is not content", "[api][tools]") {
+  TestServer ts;
+  ts.fake().set_n_ctx(4096);
+  for (const bool stream : {false, true}) {
+    CAPTURE(stream);
+    FakeScript cut;
+    cut.pieces = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+                  "\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>", "\n<too"};
+    cut.finish = FinishReason::kLength;
+    ts.fake().set_script(cut);
+    auto r = http(ts.port(), "POST", "/v1/chat/completions", chat_body(stream ? R"(,"stream":true)" : ""));
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    json calls = json::array(), content = nullptr, finish;
+    if (!stream) {
+      const json choice = r->json()["choices"][0];
+      calls = choice["message"]["tool_calls"];
+      content = choice["message"]["content"];
+      finish = choice["finish_reason"];
+    } else {
+      for (const std::string& e : sse_payloads(r->body)) {
+        if (e == "[DONE]") continue;
+        const json c = json::parse(e)["choices"][0];
+        if (c["delta"].contains("tool_calls")) calls.push_back(c["delta"]["tool_calls"][0]);
+        if (c["delta"].contains("content") && c["delta"]["content"] != "") content = c["delta"]["content"];
+        if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+      }
+    }
+    CHECK(finish == "length");
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[0]["function"]["name"] == "get_weather");
+    CHECK(calls[1]["function"]["name"] == "get_time");
+    CHECK(content.is_null());
+    // A call without its closing tag, cut there: still the call, still length.
+    FakeScript open;
+    open.pieces = {"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}"};
+    open.finish = FinishReason::kLength;
+    ts.fake().set_script(open);
+    auto r2 = http(ts.port(), "POST", "/v1/chat/completions", chat_body(""));
+    REQUIRE(r2);
+    CHECK(r2->json()["choices"][0]["finish_reason"] == "length");
+    CHECK(r2->json()["choices"][0]["message"]["tool_calls"].size() == 1);
+  }
+}
+
 TEST_CASE("malformed calls, no tools, and tool_choice none leave the text as content", "[api][tools]") {
   TestServer ts;
   ts.fake().set_n_ctx(4096);

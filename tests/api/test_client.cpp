@@ -71,7 +71,7 @@ std::optional<std::string> TestClient::read_line() {
   }
 }
 
-std::optional<ClientResponse> TestClient::read_response(bool no_body) {
+std::optional<ClientResponse> TestClient::read_response(bool no_body, bool interim) {
   ClientResponse r;
   auto status_line = read_line();
   if (!status_line) return std::nullopt;
@@ -89,7 +89,11 @@ std::optional<ClientResponse> TestClient::read_response(bool no_body) {
     while (v < line->size() && (*line)[v] == ' ') ++v;
     r.headers[name] = line->substr(v);
   }
-  if (r.status == 100) return read_response(no_body);  // interim response
+  if (r.status == 100 && !interim) return read_response(no_body);  // interim response
+  if (r.status == 100) {
+    r.complete = true;
+    return r;
+  }
   if (r.status == 204 || no_body) {
     r.complete = true;
     return r;

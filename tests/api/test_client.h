@@ -47,7 +47,8 @@ class TestClient {
   // chunked framing, or until EOF). nullopt when the connection closed
   // before a status line, or on timeout.
   // no_body: the answer to a HEAD request (headers only, RFC 9110 9.3.2).
-  std::optional<ClientResponse> read_response(bool no_body = false);
+  // interim: a 100 Continue is returned too (else skipped).
+  std::optional<ClientResponse> read_response(bool no_body = false, bool interim = false);
   // POST/GET helper with keep-alive; body sent with Content-Length.
   std::optional<ClientResponse> request(const std::string& method, const std::string& path,
                                         const std::string& body = "", const std::string& extra_headers = "");

@@ -170,6 +170,25 @@ TEST_CASE("gbnf: nesting and rule chains that would exhaust the stack are refuse
   CHECK_FALSE(accepts(*g, std::string(5000, 'a')));
 }
 
+// Found in hostile testing: "\udddd" (a lone surrogate) was written, which
+// nlohmann, serde and larder's own request parser refuse.
+TEST_CASE("json grammar: a \\u escape is a character or a surrogate pair, never a lone surrogate", "[grammar]") {
+  for (const std::string_view gbnf : {kJsonObjectGbnf, kJsonValueGbnf}) {
+    auto g = compile(gbnf);
+    const auto in_object = [](const std::string& s) { return "{\"a\": \"" + s + "\"}"; };
+    CHECK(accepts(*g, in_object(R"(\u00e9)")));
+    CHECK(accepts(*g, in_object(R"(\uD7FF\uE000\uFFFF\u0000)")));
+    CHECK(accepts(*g, in_object(R"(\ud83d\ude00)")));   // U+1F600 as a pair
+    CHECK(accepts(*g, in_object(R"(\uDBFF\uDFFFx)")));  // U+10FFFF
+    CHECK_FALSE(accepts(*g, in_object(R"(\ud800)")));   // a high surrogate alone
+    CHECK_FALSE(accepts(*g, in_object(R"(\udc00)")));   // a low one alone
+    CHECK_FALSE(accepts(*g, in_object(R"(\udddd)")));
+    CHECK_FALSE(accepts(*g, in_object(R"(\ud800x)")));
+    CHECK_FALSE(accepts(*g, in_object(R"(\ud800\u0041)")));  // high, then not a low one
+    CHECK_FALSE(accepts(*g, in_object(R"(\ud800\ud800)")));  // high, then high
+  }
+}
+
 TEST_CASE("json grammar: whitespace is a space or one newline with indentation", "[grammar]") {
   auto g = compile(kJsonObjectGbnf);
   CHECK(accepts(*g, "{\"a\": [1, 2]}"));

@@ -144,9 +144,11 @@ void Engine::Impl::remember_answer(const Sequence& s) {
 
 void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error, bool request_fault) {
   if (s.state == SeqState::kFinished) return;
-  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+  if ((reason == FinishReason::kStop || reason == FinishReason::kLength) && !s.cut_by_stop) {
     // Text held by the detokenizer (an unfinished character) and by the stop
-    // matcher (a possible stop-string start) is real output after all.
+    // matcher (a possible stop-string start) is real output after all;
+    // not after a stop string (found in hostile testing: the character held
+    // after it was sent).
     std::string held = s.detok.flush();
     s.logprob_queue.wrote(held.size());
     StopMatcher::Output out = s.stop.push(std::move(held));

@@ -139,6 +139,14 @@ TEST_CASE("json schema: keywords beside enum, const, anyOf, allOf and $ref hold 
   CHECK_FALSE(accepts(*strings, R"("b")"));
   CHECK(accepts(*strings, "7"));  // pattern and maxLength say nothing of a number
   CHECK_THAT(refusal(R"({"const":"abc","pattern":"^x"})"), Catch::Contains("no listed value"));
+  // const beside enum: the const only where the enum lists it (found in
+  // hostile testing: {"const":"a","enum":["b"]} wrote "a").
+  CHECK_THAT(refusal(R"({"const":"a","enum":["b"]})"), Catch::Contains("no listed value"));
+  CHECK_THAT(refusal(R"({"const":1,"enum":[2]})"), Catch::Contains("no listed value"));
+  auto both = from_schema(R"({"const":1,"enum":["b",1.0]})");  // 1 and 1.0 are one number to JSON Schema
+  CHECK(accepts(*both, "1"));
+  CHECK_FALSE(accepts(*both, R"("b")"));
+  CHECK_THAT(refusal(R"({"const":1,"enum":1})"), Catch::Contains("must be a non-empty array"));
   // Many values, one automaton for them all: those matching ^v[0-9]*7$ stay.
   json many = {{"pattern", "^v[0-9]*7$"}, {"enum", json::array()}};
   for (int i = 0; i < 3000; ++i) many["enum"].push_back(std::string("v").append(std::to_string(i)));

@@ -369,6 +369,13 @@ std::optional<ApiError> parse_tools(const json& obj, ChatCompletionRequest* out)
     if (const json* p = field(*fn, "parameters"); p && !p->is_object()) {
       return ApiError::invalid("'" + at + ".function.parameters' must be a JSON Schema object",
                                at + ".function.parameters");
+    } else if (const json* type = p ? field(*p, "type") : nullptr; type && *type != "object") {
+      // A call's arguments are a JSON object, as OpenAI requires of the
+      // schema (found in hostile testing: a forced call by a string schema
+      // was written, then refused as a call and answered as content).
+      return ApiError::invalid("'" + at + ".function.parameters' must describe an object (\"type\": \"object\"), got "
+                                   "\"type\": " + show(*type) + ": a function's arguments are a JSON object",
+                               at + ".function.parameters");
     }
     if (const json* st = field(*fn, "strict"); st && !st->is_boolean()) {
       return ApiError::invalid("'" + at + ".function.strict' must be a boolean", at + ".function.strict");

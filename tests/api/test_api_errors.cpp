@@ -105,6 +105,11 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
       {"tool parameters not an object", chat.c_str(),
        "{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":"{}"}}]})", 400,
        "invalid_request_error", "tools[0].function.parameters", nullptr},
+      // Found in hostile testing: a forced call by a string schema was
+      // written, then answered as content.
+      {"tool parameters of another type than object", chat.c_str(),
+       "{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"string"}}}]})",
+       400, "invalid_request_error", "tools[0].function.parameters", nullptr},
       {"tool description not a string", chat.c_str(),
        "{" + user + R"(,"tools":[{"type":"function","function":{"name":"f","description":1}}]})", 400,
        "invalid_request_error", "tools[0].function.description", nullptr},

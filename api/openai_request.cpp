@@ -48,7 +48,9 @@ std::optional<ApiError> read_float(const json& obj, const char* name, double lo,
   if (below || above) {
     std::string range = std::string(lo_open ? "(" : "[") + show(json(lo)) + ", " +
                         (hi == INFINITY ? std::string("inf") : show(json(hi))) + (hi_open ? ")" : "]");
-    std::string as_float = fx != x ? " (" + show(json(fx)) + " as a 32-bit float)" : "";
+    // (An overflow to inf would show as null: found in hostile testing.)
+    const std::string fx_text = std::isinf(fx) ? (fx > 0 ? "inf" : "-inf") : show(json(fx));
+    std::string as_float = fx != x ? " (" + fx_text + " as a 32-bit float)" : "";
     return ApiError::invalid(quoted(name) + " must be in " + range + ", got " + show(*v) + as_float, name);
   }
   *out = f;

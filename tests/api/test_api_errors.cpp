@@ -276,6 +276,19 @@ TEST_CASE("invalid requests: status, type, param, code", "[api]") {
   CHECK(ts.fake().requests().empty());
 }
 
+// Found in hostile testing: "got 1e+308 (null as a 32-bit float)".
+TEST_CASE("a value that overflows a 32-bit float is said to become inf", "[api]") {
+  TestServer ts;
+  for (const char* field : {"temperature", "presence_penalty"}) {
+    CAPTURE(field);
+    auto r = http(ts.port(), "POST", "/v1/chat/completions",
+                  std::string(R"({"messages":[{"role":"user","content":"Hi"}],")") + field + R"(":1e308})");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK_THAT(r->json()["error"]["message"].get<std::string>(), Catch::EndsWith("got 1e+308 (inf as a 32-bit float)"));
+  }
+}
+
 TEST_CASE("schema errors are said in the schema's terms", "[api]") {
   TestServer ts;
   const std::string head = R"({"messages":[{"role":"user","content":"Hi"}],"response_format":{"type":"json_schema",)";

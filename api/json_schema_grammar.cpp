@@ -348,15 +348,42 @@ class Converter {
     return true;
   }
 
-  // "#/$defs/x" -> ("$defs", "x"); false for any other form.
+  // "#/$defs/x" -> ("$defs", "x"); false for any other form. The fragment
+  // is %XX-decoded (RFC 3986 2.1), then read as a JSON Pointer: '/' splits
+  // it, and ~1 -> '/' and ~0 -> '~' in its tokens (RFC 6901 sections 4 and
+  // 6), as ajv reads it (found in hostile testing: "#/$defs/a~1b" was "not
+  // defined" beside a definition "a/b").
   static bool split_ref(const std::string& path, std::string* section, std::string* name) {
-    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
-      const std::string p = prefix;
-      if (path.rfind(p, 0) == 0) {
-        *section = p.substr(2, p.size() - 3);
-        *name = path.substr(p.size());
-        return true;
+    if (path.empty() || path[0] != '#') return false;
+    const auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    std::string pointer;
+    for (size_t i = 1; i < path.size(); ++i) {
+      if (path[i] == '%' && i + 2 < path.size() && hex(path[i + 1]) >= 0 && hex(path[i + 2]) >= 0) {
+        pointer += static_cast<char>(hex(path[i + 1]) * 16 + hex(path[i + 2]));
+        i += 2;
+      } else {
+        pointer += path[i];
       }
+    }
+    for (const char* prefix : {"/$defs/", "/definitions/"}) {
+      const std::string p = prefix;
+      if (pointer.rfind(p, 0) != 0 || pointer.find('/', p.size()) != std::string::npos) continue;
+      *section = p.substr(1, p.size() - 2);
+      name->clear();
+      for (size_t i = p.size(); i < pointer.size(); ++i) {
+        if (pointer[i] == '~' && i + 1 < pointer.size() && (pointer[i + 1] == '0' || pointer[i + 1] == '1')) {
+          *name += pointer[i + 1] == '0' ? '~' : '/';
+          ++i;
+        } else {
+          *name += pointer[i];
+        }
+      }
+      return true;
     }
     return false;
   }

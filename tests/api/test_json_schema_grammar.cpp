@@ -106,6 +106,17 @@ TEST_CASE("json schema: $ref to $defs and definitions, recursion included", "[ap
       "properties":{"a":{"$ref":"#/definitions/p"}},"required":["a"]})");
   CHECK(accepts(*old, R"({"a":false})"));
   CHECK_FALSE(accepts(*old, R"({"a":0})"));
+  // A name as a JSON Pointer token in a URI fragment (RFC 6901, RFC 3986):
+  // ~1 is '/', ~0 is '~', %XX a byte (found in hostile testing: "not defined").
+  auto escaped = from_schema(R"({"$defs":{"a/b":{"type":"integer"},"c~d":{"type":"boolean"},"e f":{"type":"null"}},
+      "type":"object","properties":{"x":{"$ref":"#/$defs/a~1b"},"y":{"$ref":"#/$defs/c~0d"},"z":{"$ref":"#/$defs/e%20f"}},
+      "required":["x","y","z"],"additionalProperties":false})");
+  CHECK(accepts(*escaped, R"({"x":1,"y":true,"z":null})"));
+  CHECK_FALSE(accepts(*escaped, R"({"x":true,"y":1,"z":null})"));
+  // A pointer deeper than a definition ("a", then "b" in it; %2F is a "/" too) is not supported.
+  for (const char* ref : {"#/$defs/a/b", "#/$defs/a%2Fb"}) {
+    CHECK_THAT(refusal(json{{"$defs", {{"a/b", {{"type", "integer"}}}}}, {"$ref", ref}}.dump()), Catch::Contains("only refs to"));
+  }
 }
 
 TEST_CASE("json schema: a chain of $ref aliases resolves to its end; a cycle of them is refused", "[api][schema]") {

@@ -122,6 +122,12 @@ std::optional<ApiError> read_grammar(const json& obj, GenerationOptions* out) {
                              "part of the value is written, which a grammar cannot run (" + g.status().message() + ")",
                              param);
   }
+  if (!g.is_ok() && !from_schema.empty() && g.status().message().find("can never end") != std::string::npos) {
+    return ApiError::invalid(std::string("'") + param + "': the JSON schema allows no finite value: what it requires "
+                             "(a required property, minItems) always needs another value of the same schema (" +
+                             g.status().message() + ")",
+                             param);
+  }
   if (!g.is_ok()) return ApiError::invalid(field_error(param, g.status()), param);
   Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
   if (!cg.is_ok()) return ApiError::invalid(field_error(param, cg.status()), param);

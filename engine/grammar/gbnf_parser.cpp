@@ -77,6 +77,7 @@ class Parser {
       return Status::invalid_argument("grammar: no rule named \"" + std::string(root_name) + "\" (the start rule)");
     }
     LARDER_RETURN_IF_ERROR(check_left_recursion());
+    LARDER_RETURN_IF_ERROR(check_root_can_end(root->second));
     Grammar g;
     g.rules = std::move(rules_);
     g.root = root->second;
@@ -430,6 +431,55 @@ class Parser {
       skip_space(nested);
     }
     return seq;
+  }
+
+  // A grammar whose start rule can never be completed (every way through
+  // it expands a rule that cannot end, as a ::= "x" a) would generate until
+  // max_tokens (found in hostile testing: a JSON schema whose required
+  // property is its own type). Productive rules, by a worklist: a rule is
+  // productive once an alternative has only characters and productive
+  // rules (linear in the grammar's size).
+  Status check_root_can_end(uint32_t root) {
+    const size_t n = rules_.size();
+    std::vector<bool> productive(n, false);
+    std::vector<uint32_t> alt_rule;    // per alternative: its rule
+    std::vector<size_t> alt_pending;   // per alternative: its rule elements not known productive
+    std::vector<std::vector<uint32_t>> users(n);  // per rule: the alternatives that expand it, once per use
+    std::vector<uint32_t> ready;
+    for (uint32_t r = 0; r < n; ++r) {
+      for (const GrammarAlternative& alt : rules_[r].alternatives) {
+        const uint32_t id = static_cast<uint32_t>(alt_rule.size());
+        size_t pending = 0;
+        for (const GrammarElement& e : alt) {
+          if (e.kind == GrammarElement::Kind::kRule) {
+            ++pending;
+            users[e.rule].push_back(id);
+          } else if (!e.negated && e.ranges.empty()) {
+            ++pending;  // matches no character: never done
+          }
+        }
+        alt_rule.push_back(r);
+        alt_pending.push_back(pending);
+        if (pending == 0 && !productive[r]) {
+          productive[r] = true;
+          ready.push_back(r);
+        }
+      }
+    }
+    while (!ready.empty()) {
+      const uint32_t r = ready.back();
+      ready.pop_back();
+      for (uint32_t id : users[r]) {
+        if (--alt_pending[id] == 0 && !productive[alt_rule[id]]) {
+          productive[alt_rule[id]] = true;
+          ready.push_back(alt_rule[id]);
+        }
+      }
+    }
+    if (productive[root]) return Status::ok();
+    return Status::invalid_argument("grammar: rule \"" + rules_[root].name +
+                                    "\" can never end: every way through it expands a rule that cannot be "
+                                    "completed (a rule that always needs itself again, as a ::= \"x\" a)");
   }
 
   Status check_left_recursion() {

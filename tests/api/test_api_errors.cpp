@@ -307,6 +307,10 @@ TEST_CASE("schema errors are said in the schema's terms", "[api]") {
              Catch::Contains("refers back to itself"));
   CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{"type":"integer","minimum":5,"maximum":4}}})"),
              Catch::Contains("minimum / maximum"));
+  // Found in hostile testing: accepted, then generated until max_tokens.
+  CHECK_THAT(message(R"("json_schema":{"name":"x","schema":{"$defs":{"n":{"type":"object","properties":)"
+                     R"({"c":{"$ref":"#/$defs/n"}},"required":["c"]}},"$ref":"#/$defs/n"}}})"),
+             Catch::Contains("allows no finite value"));
 }
 
 TEST_CASE("response_format json_object with llama.cpp's schema field constrains by the schema", "[api]") {

@@ -98,6 +98,14 @@ TEST_CASE("gbnf: what is refused, with where", "[grammar]") {
              Catch::Contains("\"expr\" is left-recursive"));
   // Left recursion through a nullable rule: a ::= b a ... with b ::= "" | "x".
   CHECK_THAT(parse_error("root ::= b root \"y\" | \"z\"\nb ::= \"x\"?\n"), Catch::Contains("left-recursive"));
+  // A start rule that can never be completed (found in hostile testing: a
+  // JSON schema whose required property is its own type ran to max_tokens).
+  CHECK_THAT(parse_error("root ::= \"x\" root\n"), Catch::Contains("rule \"root\" can never end"));
+  CHECK_THAT(parse_error("root ::= \"(\" a \")\"\na ::= \"x\" b | \"y\" a\nb ::= \"z\" a\n"),
+             Catch::Contains("can never end"));
+  CHECK(parse_gbnf("root ::= \"x\" a | \"y\"\na ::= \"z\" a\n").is_ok());  // a never ends, but root need not take it
+  CHECK(parse_gbnf("root ::= \"(\" root \")\" | \"x\"\n").is_ok());
+  CHECK(parse_gbnf("root ::= a*\na ::= \"x\" a\n").is_ok());  // zero of them
   CHECK_THAT(parse_error("root ::= \"abc"), Catch::Contains("unterminated string"));
   CHECK_THAT(parse_error("root ::= [abc"), Catch::Contains("unterminated character class"));
   CHECK_THAT(parse_error("root ::= \"\\q\""), Catch::Contains("unknown escape \\q"));

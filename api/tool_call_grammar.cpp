@@ -20,7 +20,12 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
     const ojson& fn = t.at("function");
     const std::string name = fn.at("name").get<std::string>();
     if (!forced.empty() && name != forced) continue;
-    ojson params = fn.contains("parameters") ? fn.at("parameters") : ojson{{"type", "object"}};
+    ojson params = fn.contains("parameters") && fn.at("parameters").is_object() ? fn.at("parameters") : ojson::object();
+    // The arguments are an object whatever else the schema says (found in
+    // hostile testing: parameters {} or {"anyOf": [{"type": "string"}]}
+    // let a forced call write a string, which was then answered as content).
+    // Beside a $ref, "type" is not supported: the definition says it.
+    if (!params.contains("type") && !params.contains("$ref")) params["type"] = "object";
     ojson call = {{"type", "object"},
                   {"properties", {{"name", {{"const", name}}}, {args_key, params}}},
                   {"required", {"name", args_key}},

@@ -133,6 +133,27 @@ TEST_CASE("forced tool calls: what cannot be forced is refused, naming the tool"
   CHECK_FALSE(tool_call_gbnf(ToolCallSyntax::kNone, kTools, "", true).is_ok());
 }
 
+// Found in hostile testing: parameters {} (or an anyOf of strings) let a
+// forced call write "arguments": "Yes!", which the parser then refused as a call.
+TEST_CASE("forced tool calls: the arguments are an object whatever the parameters schema leaves open", "[api][tools]") {
+  const auto gbnf_for = [](const char* params) {
+    const ojson tools = ojson::parse(std::string(R"([{"type":"function","function":{"name":"f","parameters":)") +
+                                     params + "}}]");
+    return tool_call_gbnf(ToolCallSyntax::kHermes, tools, "f", false);
+  };
+  Result<std::string> open = gbnf_for("{}");
+  REQUIRE(open.is_ok());
+  auto g = compile(*open);
+  CHECK(accepts(*g, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"));  // as with no parameters
+  CHECK_FALSE(accepts(*g, "<tool_call>\n{\"name\": \"f\", \"arguments\": \"Yes!\"}\n</tool_call>"));
+  CHECK_FALSE(accepts(*g, "<tool_call>\n{\"name\": \"f\", \"arguments\": 5}\n</tool_call>"));
+  // Schemas that allow no object at all are refused.
+  for (const char* params : {R"({"anyOf":[{"type":"string"}]})", R"({"enum":["a","b"]})", R"({"const":5})"}) {
+    CAPTURE(params);
+    CHECK_FALSE(gbnf_for(params).is_ok());
+  }
+}
+
 TEST_CASE("tool call grammar: the functions' $defs merge, a later one replacing an earlier of its name",
           "[api][tools]") {
   // f's "#/$defs/v" is a boolean, g's a string, h's own "w" an integer: in

@@ -83,8 +83,18 @@ ToolCallParse parse_hermes(std::string_view text) {
     const size_t body = open + kHermesOpen.size();
     const size_t close = text.find(kHermesClose, body);
     std::string_view inner = close == std::string_view::npos ? text.substr(body) : text.substr(body, close - body);
+    // A last block without its closing tag (the answer was cut, or the
+    // model ended there): the start of that tag is not part of the call.
+    if (close == std::string_view::npos) inner.remove_suffix(partial_tag_suffix(inner, kHermesClose));
     std::optional<OrderedJson> j = parse_json(trim(inner));
     std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
+    if (!call && close == std::string_view::npos && !out.calls.empty()) {
+      // A call cut short after whole ones (max_tokens): the whole ones
+      // stand, the cut one is dropped (found in hostile testing: every
+      // call came back as raw content).
+      pos = text.size();
+      break;
+    }
     if (!call) return no_calls(text);
     out.calls.push_back(std::move(*call));
     pos = close == std::string_view::npos ? text.size() : close + kHermesClose.size();

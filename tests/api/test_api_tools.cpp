@@ -168,6 +168,22 @@ TEST_CASE("an answer cut by max_tokens says length, calls or not; a cut tag is n
     REQUIRE(r2);
     CHECK(r2->json()["choices"][0]["finish_reason"] == "length");
     CHECK(r2->json()["choices"][0]["message"]["tool_calls"].size() == 1);
+    // Cut inside the closing tag, and inside a second call after a whole
+    // one: the whole calls stand, nothing of the cut is content.
+    for (const char* rest : {"\n</too", "\n</tool_call>\n<tool_call>\n{\"name\": \"get_ti"}) {
+      CAPTURE(rest);
+      FakeScript later;
+      later.pieces = {"<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}", rest};
+      later.finish = FinishReason::kLength;
+      ts.fake().set_script(later);
+      auto r3 = http(ts.port(), "POST", "/v1/chat/completions", chat_body(""));
+      REQUIRE(r3);
+      const json m3 = r3->json()["choices"][0]["message"];
+      CHECK(r3->json()["choices"][0]["finish_reason"] == "length");
+      REQUIRE(m3["tool_calls"].size() == 1);
+      CHECK(m3["tool_calls"][0]["function"]["name"] == "get_time");
+      CHECK(m3["content"].is_null());
+    }
   }
 }
 

@@ -98,7 +98,8 @@ struct ServerOptions {
   // Request bodies being read by all connections together: past it, a body
   // over 64 KiB gets 503 server_busy with Retry-After: 1 (at its head when
   // it declares its length). Found in hostile testing: max_body_bytes on
-  // each of 1024 connections is 8 GiB.
+  // each of 1024 connections is 8 GiB. The same bound holds for bodies over
+  // 64 KiB read whole and waiting their turn to be prepared (api/router.h).
   size_t max_total_body_bytes = 256 << 20;
 };
 

@@ -20,7 +20,7 @@ struct DetachedItem {
 
 }  // namespace
 
-PoolJob::PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, PoolLane* lane)
+PoolJob::PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, LaneEntry lane)
     : task_(loop, std::move(waker), std::move(work), &server_error, lane) {}
 
 void PoolJob::pump(ResponseWriter& writer) {

@@ -27,7 +27,7 @@ class PoolJob : public ResponseJob {
   // Queues `work`; `waker` is woken when it is done. A failure to queue
   // answers 500 at the first pump(). `lane` (may be null): `work` waits for
   // a place in it (api/pool_lane.h).
-  PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, PoolLane* lane = nullptr);
+  PoolJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, LaneEntry lane = {});
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }

@@ -27,21 +27,25 @@ class PoolLane {
   PoolLane& operator=(const PoolLane&) = delete;
 
   // Runs `start` now when fewer than capacity tasks run and none waits
-  // (returns 0), else queues it and returns a ticket for cancel().
-  uint64_t enter(std::function<void()> start) {
+  // (returns 0), else queues it and returns a ticket for cancel(). `bytes`:
+  // what the task holds while it waits (its request body), counted in
+  // waiting_bytes().
+  uint64_t enter(std::function<void()> start, size_t bytes = 0) {
     if (running_ < capacity_ && waiting_.empty()) {
       ++running_;
       start();
       return 0;
     }
-    waiting_.emplace_back(next_ticket_, std::move(start));
+    waiting_.push_back({next_ticket_, bytes, std::move(start)});
+    waiting_bytes_ += bytes;
     return next_ticket_++;
   }
   // A waiting task leaves without starting (its client went away). False
   // when `ticket` is not waiting (0, started, or cancelled already).
   bool cancel(uint64_t ticket) {
-    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& w) { return w.first == ticket; });
+    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& w) { return w.ticket == ticket; });
     if (it == waiting_.end()) return false;
+    waiting_bytes_ -= it->bytes;
     waiting_.erase(it);
     return true;
   }
@@ -50,7 +54,8 @@ class PoolLane {
   void leave() {
     --running_;
     while (running_ < capacity_ && !waiting_.empty()) {
-      std::function<void()> start = std::move(waiting_.front().second);
+      std::function<void()> start = std::move(waiting_.front().start);
+      waiting_bytes_ -= waiting_.front().bytes;
       waiting_.pop_front();
       ++running_;
       start();
@@ -60,12 +65,25 @@ class PoolLane {
   size_t capacity() const { return capacity_; }
   size_t running() const { return running_; }
   size_t waiting() const { return waiting_.size(); }
+  size_t waiting_bytes() const { return waiting_bytes_; }
 
  private:
+  struct Waiting {
+    uint64_t ticket;
+    size_t bytes;
+    std::function<void()> start;
+  };
   size_t capacity_;
   size_t running_ = 0;
+  size_t waiting_bytes_ = 0;
   uint64_t next_ticket_ = 1;
-  std::deque<std::pair<uint64_t, std::function<void()>>> waiting_;
+  std::deque<Waiting> waiting_;
+};
+
+// A lane and what a task entering it holds (PoolTask's argument).
+struct LaneEntry {
+  PoolLane* lane = nullptr;  // null: straight to the pool
+  size_t bytes = 0;
 };
 
 }  // namespace larder

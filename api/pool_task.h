@@ -38,19 +38,19 @@ class PoolTask {
   // work that could not be queued ("cannot queue the request: ...").
   using OnError = T (*)(const std::string& what);
 
-  // `lane` (may be null; must outlive the loop's pool work): the work is
-  // queued when the lane admits it, and leaves the lane when it is over.
-  PoolTask(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, OnError on_error, PoolLane* lane = nullptr)
+  // `lane.lane` (may be null; must outlive the loop's pool work): the work
+  // is queued when the lane admits it, and leaves the lane when it is over.
+  PoolTask(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Work work, OnError on_error, LaneEntry lane = {})
       : state_(std::make_shared<State>()) {
     state_->work = std::move(work);
     state_->waker = std::move(waker);
     state_->on_error = on_error;
-    state_->lane = lane;
-    if (lane == nullptr) {
+    state_->lane = lane.lane;
+    if (lane.lane == nullptr) {
       queue(loop, state_);
       return;
     }
-    lane_ticket_ = lane->enter([loop, state = state_] { queue(loop, state); });
+    lane_ticket_ = lane.lane->enter([loop, state = state_] { queue(loop, state); }, lane.bytes);
   }
   ~PoolTask() {
     state_->abandoned = true;

@@ -13,7 +13,7 @@ PreparedRequest server_error(const std::string& what) { return ApiError::server(
 }  // namespace
 
 PromptJob::PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit,
-                     PoolLane* lane)
+                     LaneEntry lane)
     : task_(loop, std::move(waker), std::move(prepare), &server_error, lane), submit_(std::move(submit)) {}
 
 void PromptJob::pump(ResponseWriter& writer) {

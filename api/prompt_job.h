@@ -50,7 +50,7 @@ class PromptJob : public ResponseJob {
   // A failure to queue answers 500 at the first pump(). `lane` (may be
   // null): `prepare` waits for a place in it (api/pool_lane.h).
   PromptJob(uv_loop_t* loop, std::shared_ptr<LoopWaker> waker, Prepare prepare, Submit submit,
-            PoolLane* lane = nullptr);
+            LaneEntry lane = {});
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }

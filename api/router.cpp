@@ -121,7 +121,8 @@ HandlerResult ApiRouter::text_job(std::string_view path, HttpRequest& request) {
   } else {
     work = [this](const std::string& body) { return apply_template(body); };
   }
-  PoolLane* lane = lane_for(request);
+  const LaneEntry lane = lane_for(request);
+  if (auto busy = lane_busy(lane)) return std::move(*busy);
   return std::make_unique<PoolJob>(
       loop_, waker_, [work = std::move(work), body = std::move(request.body)] { return work(body); }, lane);
 }
@@ -177,18 +178,31 @@ std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options)
   return std::nullopt;
 }
 
-HandlerResult ApiRouter::prompt_job(std::function<PreparedRequest()> prepare, PoolLane* lane) {
+std::optional<HttpResponse> ApiRouter::lane_busy(const LaneEntry& lane) const {
+  if (lane.lane == nullptr || lane.lane->waiting_bytes() + lane.bytes <= options_.max_total_body_bytes) return std::nullopt;
+  HttpResponse r = error_response(ApiError{503,
+                                           "the server is busy preparing large requests (" +
+                                               std::to_string(lane.lane->waiting_bytes() >> 20) +
+                                               " MiB of them wait); try again",
+                                           "server_error", std::nullopt, std::string("server_busy")});
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+HandlerResult ApiRouter::prompt_job(std::function<PreparedRequest()> prepare, LaneEntry lane) {
   return std::make_unique<PromptJob>(
       loop_, waker_, std::move(prepare), [this](PreparedGeneration p) { return submit(std::move(p)); }, lane);
 }
 
 HandlerResult ApiRouter::chat_completions(HttpRequest& request) {
-  PoolLane* lane = lane_for(request);
+  const LaneEntry lane = lane_for(request);
+  if (auto busy = lane_busy(lane)) return std::move(*busy);
   return prompt_job([this, body = std::move(request.body)] { return prepare_chat(body); }, lane);
 }
 
 HandlerResult ApiRouter::completions(HttpRequest& request) {
-  PoolLane* lane = lane_for(request);
+  const LaneEntry lane = lane_for(request);
+  if (auto busy = lane_busy(lane)) return std::move(*busy);
   return prompt_job([this, body = std::move(request.body)] { return prepare_completion(body); }, lane);
 }
 

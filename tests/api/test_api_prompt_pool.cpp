@@ -168,3 +168,41 @@ TEST_CASE("large bodies being prepared leave pool threads for small requests", "
   }
   CHECK(ts.fake().requests().size() == kLarge);  // kLarge - 1 large ones and the small one
 }
+
+// Found in hostile testing: bodies read whole and waiting for the lane were
+// no longer counted anywhere (a hundred 8 MiB ones waited behind slow
+// compiles). They are held to max_total_body_bytes too.
+TEST_CASE("large bodies waiting for the lane are bounded: past max_total_body_bytes, 503 server_busy", "[api]") {
+  ServerOptions o;
+  o.max_total_body_bytes = 1 << 20;
+  TestServer ts(o);
+  GateGuard guard{ts.fake()};
+  ts.fake().close_prompt_gate("SLOW");
+  const std::string large = R"({"prompt":"SLOW","max_tokens":2})" + std::string(400 << 10, ' ');
+  std::vector<std::unique_ptr<TestClient>> clients;
+  for (int i = 0; i < 5; ++i) {  // 3 on the pool's lane threads, 2 waiting (800 KiB)
+    clients.push_back(std::make_unique<TestClient>(ts.port()));
+    REQUIRE(clients.back()->send_raw(post("/v1/completions", large)));
+    if (i == 2) REQUIRE(ts.fake().wait_at_gate(3, kWait));
+  }
+  std::this_thread::sleep_for(200ms);  // the two waiting ones are read and queued
+  auto busy = http(ts.port(), "POST", "/v1/completions", large);
+  REQUIRE(busy);
+  CHECK(busy->status == 503);
+  CHECK(busy->header("retry-after") == "1");
+  CHECK(busy->json()["error"]["code"] == "server_busy");
+  // Small requests still pass.
+  auto small = http(ts.port(), "POST", "/v1/completions", R"({"prompt":"x","max_tokens":2})");
+  REQUIRE(small);
+  CHECK(small->status == 200);
+  ts.fake().open_prompt_gate();
+  for (auto& c : clients) {
+    auto r = c->read_response();
+    REQUIRE(r);
+    CHECK(r->status == 200);
+  }
+  // Nothing waits now: a large body passes again.
+  auto again = http(ts.port(), "POST", "/v1/completions", large);
+  REQUIRE(again);
+  CHECK(again->status == 200);
+}

@@ -436,7 +436,8 @@ class Parser {
   // A grammar whose start rule can never be completed (every way through
   // it expands a rule that cannot end, as a ::= "x" a) would generate until
   // max_tokens (found in hostile testing: a JSON schema whose required
-  // property is its own type). Productive rules, by a worklist: a rule is
+  // property is its own type): refused. Otherwise the alternatives that
+  // cannot end are removed. Productive rules, by a worklist: a rule is
   // productive once an alternative has only characters and productive
   // rules (linear in the grammar's size).
   Status check_root_can_end(uint32_t root) {
@@ -476,7 +477,20 @@ class Parser {
         }
       }
     }
-    if (productive[root]) return Status::ok();
+    if (productive[root]) {
+      // The ways that can never end go: the matcher must not walk into one
+      // (found in hostile testing: an optional property whose schema
+      // requires itself was written until max_tokens).
+      size_t id = 0;
+      for (GrammarRule& rule : rules_) {
+        std::vector<GrammarAlternative> kept;
+        for (GrammarAlternative& alt : rule.alternatives) {
+          if (alt_pending[id++] == 0) kept.push_back(std::move(alt));
+        }
+        rule.alternatives = std::move(kept);
+      }
+      return Status::ok();
+    }
     return Status::invalid_argument("grammar: rule \"" + rules_[root].name +
                                     "\" can never end: every way through it expands a rule that cannot be "
                                     "completed (a rule that always needs itself again, as a ::= \"x\" a)");

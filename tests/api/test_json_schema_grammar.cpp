@@ -113,6 +113,13 @@ TEST_CASE("json schema: $ref to $defs and definitions, recursion included", "[ap
       "required":["x","y","z"],"additionalProperties":false})");
   CHECK(accepts(*escaped, R"({"x":1,"y":true,"z":null})"));
   CHECK_FALSE(accepts(*escaped, R"({"x":true,"y":1,"z":null})"));
+  // An optional property whose schema can never end is left out, not
+  // started (found in hostile testing: {"bad": {"c": {"c": ... until max_tokens).
+  auto optional_dead_end = from_schema(R"({"type":"object","properties":{"bad":{"$ref":"#/$defs/n"},"ok":{"type":"integer"}},
+      "$defs":{"n":{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}},"required":["c"]}}})");
+  CHECK(accepts(*optional_dead_end, "{}"));
+  CHECK(accepts(*optional_dead_end, R"({"ok":1})"));
+  CHECK_FALSE(viable(*optional_dead_end, R"({"bad")"));
   // A pointer deeper than a definition ("a", then "b" in it; %2F is a "/" too) is not supported.
   for (const char* ref : {"#/$defs/a/b", "#/$defs/a%2Fb"}) {
     CHECK_THAT(refusal(json{{"$defs", {{"a/b", {{"type", "integer"}}}}}, {"$ref", ref}}.dump()), Catch::Contains("only refs to"));

@@ -104,6 +104,12 @@ TEST_CASE("gbnf: what is refused, with where", "[grammar]") {
   CHECK_THAT(parse_error("root ::= \"(\" a \")\"\na ::= \"x\" b | \"y\" a\nb ::= \"z\" a\n"),
              Catch::Contains("can never end"));
   CHECK(parse_gbnf("root ::= \"x\" a | \"y\"\na ::= \"z\" a\n").is_ok());  // a never ends, but root need not take it
+  {
+    // ... and the way through it is removed: the matcher never starts it.
+    auto dead_end = compile("root ::= \"x\" a | \"y\"\na ::= \"z\" a\n");
+    CHECK(accepts(*dead_end, "y"));
+    CHECK_FALSE(viable(*dead_end, "x"));
+  }
   CHECK(parse_gbnf("root ::= \"(\" root \")\" | \"x\"\n").is_ok());
   CHECK(parse_gbnf("root ::= a*\na ::= \"x\" a\n").is_ok());  // zero of them
   CHECK_THAT(parse_error("root ::= \"abc"), Catch::Contains("unterminated string"));

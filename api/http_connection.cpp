@@ -330,13 +330,9 @@ bool HttpConnection::count_body_bytes(size_t bytes) {
 }
 
 HttpResponse HttpConnection::busy_response() const {
-  HttpResponse r = error_response(ApiError{
-      503,
-      "the server is reading too many large request bodies at once (" +
-          std::to_string(limits_.max_total_body_bytes >> 20) + " MiB together); try again",
-      "server_error", std::nullopt, std::string("server_busy")});
-  r.headers.emplace_back("Retry-After", "1");
-  return r;
+  return retry_later_response("the server is reading too many large request bodies at once (" +
+                                  std::to_string(limits_.max_total_body_bytes >> 20) + " MiB together); try again",
+                              "server_busy");
 }
 
 void HttpConnection::fail(int status, std::string message) {

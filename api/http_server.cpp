@@ -85,15 +85,15 @@ int fit_connection_cap(int wanted) {
 
 // The whole answer to a connection over the cap.
 std::string too_many_connections_response(int cap) {
-  HttpResponse r = error_response(ApiError{503,
-                                           "too many connections (this server takes " + std::to_string(cap) +
-                                               " at once: [server] max_connections); try again later",
-                                           "server_error", std::nullopt, std::string("too_many_connections")});
+  HttpResponse r = retry_later_response(
+      "too many connections (this server takes " + std::to_string(cap) +
+          " at once: [server] max_connections); try again later",
+      "too_many_connections");
   HttpHeaders headers = {{"Content-Type", r.content_type},
                          {"Content-Length", std::to_string(r.body.size())},
-                         {"Connection", "close"},
-                         {"Retry-After", "1"},
-                         {"Server", "larder"}};
+                         {"Connection", "close"}};
+  headers.insert(headers.end(), r.headers.begin(), r.headers.end());
+  headers.emplace_back("Server", "larder");
   return encode_response_head(503, headers) + r.body;
 }
 

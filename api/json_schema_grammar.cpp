@@ -288,11 +288,11 @@ class Converter {
   // beside them (type, bounds, lengths, pattern, format).
   Result<std::string> constant(const json& s, const json& values_in, const char* key, const std::string& where) {
     const bool is_enum = std::string_view(key) == "enum";
-    if (is_enum && (!values_in.is_array() || values_in.empty())) return refuse(where + "/enum", "must be a non-empty array");
-    const json values = is_enum ? values_in : json::array({values_in});
-    if (const auto e = s.find("enum"); !is_enum && e != s.end() && (!e->is_array() || e->empty())) {
+    // The schema's enum, whether it is the listed values or sits beside a const.
+    if (const auto e = s.find("enum"); e != s.end() && (!e->is_array() || e->empty())) {
       return refuse(where + "/enum", "must be a non-empty array");
     }
+    const json values = is_enum ? values_in : json::array({values_in});
     static const std::initializer_list<std::string_view> kValueKeywords = {
         "const", "enum", "type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
         "minLength", "maxLength", "pattern", "format"};

@@ -72,6 +72,12 @@ HttpResponse json_text_response(int status, std::string body) {
 
 HttpResponse error_response(const ApiError& error) { return json_response(error.http_status, error_json(error)); }
 
+HttpResponse retry_later_response(std::string message, std::string code) {
+  HttpResponse r = error_response(ApiError{503, std::move(message), "server_error", std::nullopt, std::move(code)});
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
 json usage_json(const GenerationEvent& e) {
   return {{"prompt_tokens", e.prompt_tokens},
           {"completion_tokens", e.completion_tokens},

@@ -56,6 +56,9 @@ std::string dump_json(const nlohmann::ordered_json& j);
 // {"error": {"message", "type", "param", "code"}}
 nlohmann::json error_json(const ApiError& error);
 HttpResponse error_response(const ApiError& error);
+// 503 with `code` ("server_busy", "too_many_connections") and Retry-After: 1:
+// the answer when a bound of the server, not the request, refuses it.
+HttpResponse retry_later_response(std::string message, std::string code);
 HttpResponse json_response(int status, const nlohmann::json& body);
 // A response whose body is JSON text already serialized (dump_json).
 HttpResponse json_text_response(int status, std::string body);

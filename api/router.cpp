@@ -180,13 +180,9 @@ std::optional<ApiError> ApiRouter::check_model(const GenerationOptions& options)
 
 std::optional<HttpResponse> ApiRouter::lane_busy(const LaneEntry& lane) const {
   if (lane.lane == nullptr || lane.lane->waiting_bytes() + lane.bytes <= options_.max_total_body_bytes) return std::nullopt;
-  HttpResponse r = error_response(ApiError{503,
-                                           "the server is busy preparing large requests (" +
-                                               std::to_string(lane.lane->waiting_bytes() >> 20) +
-                                               " MiB of them wait); try again",
-                                           "server_error", std::nullopt, std::string("server_busy")});
-  r.headers.emplace_back("Retry-After", "1");
-  return r;
+  return retry_later_response("the server is busy preparing large requests (" +
+                                  std::to_string(lane.lane->waiting_bytes() >> 20) + " MiB of them wait); try again",
+                              "server_busy");
 }
 
 HandlerResult ApiRouter::prompt_job(std::function<PreparedRequest()> prepare, LaneEntry lane) {

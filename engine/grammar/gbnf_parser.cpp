@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_analysis.h"
 
 namespace larder {
 
@@ -76,8 +77,8 @@ class Parser {
     if (root == ids_.end()) {
       return Status::invalid_argument("grammar: no rule named \"" + std::string(root_name) + "\" (the start rule)");
     }
-    LARDER_RETURN_IF_ERROR(check_left_recursion());
-    LARDER_RETURN_IF_ERROR(check_root_can_end(root->second));
+    LARDER_RETURN_IF_ERROR(check_left_recursion(rules_, kMaxExpansionDepth));
+    LARDER_RETURN_IF_ERROR(prune_rules_that_cannot_end(rules_, root->second));
     Grammar g;
     g.rules = std::move(rules_);
     g.root = root->second;
@@ -431,151 +432,6 @@ class Parser {
       skip_space(nested);
     }
     return seq;
-  }
-
-  // A grammar whose start rule can never be completed (every way through
-  // it expands a rule that cannot end, as a ::= "x" a) would generate until
-  // max_tokens (found in hostile testing: a JSON schema whose required
-  // property is its own type): refused. Otherwise the alternatives that
-  // cannot end are removed. Productive rules, by a worklist: a rule is
-  // productive once an alternative has only characters and productive
-  // rules (linear in the grammar's size).
-  Status check_root_can_end(uint32_t root) {
-    const size_t n = rules_.size();
-    std::vector<bool> productive(n, false);
-    std::vector<uint32_t> alt_rule;    // per alternative: its rule
-    std::vector<size_t> alt_pending;   // per alternative: its rule elements not known productive
-    std::vector<std::vector<uint32_t>> users(n);  // per rule: the alternatives that expand it, once per use
-    std::vector<uint32_t> ready;
-    for (uint32_t r = 0; r < n; ++r) {
-      for (const GrammarAlternative& alt : rules_[r].alternatives) {
-        const uint32_t id = static_cast<uint32_t>(alt_rule.size());
-        size_t pending = 0;
-        for (const GrammarElement& e : alt) {
-          if (e.kind == GrammarElement::Kind::kRule) {
-            ++pending;
-            users[e.rule].push_back(id);
-          } else if (!e.negated && e.ranges.empty()) {
-            ++pending;  // matches no character: never done
-          }
-        }
-        alt_rule.push_back(r);
-        alt_pending.push_back(pending);
-        if (pending == 0 && !productive[r]) {
-          productive[r] = true;
-          ready.push_back(r);
-        }
-      }
-    }
-    while (!ready.empty()) {
-      const uint32_t r = ready.back();
-      ready.pop_back();
-      for (uint32_t id : users[r]) {
-        if (--alt_pending[id] == 0 && !productive[alt_rule[id]]) {
-          productive[alt_rule[id]] = true;
-          ready.push_back(alt_rule[id]);
-        }
-      }
-    }
-    if (productive[root]) {
-      // The ways that can never end go: the matcher must not walk into one
-      // (found in hostile testing: an optional property whose schema
-      // requires itself was written until max_tokens).
-      size_t id = 0;
-      for (GrammarRule& rule : rules_) {
-        std::vector<GrammarAlternative> kept;
-        for (GrammarAlternative& alt : rule.alternatives) {
-          if (alt_pending[id++] == 0) kept.push_back(std::move(alt));
-        }
-        rule.alternatives = std::move(kept);
-      }
-      return Status::ok();
-    }
-    return Status::invalid_argument("grammar: rule \"" + rules_[root].name +
-                                    "\" can never end: every way through it expands a rule that cannot be "
-                                    "completed (a rule that always needs itself again, as a ::= \"x\" a)");
-  }
-
-  Status check_left_recursion() {
-    const size_t n = rules_.size();
-    // Nullable rules: some alternative of only nullable rules (a fixpoint).
-    std::vector<bool> nullable(n, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (const GrammarAlternative& alt : rules_[r].alternatives) {
-          bool all = true;
-          for (const GrammarElement& e : alt) all = all && e.kind == GrammarElement::Kind::kRule && nullable[e.rule];
-          if (all) {
-            nullable[r] = changed = true;
-            break;
-          }
-        }
-      }
-    }
-    // r -> x when x can come first in r (after nullable rules only).
-    std::vector<std::vector<uint32_t>> first(n);
-    for (size_t r = 0; r < n; ++r) {
-      for (const GrammarAlternative& alt : rules_[r].alternatives) {
-        for (const GrammarElement& e : alt) {
-          if (e.kind != GrammarElement::Kind::kRule) break;
-          first[r].push_back(e.rule);
-          if (!nullable[e.rule]) break;
-        }
-      }
-    }
-    // A cycle in `first` is left recursion. Iterative DFS with colours.
-    std::vector<uint8_t> colour(n, 0);  // 0 new, 1 on the path, 2 done
-    for (size_t start = 0; start < n; ++start) {
-      if (colour[start] != 0) continue;
-      std::vector<std::pair<uint32_t, size_t>> path{{uint32_t(start), 0}};
-      colour[start] = 1;
-      while (!path.empty()) {
-        auto& [r, next] = path.back();
-        if (next < first[r].size()) {
-          const uint32_t x = first[r][next++];
-          if (colour[x] == 1) {
-            return Status::invalid_argument("grammar: rule \"" + rules_[x].name +
-                                            "\" is left-recursive (it can expand to itself before matching "
-                                            "anything); rewrite it with repetition, e.g. a ::= b (\"+\" b)*");
-          }
-          if (colour[x] == 0) {
-            colour[x] = 1;
-            path.push_back({x, 0});
-          }
-        } else {
-          colour[r] = 2;
-          path.pop_back();
-        }
-      }
-    }
-    // No cycle: `first` is a DAG. Its longest path is how deep the matcher's
-    // expansion recurses; nodes in reverse topological order come from the
-    // DFS above, so a second DFS pass computes it.
-    std::vector<int> depth(n, -1);
-    for (size_t start = 0; start < n; ++start) {
-      if (depth[start] >= 0) continue;
-      std::vector<std::pair<uint32_t, size_t>> path{{uint32_t(start), 0}};
-      while (!path.empty()) {
-        auto& [r, next] = path.back();
-        if (next < first[r].size()) {
-          const uint32_t x = first[r][next++];
-          if (depth[x] < 0) path.push_back({x, 0});
-          continue;
-        }
-        int d = 0;
-        for (uint32_t x : first[r]) d = std::max(d, depth[x] + 1);
-        depth[r] = d;
-        if (d > kMaxExpansionDepth) {
-          return Status::invalid_argument("grammar: rule \"" + rules_[r].name + "\" expands through more than " +
-                                          std::to_string(kMaxExpansionDepth) +
-                                          " rules before matching a character");
-        }
-        path.pop_back();
-      }
-    }
-    return Status::ok();
   }
 
   std::string_view s_;

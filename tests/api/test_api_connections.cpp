@@ -150,6 +150,7 @@ TEST_CASE("max_connections: when every connection is answering, one more gets 50
   REQUIRE(r);
   CHECK(r->status == 503);
   CHECK(r->header("connection") == "close");
+  CHECK(r->header("retry-after") == "1");
   CHECK(r->json()["error"]["code"] == "too_many_connections");
   CHECK(extra.wait_closed(3000ms));
   // Found in hostile testing: a client still sending its request got a TCP
@@ -491,6 +492,7 @@ TEST_CASE("request bodies past max_total_body_bytes together get 503 server_busy
     auto r = c.read_response();
     REQUIRE(r);
     CHECK(r->status == 503);
+    CHECK(r->header("retry-after") == "1");
     CHECK(r->json()["error"]["code"] == "server_busy");
     CHECK(r->json()["error"]["type"] == "server_error");
   }

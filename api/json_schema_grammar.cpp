@@ -15,6 +15,7 @@
 #include "api/json_schema_values.h"
 #include "engine/grammar/json_grammar.h"
 #include "engine/grammar/string_dfa.h"
+#include "storage/cancel.h"
 
 namespace larder {
 
@@ -129,6 +130,7 @@ class Converter {
 
   // The rule (or inline expression) for `s`.
   Result<std::string> visit(const json& s, const std::string& hint, const std::string& where, int depth) {
+    if (cancel_requested()) return Status::cancelled("json_schema: cancelled");
     if (depth > kMaxDepth) return refuse(where, "nested more than " + std::to_string(kMaxDepth) + " deep");
     // Type lists and nullable visit a schema once per branch, so nesting
     // them multiplies the visits (20 levels of ["array","array"]: a

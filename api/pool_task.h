@@ -4,7 +4,9 @@
 //
 // Lifetime: the queued work item shares the task's state. Destroying the
 // task (the client went away, shutdown) cancels work that has not started
-// and makes a running one's result be dropped when it arrives. The loop
+// and makes a running one's result be dropped when it arrives; running work
+// also sees cancel_requested() (storage/cancel.h) turn true, so long steps
+// can stop early. The loop
 // does not end while work is in flight (libuv keeps it alive), so `work`
 // may use objects that live as long as the server.
 //
@@ -15,6 +17,7 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -27,6 +30,7 @@
 
 #include "api/generation_job.h"
 #include "api/pool_lane.h"
+#include "storage/cancel.h"
 
 namespace larder {
 
@@ -54,6 +58,7 @@ class PoolTask {
   }
   ~PoolTask() {
     state_->abandoned = true;
+    state_->cancelled.store(true, std::memory_order_relaxed);  // running work may stop early
     // Still waiting for the lane: never queued.
     if (lane_ticket_ != 0) state_->lane->cancel(lane_ticket_);
     // Not started yet: never run it (after() still runs, with UV_ECANCELED).
@@ -80,6 +85,7 @@ class PoolTask {
     std::optional<T> result;            // written by the pool thread before after()
     bool finished = false;              // loop thread: after() ran
     bool abandoned = false;             // loop thread: the task is gone
+    std::atomic<bool> cancelled{false};  // set with `abandoned`; read by the work (cancel_requested())
     uv_work_t* item = nullptr;          // loop thread: the queued item, until after()
   };
   struct Item {
@@ -105,6 +111,7 @@ class PoolTask {
 
   static void run(uv_work_t* req) {
     State& st = *static_cast<Item*>(req->data)->state;
+    CancelScope scope(&st.cancelled);
     try {
       st.result = st.work();
     } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/grammar_analysis.h"
+#include "storage/cancel.h"
 
 namespace larder {
 
@@ -180,6 +181,10 @@ class Parser {
     std::vector<GrammarAlternative> alts;
     alts.push_back(parse_sequence(rule_name, nested));
     while (ok()) {
+      if (cancel_requested()) {
+        error_ = Status::cancelled("grammar: cancelled");
+        break;
+      }
       // An alternative may go on after a newline when it starts with `|`.
       const size_t save = pos_;
       skip_space(true);

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "storage/cancel.h"
+
 namespace larder {
 
 Status check_left_recursion(const std::vector<GrammarRule>& rules, int max_expansion_depth) {
@@ -12,6 +14,7 @@ Status check_left_recursion(const std::vector<GrammarRule>& rules, int max_expan
   // Nullable rules: some alternative of only nullable rules (a fixpoint).
   std::vector<bool> nullable(n, false);
   for (bool changed = true; changed;) {
+    if (cancel_requested()) return Status::cancelled("grammar: cancelled");
     changed = false;
     for (size_t r = 0; r < n; ++r) {
       if (nullable[r]) continue;
@@ -90,6 +93,7 @@ Status check_left_recursion(const std::vector<GrammarRule>& rules, int max_expan
 }
 
 Status prune_rules_that_cannot_end(std::vector<GrammarRule>& rules, uint32_t root) {
+  if (cancel_requested()) return Status::cancelled("grammar: cancelled");
   const size_t n = rules.size();
   std::vector<bool> productive(n, false);
   std::vector<uint32_t> alt_rule;    // per alternative: its rule

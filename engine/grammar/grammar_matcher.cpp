@@ -2,12 +2,27 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "storage/cancel.h"
 
 namespace larder {
 
 CompiledGrammar::CompiledGrammar(const Grammar& g) : root_(g.root) {
+  size_t n_elems = 0;
+  for (const GrammarRule& rule : g.rules) {
+    for (const GrammarAlternative& alt : rule.alternatives) n_elems += alt.size() + 1;
+  }
+  elems_.reserve(n_elems);
   rule_alts_.resize(g.rules.size());
+  // Equal character sets are stored once (a grammar from a large schema has
+  // millions of elements and a few hundred distinct sets): keyed by the
+  // negation flag and the ranges' bytes.
+  std::unordered_map<std::string, uint32_t> set_ids;
+  std::string key;
   for (size_t r = 0; r < g.rules.size(); ++r) {
+    rule_alts_[r].reserve(g.rules[r].alternatives.size());
     for (const GrammarAlternative& alt : g.rules[r].alternatives) {
       rule_alts_[r].push_back(uint32_t(elems_.size()));
       for (const GrammarElement& e : alt) {
@@ -15,13 +30,22 @@ CompiledGrammar::CompiledGrammar(const Grammar& g) : root_(g.root) {
           elems_.push_back({Op::kRule, e.rule});
           continue;
         }
-        CharSet cs;
-        cs.element = e;
-        for (uint32_t cp = 0; cp < 128; ++cp) {
-          if (chars_match(e, cp)) cs.ascii[cp >> 6] |= uint64_t(1) << (cp & 63);
+        key.assign(1, e.negated ? '^' : '=');
+        key.append(reinterpret_cast<const char*>(e.ranges.data()), e.ranges.size() * sizeof(CharRange));
+        auto [it, added] = set_ids.try_emplace(key, uint32_t(sets_.size()));
+        if (added) {
+          // The ASCII bits, range by range.
+          CharSet cs;
+          cs.element = e;
+          for (const CharRange& cr : e.ranges) {
+            for (uint32_t cp = cr.lo; cp <= std::min<uint32_t>(cr.hi, 127); ++cp) {
+              cs.ascii[cp >> 6] |= uint64_t(1) << (cp & 63);
+            }
+          }
+          if (e.negated) cs.ascii = {~cs.ascii[0], ~cs.ascii[1]};
+          sets_.push_back(std::move(cs));
         }
-        elems_.push_back({Op::kChars, uint32_t(sets_.size())});
-        sets_.push_back(std::move(cs));
+        elems_.push_back({Op::kChars, it->second});
       }
       elems_.push_back({Op::kEnd, 0});
     }
@@ -216,7 +240,9 @@ GrammarState grammar_advance(const CompiledGrammar& g, const GrammarState& state
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> compile_grammar(const Grammar& g) {
+  if (cancel_requested()) return Status::cancelled("grammar: cancelled");
   auto cg = std::make_shared<const CompiledGrammar>(g);
+  if (cancel_requested()) return Status::cancelled("grammar: cancelled");
   bool overflow = false;
   (void)grammar_start(*cg, &overflow);
   if (overflow) {

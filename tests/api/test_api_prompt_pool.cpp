@@ -2,10 +2,18 @@
 // tokenizing run on libuv's thread pool (api/prompt_job.h). Seen in hostile
 // testing before: 30,000 one-letter messages froze /health and every stream
 // for 12 s while the template rendered them on the loop thread.
+#include <uv.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
 #include <thread>
 
 #include <catch2/catch.hpp>
 
+#include "api/json_schema_grammar.h"
+#include "api/pool_task.h"
+#include "storage/cancel.h"
 #include "tests/api/test_client.h"
 
 using nlohmann::json;
@@ -205,4 +213,45 @@ TEST_CASE("large bodies waiting for the lane are bounded: past max_total_body_by
   auto again = http(ts.port(), "POST", "/v1/completions", large);
   REQUIRE(again);
   CHECK(again->status == 200);
+}
+
+TEST_CASE("a pool task destroyed while its work runs: the work sees cancel_requested() and can stop early",
+          "[api]") {
+  uv_loop_t loop;
+  REQUIRE(uv_loop_init(&loop) == 0);
+  CHECK_FALSE(cancel_requested());  // outside any pool work
+  // Work that runs until it is cancelled (or 20 s pass), and says which.
+  std::atomic<bool> started{false};
+  auto spin = [&started] {
+    started = true;
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (!cancel_requested() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    return cancel_requested() ? 1 : 0;
+  };
+  auto on_error = [](const std::string&) { return -1; };
+  std::atomic<int> seen{-2};
+  auto task = std::make_unique<PoolTask<int>>(&loop, nullptr, [&] { return seen = spin(); }, on_error);
+  while (!started) std::this_thread::sleep_for(1ms);
+  task.reset();                    // the client went away, or shutdown's grace ended
+  uv_run(&loop, UV_RUN_DEFAULT);   // returns once the work's after() ran
+  CHECK(seen == 1);
+
+  // A task that stays is not cancelled: its work ends on its own.
+  PoolTask<int> kept(&loop, nullptr, [] { return cancel_requested() ? 1 : 0; }, on_error);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  REQUIRE(kept.finished());
+  CHECK(kept.take() == 0);
+  REQUIRE(uv_loop_close(&loop) == 0);
+}
+
+TEST_CASE("a cancelled JSON schema conversion stops with kCancelled", "[api]") {
+  const nlohmann::ordered_json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "string"}}}}}};
+  std::atomic<bool> flag{true};
+  {
+    CancelScope scope(&flag);
+    Result<std::string> g = json_schema_to_gbnf(schema);
+    REQUIRE_FALSE(g.is_ok());
+    CHECK(g.status().code() == StatusCode::kCancelled);
+  }
+  CHECK(json_schema_to_gbnf(schema).is_ok());  // the scope is over
 }

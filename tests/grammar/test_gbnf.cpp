@@ -2,8 +2,14 @@
 // worked out by hand) and what it refuses, with the line and column.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <functional>
+#include <vector>
+
 #include "tests/grammar/grammar_test_util.h"
 #include "engine/grammar/json_grammar.h"
+#include "engine/grammar/grammar_analysis.h"
+#include "storage/cancel.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -78,6 +84,36 @@ TEST_CASE("gbnf: character classes, negation, any, escapes and UTF-8", "[grammar
   CHECK(accepts(*dash, "-]-"));
   CHECK(accepts(*dash, "a-"));
   CHECK_FALSE(viable(*dash, "b"));
+}
+
+TEST_CASE("compiled character sets: ASCII bits agree with the ranges, negated or not, ranges crossing 127",
+          "[grammar]") {
+  // Each set's ASCII answers against a membership worked out by hand.
+  struct Case {
+    const char* gbnf;
+    std::function<bool(uint32_t)> in;
+  };
+  const std::vector<Case> cases = {
+      {"root ::= [a-cx]", [](uint32_t c) { return (c >= 'a' && c <= 'c') || c == 'x'; }},
+      {"root ::= [^a-cx]", [](uint32_t c) { return !((c >= 'a' && c <= 'c') || c == 'x'); }},
+      {"root ::= [\\x00-\\x05~-\\u00ff]", [](uint32_t c) { return c <= 5 || c >= '~'; }},
+      {"root ::= [^\\x7f-\\U0010FFFF]", [](uint32_t c) { return c < 0x7f; }},
+      {"root ::= [\\u0100-\\u0200]", [](uint32_t) { return false; }},
+      {"root ::= .", [](uint32_t) { return true; }},
+      {"root ::= [?-A@]", [](uint32_t c) { return c >= '?' && c <= 'A'; }},
+  };
+  for (const Case& k : cases) {
+    INFO(k.gbnf);
+    Result<Grammar> g = parse_gbnf(k.gbnf);
+    REQUIRE(g.is_ok());
+    CompiledGrammar cg(*g);
+    const CompiledGrammar::Elem& e = cg.elem(cg.alternatives(cg.root())[0]);
+    REQUIRE(e.op == CompiledGrammar::Op::kChars);
+    for (uint32_t c = 0; c < 128; ++c) {
+      INFO(c);
+      CHECK(cg.set(e.arg).matches(c) == k.in(c));
+    }
+  }
 }
 
 TEST_CASE("gbnf: newlines end a rule except inside parentheses or before |", "[grammar]") {
@@ -212,4 +248,23 @@ TEST_CASE("json grammar: whitespace is a space or one newline with indentation",
   CHECK_FALSE(accepts(*g, "{\"a\":  1}"));     // two spaces
   CHECK_FALSE(accepts(*g, "{\"a\": \n1}"));    // a space, then a newline
   CHECK_FALSE(accepts(*g, std::string("{\n") + std::string(21, ' ') + "\"a\":1}"));  // 21 spaces of indentation
+}
+
+TEST_CASE("a cancelled parse, analysis or compile stops with kCancelled", "[grammar]") {
+  const char* text = "root ::= a | b\na ::= \"x\" | \"y\"\nb ::= \"z\"\n";
+  std::atomic<bool> flag{false};
+  CancelScope scope(&flag);
+  Result<Grammar> g = parse_gbnf(text);  // not cancelled: parses
+  REQUIRE(g.is_ok());
+  flag = true;
+  Result<Grammar> again = parse_gbnf(text);
+  REQUIRE_FALSE(again.is_ok());
+  CHECK(again.status().code() == StatusCode::kCancelled);
+  CHECK(check_left_recursion(g->rules, 1000).code() == StatusCode::kCancelled);
+  CHECK(prune_rules_that_cannot_end(g->rules, g->root).code() == StatusCode::kCancelled);
+  Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
+  REQUIRE_FALSE(cg.is_ok());
+  CHECK(cg.status().code() == StatusCode::kCancelled);
+  flag = false;
+  CHECK(compile_grammar(*g).is_ok());
 }

@@ -154,7 +154,8 @@ std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls)
 HttpResponse GenerationJob::build_body(Body& b) {
   nlohmann::json body_choices = nlohmann::json::array();
   for (size_t i = 0; i < b.choices.size(); ++i) {
-    ToolCallParse parsed = parse_tool_calls(b.tools, b.choices[i].text);
+    const bool cut = b.choices[i].final->finish == FinishReason::kLength;
+    ToolCallParse parsed = parse_tool_calls(b.tools, b.choices[i].text, cut);
     nlohmann::json choice = choice_json(b.meta, int(i), b.choices[i].raw_reasoning + parsed.content,
                                         *b.choices[i].final, calls_with_ids(std::move(parsed.calls), b.tools, b.id_rng));
     if (b.reasoning) add_reasoning_json(choice, b.choices[i].reasoning_text, 0);
@@ -312,7 +313,7 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
     pump(writer);  // sent there once built (a failure to queue: at once)
     return;
   }
-  ToolCallParse rest = c.tool_stream.finish();
+  ToolCallParse rest = c.tool_stream.finish(e.finish == FinishReason::kLength);
   write_text_chunk(writer, index, rest.content);
   std::vector<ToolCall> calls = with_ids(std::move(rest.calls));
   start_stream(writer);

@@ -74,7 +74,7 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
   return 0;
 }
 
-ToolCallParse parse_hermes(std::string_view text) {
+ToolCallParse parse_hermes(std::string_view text, bool cut) {
   ToolCallParse out;
   std::string content;
   size_t pos = 0;
@@ -88,9 +88,9 @@ ToolCallParse parse_hermes(std::string_view text) {
     if (close == std::string_view::npos) inner.remove_suffix(partial_tag_suffix(inner, kHermesClose));
     std::optional<OrderedJson> j = parse_json(trim(inner));
     std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
-    if (!call && close == std::string_view::npos && !out.calls.empty()) {
-      // A call cut short after whole ones (max_tokens): the whole ones
-      // stand, the cut one is dropped (found in hostile testing: every
+    if (!call && close == std::string_view::npos && (cut || !out.calls.empty())) {
+      // A call cut short (max_tokens), alone or after whole ones: the whole
+      // ones stand, the cut one is dropped (found in hostile testing: every
       // call came back as raw content).
       pos = text.size();
       break;
@@ -99,13 +99,19 @@ ToolCallParse parse_hermes(std::string_view text) {
     out.calls.push_back(std::move(*call));
     pos = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
   }
-  if (out.calls.empty()) return no_calls(text);
+  if (out.calls.empty() && !cut) return no_calls(text);
   // The start of one more tag where the answer was cut (max_tokens) is not
   // content (found in hostile testing: "<too" after two calls).
-  std::string_view tail = trim(text.substr(pos));
-  tail.remove_suffix(partial_tag_suffix(tail, kHermesOpen) == tail.size() ? tail.size() : 0);
+  std::string_view tail = text.substr(pos);
+  if (const size_t partial = partial_tag_suffix(tail, kHermesOpen);
+      partial > 0 && (cut || partial == trim(tail).size())) {
+    tail.remove_suffix(partial);
+    while (!tail.empty() && is_space(tail.back())) tail.remove_suffix(1);
+  }
   content += tail;
-  out.content = std::string(trim(content));
+  // Content around calls (or a dropped one) is trimmed; a cut answer with
+  // no tag at all keeps its text as streamed.
+  out.content = pos == 0 ? std::string(tail) : std::string(trim(content));
   return out;
 }
 
@@ -142,10 +148,35 @@ ToolCallParse parse_mistral(std::string_view text) {
   return out;
 }
 
+// A generic tool prompt's answer cut short: {"response": "<text so far>
+// gives that text; a cut call gives nothing (both when the answer opens as
+// the envelope; anything else stays content).
+ToolCallParse parse_cut_envelope(std::string_view text) {
+  constexpr std::string_view kCall = "\"tool_call", kResponse = "\"response\"";
+  const std::string_view t = trim_left(text);
+  if (!t.starts_with('{')) return no_calls(text);
+  const std::string_view rest = trim_left(t.substr(1));
+  if (rest.empty()) return no_calls(text);  // "{" alone: nothing says what it was
+  if (kCall.starts_with(rest) || kResponse.starts_with(rest) || rest.starts_with(kCall)) return {};
+  if (!rest.starts_with(kResponse)) return no_calls(text);
+  // Cut before the text began: {"response" or {"response":
+  if (std::string_view v = trim_left(rest.substr(kResponse.size())); v.empty() || trim_left(v.substr(1)).empty()) {
+    return {};
+  }
+  // Close the string and the object; a cut escape (\, \u12) is dropped.
+  for (size_t drop = 0; drop <= 6 && drop < t.size(); ++drop) {
+    std::optional<OrderedJson> j = parse_json(std::string(t.substr(0, t.size() - drop)) + "\"}");
+    if (!j || !j->is_object() || j->size() != 1 || !j->begin()->is_string()) continue;
+    return {j->begin()->get<std::string>(), {}};
+  }
+  return no_calls(text);
+}
+
 // The generic tool prompt's answer (api/generic_tools.h): {"tool_call":
 // call}, {"tool_calls": [call, ...]} or {"response": "..."}.
-ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view text) {
+ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view text, bool cut) {
   std::optional<OrderedJson> j = parse_json(trim(text));
+  if (!j && cut) return parse_cut_envelope(text);
   if (!j || !j->is_object()) return no_calls(text);
   ToolCallParse out;
   OrderedJson calls;
@@ -170,14 +201,14 @@ ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view te
 
 }  // namespace
 
-ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text) {
+ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text, bool cut) {
   switch (options.syntax) {
-    case ToolCallSyntax::kHermes: return parse_hermes(text);
+    case ToolCallSyntax::kHermes: return parse_hermes(text, cut);
     case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);
     case ToolCallSyntax::kMistral: return parse_mistral(text);
-    case ToolCallSyntax::kJsonEnvelope: return parse_envelope(options, text);
+    case ToolCallSyntax::kJsonEnvelope: return parse_envelope(options, text, cut);
     case ToolCallSyntax::kGeneric:
-      if (text.find(kHermesOpen) != std::string_view::npos) return parse_hermes(text);
+      if (text.find(kHermesOpen) != std::string_view::npos) return parse_hermes(text, cut);
       return parse_bare_json(options, text);
     case ToolCallSyntax::kNone: break;
   }
@@ -229,10 +260,19 @@ std::string ToolCallStream::push(std::string_view delta) {
   return out;
 }
 
-ToolCallParse ToolCallStream::finish() {
+ToolCallParse ToolCallStream::finish(bool cut) {
   std::string rest = std::exchange(held_, {});
-  if (mode_ != Mode::kHeld) return no_calls(rest);
-  return parse_tool_calls(options_, rest);
+  if (mode_ != Mode::kHeld) {
+    // A cut answer's last bytes may be the start of a tag that was held
+    // back: not content.
+    const bool tags = options_.syntax == ToolCallSyntax::kHermes || options_.syntax == ToolCallSyntax::kGeneric;
+    if (const size_t partial = partial_tag_suffix(rest, kHermesOpen); cut && tags && partial > 0) {
+      rest.resize(rest.size() - partial);
+      while (!rest.empty() && is_space(rest.back())) rest.pop_back();
+    }
+    return no_calls(rest);
+  }
+  return parse_tool_calls(options_, rest, cut);
 }
 
 }  // namespace larder

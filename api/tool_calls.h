@@ -28,6 +28,19 @@
 // Malformed calls (JSON that does not parse, a missing name, arguments that
 // are not an object) never fail a request: the whole answer is then content,
 // as if no call had been found.
+//
+// An answer cut short (finish_reason "length": max_tokens or the context
+// ran out) is parsed with `cut`: a call it cut is unfinished, not malformed.
+// Such a call is dropped and its markup never becomes content (found in
+// hostile testing: a forced call cut by max_tokens came back as the content
+// "<tool_call>\n{ \"name\" : \"get_wea"):
+//   kHermes / kGeneric tags: an unterminated last block that does not parse,
+//                and a partial opening tag at the very end, are dropped;
+//                the text around them is the content;
+//   kJsonEnvelope: a cut {"response": "..." gives the text written so far
+//                as content; a cut {"tool_call(s)": ... gives nothing.
+// The bare-JSON syntaxes (kLlama3Json, kMistral) keep a cut answer as
+// content: it cannot be told from a JSON answer that is not a call.
 #pragma once
 
 #include <string>
@@ -53,19 +66,19 @@ struct ToolCallParse {
   std::vector<ParsedToolCall> calls;   // empty: no (well-formed) call; content is then the whole text
 };
 
-// Parses one complete answer.
-ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text);
+// Parses one whole answer; `cut`: it was cut short (see above).
+ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text, bool cut = false);
 
 // Streaming: push() each text delta and send what it returns as content at
 // once; text that may still turn out to be (part of) a tool call is held
 // back. finish() at the end of generation parses what was held: its content
-// (not sent yet) and the calls. Content that push() returned is never part
-// of a call.
+// (not sent yet) and the calls (`cut` as for parse_tool_calls). Content that
+// push() returned is never part of a call.
 class ToolCallStream {
  public:
   explicit ToolCallStream(ToolCallOptions options) : options_(std::move(options)) {}
   std::string push(std::string_view delta);
-  ToolCallParse finish();
+  ToolCallParse finish(bool cut = false);
 
  private:
   enum class Mode {

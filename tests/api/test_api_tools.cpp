@@ -190,32 +190,39 @@ TEST_CASE("an answer cut by max_tokens says length, calls or not; a cut tag is n
 TEST_CASE("malformed calls, no tools, and tool_choice none leave the text as content", "[api][tools]") {
   TestServer ts;
   ts.fake().set_n_ctx(4096);
-  FakeScript bad;
-  bad.pieces = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": ", "\"Par"};
-  bad.finish = FinishReason::kLength;
-  ts.fake().set_script(bad);
   const std::string text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
-  for (const std::string& extra : {std::string(), std::string(R"(,"stream":true)")}) {
-    CAPTURE(extra);
-    auto r = http(ts.port(), "POST", "/v1/chat/completions", chat_body(extra));
-    REQUIRE(r);
-    REQUIRE(r->status == 200);
-    if (extra.empty()) {
-      json choice = r->json()["choices"][0];
-      CHECK(choice["message"] == json{{"role", "assistant"}, {"content", text}});
-      CHECK(choice["finish_reason"] == "length");
-    } else {
-      std::string content;
-      std::string finish;
-      for (const std::string& e : sse_payloads(r->body)) {
-        if (e == "[DONE]") continue;
-        json c = json::parse(e)["choices"][0];
-        CHECK_FALSE(c["delta"].contains("tool_calls"));
-        if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
-        if (c["finish_reason"].is_string()) finish = c["finish_reason"];
+  // Ended there by the model (stop): malformed, so content. Cut by
+  // max_tokens (length): an unfinished call, dropped, and its markup is not
+  // content (found in hostile testing).
+  for (FinishReason finish : {FinishReason::kStop, FinishReason::kLength}) {
+    FakeScript bad;
+    bad.pieces = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": ", "\"Par"};
+    bad.finish = finish;
+    ts.fake().set_script(bad);
+    const bool cut = finish == FinishReason::kLength;
+    const std::string want = cut ? "" : text;
+    for (const std::string& extra : {std::string(), std::string(R"(,"stream":true)")}) {
+      CAPTURE(extra, cut);
+      auto r = http(ts.port(), "POST", "/v1/chat/completions", chat_body(extra));
+      REQUIRE(r);
+      REQUIRE(r->status == 200);
+      if (extra.empty()) {
+        json choice = r->json()["choices"][0];
+        CHECK(choice["message"] == json{{"role", "assistant"}, {"content", want}});
+        CHECK(choice["finish_reason"] == (cut ? "length" : "stop"));
+      } else {
+        std::string content;
+        std::string finish_reason;
+        for (const std::string& e : sse_payloads(r->body)) {
+          if (e == "[DONE]") continue;
+          json c = json::parse(e)["choices"][0];
+          CHECK_FALSE(c["delta"].contains("tool_calls"));
+          if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+          if (c["finish_reason"].is_string()) finish_reason = c["finish_reason"];
+        }
+        CHECK(content == want);
+        CHECK(finish_reason == (cut ? "length" : "stop"));
       }
-      CHECK(content == text);
-      CHECK(finish == "length");
     }
   }
   // A well-formed call with tool_choice "none", or without tools: content.

@@ -249,3 +249,60 @@ TEST_CASE("streaming: content flows, a call is held back and parsed at the end",
     CHECK(text.sent == std::vector<std::string>{"Sure", ", [1]"});
   }
 }
+
+TEST_CASE("an answer cut short (finish_reason length): a cut call is dropped and its markup is not content",
+          "[api][tools]") {
+  // Found in hostile testing: a forced call cut by max_tokens came back as
+  // the content "<tool_call>\n{ \"name\" : \"get_wea".
+  struct Case {
+    ToolCallSyntax syntax;
+    std::string text;
+    std::string content;  // expected when cut
+  };
+  const std::vector<Case> cases = {
+      {ToolCallSyntax::kHermes, "<tool", ""},
+      {ToolCallSyntax::kHermes, "<tool_call>\n", ""},
+      {ToolCallSyntax::kHermes, "<tool_call>\n{ \"name\" : \"get_wea", ""},
+      {ToolCallSyntax::kHermes, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci",
+       "Let me check."},
+      {ToolCallSyntax::kHermes, "It is sunny <too", "It is sunny"},
+      {ToolCallSyntax::kHermes, "It is sunny in Par", "It is sunny in Par"},
+      {ToolCallSyntax::kGeneric, "<tool_call>{\"name\": \"get_time\", \"argu", ""},
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": \"The weather is", "The weather is"},
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": \"caf\\u00", "caf"},      // a cut \u escape
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": \"a \\\"b\\", "a \"b"},  // a cut \ escape
+      {ToolCallSyntax::kJsonEnvelope, "{\"tool_call\": {\"name\": \"get_weather\", \"arguments\": {\"ci", ""},
+      {ToolCallSyntax::kJsonEnvelope, "{\"tool_calls\": [", ""},
+      {ToolCallSyntax::kJsonEnvelope, "{\"too", ""},  // cut inside the key
+      {ToolCallSyntax::kJsonEnvelope, "{\"resp", ""},
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": ", ""},
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\"", ""},
+      {ToolCallSyntax::kJsonEnvelope, "{\"answer\": \"x", "{\"answer\": \"x"},  // not the envelope: content
+      {ToolCallSyntax::kJsonEnvelope, "{", "{"},  // nothing says what it was
+  };
+  for (const Case& k : cases) {
+    INFO(k.text);
+    const auto o = opts(k.syntax);
+    auto r = parse_tool_calls(o, k.text, /*cut=*/true);
+    CHECK(r.calls.empty());
+    CHECK(r.content == k.content);
+    // Streamed byte by byte: the same content in all, no calls.
+    ToolCallStream s(o);
+    std::string all;
+    for (const std::string& b : bytes(k.text)) all += s.push(b);
+    ToolCallParse rest = s.finish(/*cut=*/true);
+    CHECK(rest.calls.empty());
+    CHECK(all + rest.content == k.content);
+    // Not cut (the model ended there): malformed, so the whole text.
+    auto whole = parse_tool_calls(o, k.text);
+    CHECK(whole.calls.empty());
+    CHECK(whole.content == k.text);
+  }
+  // A whole call before a cut one stands, as without `cut`.
+  const auto o = opts(ToolCallSyntax::kHermes);
+  auto r = parse_tool_calls(o, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>\n<tool_call>{\"na",
+                            true);
+  REQUIRE(r.calls.size() == 1);
+  CHECK(r.calls[0].name == "get_time");
+  CHECK(r.content.empty());
+}

@@ -111,7 +111,7 @@ test('tool_choice "required" forces a call whose arguments validate against the 
   const names = new Set();
   for (let seed = 1; seed <= 4; seed++) {
     // One call each (parallel_tool_calls false): left free, this small model
-    // writes call after call until max_tokens, and a cut-off list is content.
+    // writes call after call until max_tokens, and the answer is cut ("length").
     const r = await create({
       messages: ask, tools, tool_choice: 'required', parallel_tool_calls: false, temperature: 1, seed, max_tokens: 120,
     });

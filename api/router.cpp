@@ -217,6 +217,7 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     tools = parse_json_ordered(parsed.chat.tools_json);
     out.tools.syntax = template_has_tools ? generator_.tool_call_syntax() : ToolCallSyntax::kJsonEnvelope;
     out.tools.tool_names = parsed.tool_names;
+    out.tools.forced = parsed.tool_required;
   }
   parsed.chat.special_in_content = parsed.options.parse_special;
   parsed.chat.cache_salt = parsed.options.cache_salt;

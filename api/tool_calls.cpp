@@ -202,6 +202,14 @@ ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view te
 }  // namespace
 
 ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view text, bool cut) {
+  if (cut && options.forced && options.syntax != ToolCallSyntax::kNone) {
+    // The answer could only be calls: a cut one is unfinished, not content.
+    ToolCallOptions free = options;
+    free.forced = false;
+    ToolCallParse out = parse_tool_calls(free, text, cut);
+    if (out.calls.empty()) out.content.clear();
+    return out;
+  }
   switch (options.syntax) {
     case ToolCallSyntax::kHermes: return parse_hermes(text, cut);
     case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);

@@ -40,7 +40,9 @@
 //   kJsonEnvelope: a cut {"response": "..." gives the text written so far
 //                as content; a cut {"tool_call(s)": ... gives nothing.
 // The bare-JSON syntaxes (kLlama3Json, kMistral) keep a cut answer as
-// content: it cannot be told from a JSON answer that is not a call.
+// content, as it cannot be told from a JSON answer that is not a call,
+// unless the call was forced (ToolCallOptions::forced): a forced answer cut
+// before a whole call gives no content in any syntax.
 #pragma once
 
 #include <string>
@@ -54,6 +56,7 @@ namespace larder {
 struct ToolCallOptions {
   ToolCallSyntax syntax = ToolCallSyntax::kNone;  // kNone: never look for calls
   std::vector<std::string> tool_names;            // the offered functions' names
+  bool forced = false;  // a grammar makes the answer calls (tool_choice "required" or a named function)
 };
 
 struct ParsedToolCall {

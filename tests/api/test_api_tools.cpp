@@ -362,3 +362,41 @@ TEST_CASE("a model whose template cannot render tools gets the generic tool prom
   CHECK(reply->json()["choices"][0]["message"]["content"] == "I cannot tell.");
   CHECK(reply->json()["choices"][0]["finish_reason"] == "stop");
 }
+
+TEST_CASE("a forced Llama 3 call cut by max_tokens gives no content; unforced, the cut JSON is content",
+          "[api][tools]") {
+  TestServer ts;
+  ts.fake().set_n_ctx(4096);
+  ts.fake().set_tool_call_syntax(ToolCallSyntax::kLlama3Json);
+  FakeScript cut;
+  cut.pieces = {"{\"name\": \"get_weather\", ", "\"parameters\": {\"city\": \"Pa"};
+  cut.finish = FinishReason::kLength;
+  const std::string text = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Pa";
+  for (const bool forced : {true, false}) {
+    for (const std::string& stream : {std::string(), std::string(R"(,"stream":true)")}) {
+      CAPTURE(forced, stream);
+      ts.fake().set_script(cut);
+      auto r = http(ts.port(), "POST", "/v1/chat/completions",
+                    chat_body((forced ? std::string(R"(,"tool_choice":"required")") : std::string()) + stream));
+      REQUIRE(r);
+      REQUIRE(r->status == 200);
+      std::string content, finish;
+      if (stream.empty()) {
+        json c = r->json()["choices"][0];
+        CHECK_FALSE(c["message"].contains("tool_calls"));
+        content = c["message"]["content"].get<std::string>();
+        finish = c["finish_reason"];
+      } else {
+        for (const std::string& e : sse_payloads(r->body)) {
+          if (e == "[DONE]") continue;
+          json c = json::parse(e)["choices"][0];
+          CHECK_FALSE(c["delta"].contains("tool_calls"));
+          if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+          if (c["finish_reason"].is_string()) finish = c["finish_reason"];
+        }
+      }
+      CHECK(content == (forced ? "" : text));
+      CHECK(finish == "length");
+    }
+  }
+}

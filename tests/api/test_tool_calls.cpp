@@ -306,3 +306,43 @@ TEST_CASE("an answer cut short (finish_reason length): a cut call is dropped and
   CHECK(r.calls[0].name == "get_time");
   CHECK(r.content.empty());
 }
+
+TEST_CASE("a forced call cut short gives no content in any syntax; unforced bare JSON stays content", "[api][tools]") {
+  struct Case {
+    ToolCallSyntax syntax;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {ToolCallSyntax::kLlama3Json, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Pa"},
+      {ToolCallSyntax::kLlama3Json, "<|python_tag|>{\"name\": \"get_ti"},
+      {ToolCallSyntax::kMistral, "[{\"name\": \"get_weather\", \"arguments\": {"},
+      {ToolCallSyntax::kGeneric, "{\"name\": \"get_wea"},
+      {ToolCallSyntax::kHermes, "<tool_call>\n{\"name\": \"get_wea"},
+      {ToolCallSyntax::kJsonEnvelope, "{"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.text);
+    ToolCallOptions forced = opts(k.syntax);
+    forced.forced = true;
+    auto r = parse_tool_calls(forced, k.text, /*cut=*/true);
+    CHECK(r.calls.empty());
+    CHECK(r.content.empty());
+    ToolCallStream s(forced);
+    std::string all;
+    for (const std::string& b : bytes(k.text)) all += s.push(b);
+    ToolCallParse rest = s.finish(/*cut=*/true);
+    CHECK(rest.calls.empty());
+    CHECK(all + rest.content == "");
+    // Not forced: the bare-JSON syntaxes cannot tell a cut call from a JSON
+    // answer, so the text stays content.
+    if (k.syntax == ToolCallSyntax::kLlama3Json || k.syntax == ToolCallSyntax::kMistral) {
+      CHECK(parse_tool_calls(opts(k.syntax), k.text, true).content == k.text);
+    }
+  }
+  // Forced, whole calls before the cut still stand.
+  ToolCallOptions forced = opts(ToolCallSyntax::kMistral);
+  forced.forced = true;
+  auto whole = parse_tool_calls(forced, "[{\"name\": \"get_time\", \"arguments\": {}}]", true);
+  REQUIRE(whole.calls.size() == 1);
+  CHECK(whole.calls[0].name == "get_time");
+}

@@ -37,6 +37,32 @@ bool is_call_id(const json& v) {
   return v.is_string() && std::regex_match(v.get<std::string>(), std::regex("call_[A-Za-z0-9]{24}"));
 }
 
+// Choice 0 of a chat answer, streamed or not: its content (deltas joined),
+// whether any tool_calls came, and its finish_reason.
+struct ChoiceSeen {
+  std::string content;
+  bool any_tool_calls = false;
+  std::string finish;
+};
+ChoiceSeen read_choice(const ClientResponse& r, bool stream) {
+  ChoiceSeen out;
+  if (!stream) {
+    const json c = r.json()["choices"][0];
+    out.any_tool_calls = c["message"].contains("tool_calls");
+    out.content = c["message"]["content"].is_string() ? c["message"]["content"].get<std::string>() : "";
+    out.finish = c["finish_reason"];
+    return out;
+  }
+  for (const std::string& e : sse_payloads(r.body)) {
+    if (e == "[DONE]") continue;
+    const json c = json::parse(e)["choices"][0];
+    out.any_tool_calls = out.any_tool_calls || c["delta"].contains("tool_calls");
+    if (c["delta"].contains("content")) out.content += c["delta"]["content"].get<std::string>();
+    if (c["finish_reason"].is_string()) out.finish = c["finish_reason"];
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("tools and tool-call history reach the chat template as data", "[api][tools]") {
@@ -206,23 +232,10 @@ TEST_CASE("malformed calls, no tools, and tool_choice none leave the text as con
       auto r = http(ts.port(), "POST", "/v1/chat/completions", chat_body(extra));
       REQUIRE(r);
       REQUIRE(r->status == 200);
-      if (extra.empty()) {
-        json choice = r->json()["choices"][0];
-        CHECK(choice["message"] == json{{"role", "assistant"}, {"content", want}});
-        CHECK(choice["finish_reason"] == (cut ? "length" : "stop"));
-      } else {
-        std::string content;
-        std::string finish_reason;
-        for (const std::string& e : sse_payloads(r->body)) {
-          if (e == "[DONE]") continue;
-          json c = json::parse(e)["choices"][0];
-          CHECK_FALSE(c["delta"].contains("tool_calls"));
-          if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
-          if (c["finish_reason"].is_string()) finish_reason = c["finish_reason"];
-        }
-        CHECK(content == want);
-        CHECK(finish_reason == (cut ? "length" : "stop"));
-      }
+      const ChoiceSeen c = read_choice(*r, !extra.empty());
+      CHECK_FALSE(c.any_tool_calls);
+      CHECK(c.content == want);
+      CHECK(c.finish == (cut ? "length" : "stop"));
     }
   }
   // A well-formed call with tool_choice "none", or without tools: content.
@@ -380,23 +393,10 @@ TEST_CASE("a forced Llama 3 call cut by max_tokens gives no content; unforced, t
                     chat_body((forced ? std::string(R"(,"tool_choice":"required")") : std::string()) + stream));
       REQUIRE(r);
       REQUIRE(r->status == 200);
-      std::string content, finish;
-      if (stream.empty()) {
-        json c = r->json()["choices"][0];
-        CHECK_FALSE(c["message"].contains("tool_calls"));
-        content = c["message"]["content"].get<std::string>();
-        finish = c["finish_reason"];
-      } else {
-        for (const std::string& e : sse_payloads(r->body)) {
-          if (e == "[DONE]") continue;
-          json c = json::parse(e)["choices"][0];
-          CHECK_FALSE(c["delta"].contains("tool_calls"));
-          if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
-          if (c["finish_reason"].is_string()) finish = c["finish_reason"];
-        }
-      }
-      CHECK(content == (forced ? "" : text));
-      CHECK(finish == "length");
+      const ChoiceSeen c = read_choice(*r, !stream.empty());
+      CHECK_FALSE(c.any_tool_calls);
+      CHECK(c.content == (forced ? "" : text));
+      CHECK(c.finish == "length");
     }
   }
 }

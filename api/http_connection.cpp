@@ -347,8 +347,7 @@ void HttpConnection::end_for_shutdown() {
   if (closing_) return;
   if (exchange_active_ && !response_started_ && !shutting_down_) {
     // Not a byte of the answer went out yet: say why instead of vanishing.
-    answer_and_close(error_response(ApiError{503, "the server is shutting down; try again", "server_error",
-                                             std::nullopt, std::string("shutting_down")}));
+    answer_and_close(retry_later_response("the server is shutting down; try again", "shutting_down"));
     return;
   }
   close();

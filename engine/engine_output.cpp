@@ -150,6 +150,11 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error, b
     // not after a stop string (found in hostile testing: the character held
     // after it was sent).
     std::string held = s.detok.flush();
+    // Cut by max_tokens or the context, an unfinished character is dropped,
+    // not sent as U+FFFD (found in hostile testing: a grammar of CJK
+    // characters cut after one byte answered "\ufffd", outside the grammar).
+    // The model's own end inside a character keeps it: that text is broken.
+    if (reason == FinishReason::kLength) held.clear();
     s.logprob_queue.wrote(held.size());
     StopMatcher::Output out = s.stop.push(std::move(held));
     if (out.stopped) s.cut_by_stop = true;

@@ -231,7 +231,12 @@ class Parser {
       switch (e) {
         case 'x': return parse_hex(2);
         case 'u': return parse_hex(4);
-        case 'U': return parse_hex(8);
+        case 'U': {
+          const uint32_t cp = parse_hex(8);
+          // Found in hostile testing: \U00110000 compiled, then failed mid-generation.
+          if (cp > 0x10FFFF) fail("a code point past U+10FFFF: no UTF-8 text holds one");
+          return cp;
+        }
         case 't': return '\t';
         case 'n': return '\n';
         case 'r': return '\r';
@@ -346,7 +351,14 @@ class Parser {
             fail("an unterminated string literal");
             break;
           }
-          seq.push_back(single(parse_char()));
+          const size_t at = pos_;
+          const uint32_t cp = parse_char();
+          if (ok() && cp >= 0xD800 && cp <= 0xDFFF) {
+            pos_ = at;
+            fail("a surrogate code point in a string literal: no UTF-8 text holds one");
+            break;
+          }
+          seq.push_back(single(cp));
         }
         if (!ok()) break;
         ++pos_;

@@ -136,6 +136,7 @@ TEST_CASE("shutdown grace over before an answer started: 503 shutting_down", "[a
   REQUIRE(r);
   CHECK(r->status == 503);
   CHECK(r->json()["error"]["code"] == "shutting_down");
+  CHECK(r->header("retry-after") == "1");
   CHECK(r->header("connection") == "close");
   ts.fake().open_prompt_gate();
   CHECK(ts.stop(kWait));

@@ -303,6 +303,12 @@ TEST_CASE("json schema: what the grammar cannot enforce is refused by name", "[a
   CHECK_THAT(refusal(R"({"type":"object","properties":{"a":{"type":"number","multipleOf":2}}})"),
              Catch::Contains("#/properties/a") && Catch::Contains("multipleOf"));
   CHECK_THAT(refusal(R"({"type":"object","additionalProperties":true})"), Catch::Contains("additionalProperties"));
+  // uniqueItems: true cannot be enforced; false asks nothing (found in
+  // hostile testing: it was refused).
+  CHECK_THAT(refusal(R"({"type":"array","items":{"type":"integer"},"uniqueItems":true})"), Catch::Contains("uniqueItems"));
+  auto any_items = from_schema(R"({"type":"array","items":{"enum":[1]},"uniqueItems":false})");
+  CHECK(accepts(*any_items, "[1,1]"));
+  CHECK_FALSE(accepts(*any_items, "[2]"));
   CHECK_THAT(refusal(R"({"type":"string","format":"hostname"})"), Catch::Contains("format \"hostname\""));
   CHECK_THAT(refusal(R"({"$ref":"https://example.com/s.json"})"), Catch::Contains("only refs"));
   CHECK_THAT(refusal(R"({"$ref":"#/$defs/missing"})"), Catch::Contains("not defined"));

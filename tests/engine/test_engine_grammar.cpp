@@ -267,3 +267,23 @@ TEST_CASE("grammar: sampled ids under fixed seeds are those the full-vocabulary 
        410, 436, 412, 428, 411, 436, 467, 13, 13, 13, 472, 410, 13, 410, 128}};
   CHECK(got == expected);
 }
+
+// Found in hostile testing: a grammar of CJK characters cut by max_tokens
+// after one byte of a character answered "\ufffd", outside the grammar.
+TEST_CASE("grammar: a character cut unfinished by max_tokens is dropped, not sent as U+FFFD", "[engine][grammar]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  const std::vector<int32_t> prompt = engine->tokenize("Once upon a time", true);
+  // U+4E2D (E4 B8 AD) has no token of its own in stories260K's 512: it is
+  // written with three byte tokens.
+  auto g = compiled(R"(root ::= "\u4E2D" "a")");
+  for (int max_tokens = 1; max_tokens <= 3; ++max_tokens) {
+    GenerationRequest r = greedy_request(prompt, max_tokens);
+    r.grammar = g;
+    Generated out = generate(*engine, r);
+    INFO("max_tokens " << max_tokens);
+    CHECK(out.final.finish == FinishReason::kLength);
+    CHECK(out.final.completion_tokens == max_tokens);
+    CHECK(out.text == (max_tokens < 3 ? "" : "\xE4\xB8\xAD"));
+  }
+}

@@ -148,6 +148,20 @@ TEST_CASE("gbnf: what is refused, with where", "[grammar]") {
   }
   CHECK(parse_gbnf("root ::= \"(\" root \")\" | \"x\"\n").is_ok());
   CHECK(parse_gbnf("root ::= a*\na ::= \"x\" a\n").is_ok());  // zero of them
+  // Code points no UTF-8 text holds (found in hostile testing: these
+  // compiled, then failed mid-generation with a misleading message).
+  CHECK_THAT(parse_error("root ::= \"a\" \"\\uD800\""), Catch::Contains("surrogate") && Catch::Contains("column 15"));
+  CHECK_THAT(parse_error("root ::= \"a\" \"\\U00110000\""), Catch::Contains("past U+10FFFF"));
+  CHECK_THAT(parse_error("root ::= [\\U0010FFFF-\\U00110005]"), Catch::Contains("past U+10FFFF"));
+  CHECK_THAT(parse_error("root ::= \"a\" [^\\x00-\\U0010FFFF]"), Catch::Contains("can never end"));
+  CHECK_THAT(parse_error("root ::= [\\uD800-\\uDFFF]"), Catch::Contains("can never end"));  // surrogates only
+  CHECK_THAT(parse_error("root ::= \"a\" []"), Catch::Contains("can never end"));
+  {
+    // A class that matches nothing, beside a way that ends: that way is removed.
+    auto g = compile("root ::= [^\\x00-\\U0010FFFF] | \"b\"");
+    CHECK(accepts(*g, "b"));
+    CHECK(parse_gbnf("root ::= [\\x00-\\uFFFF]").is_ok());  // crosses the surrogates: fine
+  }
   CHECK_THAT(parse_error("root ::= \"abc"), Catch::Contains("unterminated string"));
   CHECK_THAT(parse_error("root ::= [abc"), Catch::Contains("unterminated character class"));
   CHECK_THAT(parse_error("root ::= \"\\q\""), Catch::Contains("unknown escape \\q"));

@@ -148,35 +148,104 @@ ToolCallParse parse_mistral(std::string_view text) {
   return out;
 }
 
-// A generic tool prompt's answer cut short: {"response": "<text so far>
-// gives that text; a cut call gives nothing (both when the answer opens as
-// the envelope; anything else stays content).
-ToolCallParse parse_cut_envelope(std::string_view text) {
-  constexpr std::string_view kCall = "\"tool_call", kResponse = "\"response\"";
+// One past the end of the JSON object, array or string that `s` starts
+// with; npos when `s` ends first (strings and escapes are skipped).
+size_t json_value_end(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+        if (depth == 0) return i + 1;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth <= 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// A generic tool prompt's answer cut short (when it opens as the envelope;
+// anything else stays content): {"tool_calls": [...] gives the calls whole
+// before the cut, {"tool_call": {...} its call if that is whole, and
+// {"response": "... the text written so far (a cut escape dropped); the
+// envelope's markup is never content (found in hostile testing: the whole
+// calls before a cut one were lost, and a cut \ud83d\ude00 left raw JSON).
+ToolCallParse parse_cut_envelope(const ToolCallOptions& options, std::string_view text) {
+  constexpr std::string_view kCalls = "\"tool_calls\"", kCall = "\"tool_call\"", kResponse = "\"response\"";
   const std::string_view t = trim_left(text);
   if (!t.starts_with('{')) return no_calls(text);
   const std::string_view rest = trim_left(t.substr(1));
   if (rest.empty()) return no_calls(text);  // "{" alone: nothing says what it was
-  if (kCall.starts_with(rest) || kResponse.starts_with(rest) || rest.starts_with(kCall)) return {};
-  if (!rest.starts_with(kResponse)) return no_calls(text);
-  // Cut before the text began: {"response" or {"response":
-  if (std::string_view v = trim_left(rest.substr(kResponse.size())); v.empty() || trim_left(v.substr(1)).empty()) {
-    return {};
+  std::string_view key;
+  for (std::string_view k : {kCalls, kCall, kResponse}) {
+    if (k.starts_with(rest)) return {};  // cut inside the key
+    if (rest.starts_with(k)) key = k;
   }
-  // Close the string and the object; a cut escape (\, \u12) is dropped.
-  for (size_t drop = 0; drop <= 6 && drop < t.size(); ++drop) {
-    std::optional<OrderedJson> j = parse_json(std::string(t.substr(0, t.size() - drop)) + "\"}");
-    if (!j || !j->is_object() || j->size() != 1 || !j->begin()->is_string()) continue;
-    return {j->begin()->get<std::string>(), {}};
+  if (key.empty()) return no_calls(text);
+  std::string_view v = trim_left(rest.substr(key.size()));
+  if (v.empty()) return {};
+  if (v.front() != ':') return no_calls(text);
+  v = trim_left(v.substr(1));
+  if (v.empty()) return {};
+  ToolCallParse out;
+  auto add_call = [&](std::string_view item) {
+    std::optional<OrderedJson> j = parse_json(item);
+    std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
+    if (!call || !offered(options, call->name)) return false;
+    out.calls.push_back(std::move(*call));
+    return true;
+  };
+  if (key == kCall) {
+    const size_t end = v.front() == '{' ? json_value_end(v) : std::string_view::npos;
+    if (end != std::string_view::npos && !add_call(v.substr(0, end))) return no_calls(text);
+    return out;
   }
-  return no_calls(text);
+  if (key == kCalls) {
+    if (v.front() != '[') return no_calls(text);
+    for (v = trim_left(v.substr(1)); !v.empty();) {
+      if (v.front() == ',') {
+        v = trim_left(v.substr(1));
+        continue;
+      }
+      const size_t end = v.front() == '{' ? json_value_end(v) : std::string_view::npos;
+      if (end == std::string_view::npos) break;  // the cut one
+      if (!add_call(v.substr(0, end))) return no_calls(text);
+      v = trim_left(v.substr(end));
+    }
+    return out;
+  }
+  // "response": its string, whole or cut (then closed; a cut escape such as
+  // \ or \ud83d\ude0 is dropped). Another kind of value: nothing.
+  if (v.front() != '"') return {};
+  if (const size_t end = json_value_end(v); end != std::string_view::npos) {
+    std::optional<OrderedJson> j = parse_json(v.substr(0, end));
+    if (j && j->is_string()) out.content = j->get<std::string>();
+    return out;
+  }
+  for (size_t drop = 0; drop <= 12 && drop < v.size(); ++drop) {
+    std::optional<OrderedJson> j = parse_json(std::string(v.substr(0, v.size() - drop)) + "\"");
+    if (j && j->is_string()) {
+      out.content = j->get<std::string>();
+      return out;
+    }
+  }
+  return out;
 }
 
 // The generic tool prompt's answer (api/generic_tools.h): {"tool_call":
 // call}, {"tool_calls": [call, ...]} or {"response": "..."}.
 ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view text, bool cut) {
   std::optional<OrderedJson> j = parse_json(trim(text));
-  if (!j && cut) return parse_cut_envelope(text);
+  if (!j && cut) return parse_cut_envelope(options, text);
   if (!j || !j->is_object()) return no_calls(text);
   ToolCallParse out;
   OrderedJson calls;
@@ -216,7 +285,10 @@ ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view 
     case ToolCallSyntax::kMistral: return parse_mistral(text);
     case ToolCallSyntax::kJsonEnvelope: return parse_envelope(options, text, cut);
     case ToolCallSyntax::kGeneric:
-      if (text.find(kHermesOpen) != std::string_view::npos) return parse_hermes(text, cut);
+      // Tags, or a cut answer ending in the start of one.
+      if (text.find(kHermesOpen) != std::string_view::npos || (cut && partial_tag_suffix(text, kHermesOpen) > 0)) {
+        return parse_hermes(text, cut);
+      }
       return parse_bare_json(options, text);
     case ToolCallSyntax::kNone: break;
   }

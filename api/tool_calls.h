@@ -36,9 +36,12 @@
 // "<tool_call>\n{ \"name\" : \"get_wea"):
 //   kHermes / kGeneric tags: an unterminated last block that does not parse,
 //                and a partial opening tag at the very end, are dropped;
-//                the text around them is the content;
+//                the text around them is the content (an unterminated
+//                block after whole calls is dropped even when not cut);
 //   kJsonEnvelope: a cut {"response": "..." gives the text written so far
-//                as content; a cut {"tool_call(s)": ... gives nothing.
+//                as content (a cut escape dropped); a cut {"tool_calls":
+//                [...] gives the calls whole before the cut, a cut
+//                {"tool_call": ... its call if that is whole, and no content.
 // The bare-JSON syntaxes (kLlama3Json, kMistral) keep a cut answer as
 // content, as it cannot be told from a JSON answer that is not a call,
 // unless the call was forced (ToolCallOptions::forced): a forced answer cut

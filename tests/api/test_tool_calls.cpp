@@ -278,6 +278,11 @@ TEST_CASE("an answer cut short (finish_reason length): a cut call is dropped and
       {ToolCallSyntax::kJsonEnvelope, "{\"response\": ", ""},
       {ToolCallSyntax::kJsonEnvelope, "{\"response\"", ""},
       {ToolCallSyntax::kJsonEnvelope, "{\"answer\": \"x", "{\"answer\": \"x"},  // not the envelope: content
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": \"d\\ud83d\\ude0", "d"},  // a cut surrogate pair
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": \"d\\ud83d", "d"},
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": \"abc\", \"note\": \"z", "abc"},  // whole text, then cut
+      {ToolCallSyntax::kJsonEnvelope, "{\"response\": 12", ""},  // not a string: nothing trustworthy
+      {ToolCallSyntax::kGeneric, "hello <tool_call", "hello"},  // no whole tag yet
       {ToolCallSyntax::kJsonEnvelope, "{", "{"},  // nothing says what it was
   };
   for (const Case& k : cases) {
@@ -298,7 +303,36 @@ TEST_CASE("an answer cut short (finish_reason length): a cut call is dropped and
     CHECK(whole.calls.empty());
     CHECK(whole.content == k.text);
   }
-  // A whole call before a cut one stands, as without `cut`.
+  // Whole calls before a cut one stand, as without `cut` (found in hostile
+  // testing: the generic prompt's cut list lost them all).
+  struct Kept {
+    ToolCallSyntax syntax;
+    std::string text;
+    std::vector<std::string> names;
+  };
+  const std::vector<Kept> kept = {
+      {ToolCallSyntax::kJsonEnvelope,
+       "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": "
+       "{\"city\": \"a}b\"}}, {\"name\": \"get_wea",
+       {"get_time", "get_weather"}},
+      {ToolCallSyntax::kJsonEnvelope, "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {}}", {"get_time"}},
+      {ToolCallSyntax::kJsonEnvelope, "{\"tool_call\": {\"name\": \"get_time\", \"arguments\": {}}", {"get_time"}},
+      {ToolCallSyntax::kJsonEnvelope, "{\"tool_call\": {\"name\": \"get_time\", \"arguments\": {}", {}},
+  };
+  for (const Kept& k : kept) {
+    INFO(k.text);
+    auto r = parse_tool_calls(opts(k.syntax), k.text, true);
+    std::vector<std::string> names;
+    for (const ParsedToolCall& c : r.calls) names.push_back(c.name);
+    CHECK(names == k.names);
+    CHECK(r.content.empty());
+    ToolCallStream st(opts(k.syntax));
+    std::string sent;
+    for (const std::string& b : bytes(k.text)) sent += st.push(b);
+    ToolCallParse rest = st.finish(true);
+    CHECK(sent.empty());
+    CHECK(rest.calls.size() == k.names.size());
+  }
   const auto o = opts(ToolCallSyntax::kHermes);
   auto r = parse_tool_calls(o, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>\n<tool_call>{\"na",
                             true);

@@ -17,6 +17,10 @@
 
 #include <uv.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -121,6 +125,13 @@ class PoolTask {
       st.result = st.on_error("internal error");
     }
     st.work = nullptr;  // release what it captured (a request body) on the pool
+#if defined(__GLIBC__)
+    // A large body's preparation frees hundreds of MB (its JSON, a schema's
+    // grammar text and rules) into this pool thread's malloc arena, which
+    // glibc keeps mapped: give it back (found in hostile testing: RSS went
+    // from 22 MB to 1.4 GB after heavy schema requests and stayed there).
+    if (st.lane != nullptr) malloc_trim(0);
+#endif
   }
   static void after(uv_work_t* req, int status) {
     std::unique_ptr<Item> item(static_cast<Item*>(req->data));

@@ -27,7 +27,8 @@
 //
 // Refused (kInvalidArgument naming the keyword and where): every other
 // keyword, notably "multipleOf", "additionalProperties" true or a schema,
-// "patternProperties", "prefixItems", "uniqueItems", "not", "if", other
+// "patternProperties", "prefixItems", "uniqueItems" true ("uniqueItems":
+// false asks nothing and is accepted), "not", "if", other
 // formats, what string_dfa.h refuses in a pattern (lookbehind,
 // backreferences, \b, ...), a fractional bound for a number, a range that
 // holds no value, refs outside the document, schemas nested over 64 deep,

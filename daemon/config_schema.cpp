@@ -224,6 +224,11 @@ const KeySpec kSpecs[] = {
      if (v.i < kMiB) return bad();
      c.engine.cache.disk.budget_bytes = v.i; return Status::ok(); },
    [](const DaemonConfig& c) { return of_int(c.engine.cache.disk.budget_bytes); }},
+  {"cache.disk", "min_free", Kind::kSize, "a size (0: no reserve)",
+   [](const Value& v, DaemonConfig& c) {
+     if (v.i < 0) return bad();
+     c.engine.cache.disk.min_free_bytes = v.i; return Status::ok(); },
+   [](const DaemonConfig& c) { return of_int(c.engine.cache.disk.min_free_bytes); }},
   {"cache.disk", "policy", Kind::kString, kPolicyAllowed,
    [](const Value& v, DaemonConfig& c) { return apply_policy(v.s, c.engine.cache.disk.policy); },
    [](const DaemonConfig& c) { return of_string(c.engine.cache.disk.policy); }},

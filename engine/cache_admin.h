@@ -36,7 +36,7 @@ struct CacheTierReport {
   int64_t hits = 0, misses = 0;
   int64_t bytes_restored = 0, bytes_spilled = 0;
   double restore_seconds = 0, spill_seconds = 0;
-  int64_t puts_skipped = 0;   // records larger than the whole budget
+  int64_t puts_skipped = 0;   // records larger than the whole budget, or not written below the disk reserve
   int64_t writes_failed = 0;  // puts / erases that failed (disk faults)
   std::array<int64_t, size_t(EvictReason::kCount)> evictions{};  // by EvictReason
 };

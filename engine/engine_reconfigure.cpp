@@ -41,6 +41,10 @@ std::vector<std::string> restart_keys(const CacheOptions& cur, const CacheOption
   if (cur.disk.dir != next.disk.dir) {
     out.push_back(restart_needed("cache.disk.dir", quoted(cur.disk.dir), quoted(next.disk.dir)));
   }
+  if (cur.disk.min_free_bytes != next.disk.min_free_bytes) {
+    out.push_back(restart_needed("cache.disk.min_free", std::to_string(cur.disk.min_free_bytes),
+                                 std::to_string(next.disk.min_free_bytes)));
+  }
   if (cur.disk.sync != next.disk.sync) {
     out.push_back(restart_needed("cache.disk.sync", cur.disk.sync ? "true" : "false", next.disk.sync ? "true" : "false"));
   }

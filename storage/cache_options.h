@@ -31,6 +31,9 @@ enum class DiskOnError { kMemoryOnly, kFail };
 struct DiskTierOptions {
   std::string dir;                            // "" = no disk tier
   int64_t budget_bytes = int64_t(20) << 30;
+  // Disk space the store leaves free on its file system, evicting as over
+  // budget when there is less (0: none; rocksdb_store.h, "Disk space").
+  int64_t min_free_bytes = int64_t(1) << 30;
   std::string policy = "lru";
   int64_t ttl_seconds = 0;                    // 0 = pages never expire
   bool sync = false;                          // fsync the WAL on every write

@@ -22,6 +22,7 @@ Result<std::shared_ptr<TierChain>> open_tier_chain(const CacheOptions& options, 
     RocksDbStoreOptions d;
     d.dir = options.disk.dir;
     d.capacity_bytes = options.disk.budget_bytes;
+    d.min_free_bytes = options.disk.min_free_bytes;
     d.policy = options.disk.policy;
     d.ttl_seconds = options.disk.ttl_seconds;
     d.sync_writes = options.disk.sync;

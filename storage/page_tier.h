@@ -49,7 +49,7 @@ struct TierStats {
   int64_t hits = 0, misses = 0;         // keys read: found / not found (or failed)
   int64_t bytes_read = 0;               // record bytes returned by reads (restores)
   int64_t bytes_written = 0;            // record bytes accepted by puts (spills)
-  int64_t puts_skipped = 0;             // puts of a record larger than the budget
+  int64_t puts_skipped = 0;             // puts of a record larger than the budget, or below a disk reserve
   int64_t writes_failed = 0;            // puts/erases that returned an error
   double read_seconds = 0, write_seconds = 0;  // time spent in reads / puts
   int64_t recoveries = 0;               // writes resumed after a fault, or a damaged store replaced

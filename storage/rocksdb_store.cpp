@@ -103,7 +103,7 @@ bool RocksDbPageStore::Impl::erase_records_locked(const std::vector<PageKey>& ke
 }
 
 void RocksDbPageStore::Impl::evict_locked(const PageKey* keep) {
-  const int64_t limit = budget.load();
+  const int64_t limit = size_limit();
   if (size_bytes.load() <= limit) return;
   // Victims are held while chosen, so the next victim() is the next one.
   if (keep) policy->hold(*keep);
@@ -123,6 +123,61 @@ void RocksDbPageStore::Impl::evict_locked(const PageKey* keep) {
     if (projected > limit && !policy->is_pinned(*keep)) victims.push_back(*keep);
   }
   erase_records_locked(victims, EvictReason::kBudget);
+}
+
+void RocksDbPageStore::Impl::maybe_check_free_space() {
+  if (options.min_free_bytes <= 0) return;
+  constexpr int64_t kNoCap = std::numeric_limits<int64_t>::max();
+  // While a cap holds, every put looks (a statvfs): a put right after space
+  // came back must not be evicted by a cap a second old (found by the
+  // disk-full recovery test).
+  const int64_t now = now_ms();
+  if (space_cap.load() == kNoCap && now < next_free_check_ms.load()) return;
+  next_free_check_ms = now + options.free_check_interval_ms;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_lock<std::shared_mutex> db_lock(db_mu);
+  // The memtables are not counted: they reach the disk at a flush (up to a
+  // write buffer, 64 MiB, at once), so the reserve should be larger than
+  // that. Counting them kept a store whose memtable never filled from ever
+  // writing again (found in hostile testing on a 64 MiB tmpfs).
+  int64_t free_bytes = -1;
+  if (options.free_space_bytes) {
+    free_bytes = options.free_space_bytes();
+  } else if (uint64_t f = 0; env->GetFreeSpace(options.dir, &f).ok()) {
+    free_bytes = int64_t(std::min<uint64_t>(f, uint64_t(std::numeric_limits<int64_t>::max())));
+  }
+  if (free_bytes < 0) return;
+  const int64_t reserve = options.min_free_bytes;
+  if (free_bytes >= reserve) {
+    if (space_cap.load() != kNoCap) {
+      spdlog::info("page store {}: {} bytes free again (reserve {}): the budget bounds it alone", options.dir,
+                   free_bytes, reserve);
+    }
+    space_cap = kNoCap;
+    return;
+  }
+  int64_t cap = space_cap.load();
+  if (cap == kNoCap) {
+    cap = size_bytes.load() - (reserve - free_bytes);
+    log.log(spdlog::level::warn, "space",
+            "page store " + options.dir + ": " + std::to_string(free_bytes) + " bytes free on its file system, below " +
+                "the reserve of " + std::to_string(reserve) + " ([cache.disk] min_free): keeping it under " +
+                std::to_string(std::max<int64_t>(cap, 0)) + " bytes until there is room again");
+  } else if (free_bytes < free_at_cap) {
+    cap -= free_at_cap - free_bytes;  // something else took more
+  } else {
+    return;  // what was erased comes back once compacted: the cap holds
+  }
+  free_at_cap = free_bytes;
+  space_cap = std::max<int64_t>(cap, 0);
+  if (!db) return;
+  const int64_t before = size_bytes.load();
+  evict_locked(nullptr);
+  if (size_bytes.load() < before) {
+    std::lock_guard<std::mutex> compact_lock(compact_mu);
+    compact_requested = true;
+    compact_cv.notify_all();
+  }
 }
 
 RocksDbPageStore::RocksDbPageStore(PrivateTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -169,8 +224,12 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
     if (impl->env->GetFreeSpace(options.dir, &free_bytes).ok() &&
         uint64_t(options.capacity_bytes) > uint64_t(impl->size_bytes.load()) + free_bytes) {
       spdlog::warn("page store {}: capacity {} bytes, but only {} bytes are stored and {} free on its "
-                   "file system: page writes will fail when it fills up (lower [cache.disk] budget)",
-                   options.dir, options.capacity_bytes, impl->size_bytes.load(), free_bytes);
+                   "file system: {} (lower [cache.disk] budget)",
+                   options.dir, options.capacity_bytes, impl->size_bytes.load(), free_bytes,
+                   options.min_free_bytes > 0
+                       ? "pages will be evicted to leave " + std::to_string(options.min_free_bytes) +
+                             " bytes free ([cache.disk] min_free)"
+                       : std::string("page writes will fail when it fills up"));
     }
   }
   impl->last_check_ms = now_ms();
@@ -195,6 +254,16 @@ Status RocksDbPageStore::put(const PageKey& key, std::string_view record) {
   const auto t0 = std::chrono::steady_clock::now();
   m.maybe_check_dir();
   m.maybe_recover(/*force=*/false);
+  m.maybe_check_free_space();
+  // Below the disk reserve the store takes no new pages: a page written
+  // and evicted takes disk space until a compaction, which is what the
+  // reserve is short of (found in hostile testing: a capped store went on
+  // filling its disk with pages it evicted at once).
+  if (const int64_t cap = m.space_cap.load(); m.size_bytes.load() + bytes > cap) {
+    ++m.n_puts_skipped;
+    return Status::resource_exhausted("page store " + m.options.dir +
+                                      ": below its disk reserve ([cache.disk] min_free): page not written");
+  }
   const uint64_t gen = m.generation.load();
   Status st = m.put_once(key, record);
   if (!st.is_ok() && m.recovered_after_io_error(st, gen)) st = m.put_once(key, record);

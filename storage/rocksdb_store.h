@@ -95,6 +95,22 @@
 // to it there. The disk tier is the last one: evicted records are dropped, an evict sink is
 // never called.
 //
+// Disk space: with min_free_bytes > 0, each put looks at the file system's
+// free space (at most once per free_check_interval_ms; on every put while
+// the cap below holds). Memtables reach the disk only at a flush (up to a
+// write buffer, at most 64 MiB, at once): the reserve should exceed that. When it is below
+// min_free_bytes, the store caps size_bytes() at what it holds less the
+// shortfall and evicts down to the cap as for the budget (counted as kBudget
+// evictions), and asks for a compaction so the erased bytes come back;
+// while the cap holds, a put that would take the store past it writes
+// nothing (kResourceExhausted, counted in puts_skipped), since a page
+// written and then evicted would take disk space until a compaction. Later
+// looks lower the cap only by what the free space fell since (the bytes
+// just erased come back on disk only after that compaction, so the cap does
+// not chase them). Once the free space is at least min_free_bytes again the
+// cap is lifted. So a cache whose budget exceeds the disk fills the disk
+// only down to the reserve, not to the last byte other programs need.
+//
 // TTL: with ttl_seconds > 0, a background thread erases (kTtl), at most
 // once per ttl_sweep_interval_ms, every record not read or written for
 // longer than ttl_seconds, pinned ones excepted; the first sweep runs one
@@ -191,6 +207,14 @@ struct RocksDbStoreOptions {
   int64_t compaction_interval_ms = 60000;
   // Erased bytes that request one (0: budget / 4, clamped to [1 MiB, 1 GiB]).
   int64_t compaction_trigger_bytes = 0;
+  // Disk space to leave free on dir's file system (0: no reserve; see
+  // "Disk space"), and the least time between two looks at it (0: on every
+  // put).
+  int64_t min_free_bytes = 0;
+  int64_t free_check_interval_ms = 1000;
+  // The file system's free bytes (< 0: unknown). Empty: RocksDB's
+  // Env::GetFreeSpace on dir. Tests pass a fake one.
+  std::function<int64_t()> free_space_bytes{};
   // The wall clock for last-use times and ttl ages, Unix milliseconds
   // (empty: system_unix_ms). Tests pass a fake one.
   std::function<int64_t()> now_unix_ms = system_unix_ms;
@@ -219,7 +243,9 @@ class RocksDbPageStore : public PageTier {
   // Stores (or replaces) the record under key, counts a use of it, then
   // evicts (see "Capacity") while size_bytes() exceeds the budget. Errors:
   // kResourceExhausted (nothing written, counted in puts_skipped) when
-  // 16 + record.size() alone exceeds the budget; kIOError from RocksDB.
+  // 16 + record.size() alone exceeds the budget, or when the disk reserve's
+  // cap holds and the record does not fit under it (see "Disk space");
+  // kIOError from RocksDB.
   Status put(const PageKey& key, std::string_view record) override;
   // The stored bytes exactly as put (no validation: decode_page_record does
   // that; a byte damaged on disk inside the record is returned as it is

@@ -11,6 +11,7 @@
 #include <climits>
 #include <condition_variable>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -175,6 +176,12 @@ struct RocksDbPageStore::Impl {
   std::unique_ptr<EvictionPolicy> policy;  // guarded by mu: the index's entries, by use
   uint64_t next_tick = 1;                  // guarded by mu
   std::atomic<int64_t> budget;             // bound on size_bytes
+  // The free-space reserve (rocksdb_store.h, "Disk space"): a further bound
+  // on size_bytes while the file system has less than min_free_bytes free
+  // (INT64_MAX: none), and the free bytes seen when it was last lowered.
+  std::atomic<int64_t> space_cap{std::numeric_limits<int64_t>::max()};
+  int64_t free_at_cap = 0;                 // guarded by mu
+  std::atomic<int64_t> next_free_check_ms{INT64_MIN / 2};
   std::atomic<int64_t> size_bytes{0};
   std::atomic<int64_t> n_records{0};
   // Index entries whose record is in the legacy layout; while > 0 a get
@@ -320,6 +327,11 @@ struct RocksDbPageStore::Impl {
 
   // At most once per dir_check_interval_ms: recover if the directory is gone.
   void maybe_check_dir();
+  // Looks at the free space when due and sets or lifts space_cap, evicting
+  // down to a lowered one (see "Disk space"). Takes mu and db_mu.
+  void maybe_check_free_space();
+  // What size_bytes is kept under: the budget, or the space cap if lower.
+  int64_t size_limit() const { return std::min(budget.load(), space_cap.load()); }
 
   // After an IO error: true when the directory was gone and a reopen ran.
   bool recovered_after_io_error(const Status& st, uint64_t gen);

@@ -60,6 +60,7 @@ TEST_CASE("built-in defaults are the documented ones", "[daemon][config]") {
   CHECK(c.engine.cache.page_size == 16);
   CHECK(c.engine.cache.device.budget_bytes == 1073741824);   // 1 GiB
   CHECK(c.engine.cache.disk.budget_bytes == 21474836480);    // 20 GiB
+  CHECK(c.engine.cache.disk.min_free_bytes == 1073741824);   // 1 GiB left free on the disk
   CHECK(c.engine.cache.device.policy == "lru");
   CHECK(c.engine.cache.host.budget_bytes == 0);              // no host tier
   CHECK(c.engine.cache.host.policy == "lru");
@@ -146,6 +147,7 @@ policy = "lfu"
 [cache.disk]
 dir = "~/larder-cache"
 budget = "1.5GB"
+min_free = "256MiB"
 policy = "priority_lru"
 ttl = "1d12h"
 sync = true
@@ -202,6 +204,7 @@ level = "debug"
   CHECK(c.engine.cache.host.budget_bytes == 3221225472);   // 3 * 2^30
   CHECK(c.engine.cache.host.policy == "priority_lfu");
   CHECK(c.engine.cache.disk.budget_bytes == 1500000000);   // 1.5 * 10^9
+  CHECK(c.engine.cache.disk.min_free_bytes == 268435456);  // 256 * 2^20
   CHECK(c.engine.cache.disk.policy == "priority_lru");
   CHECK(c.engine.cache.disk.ttl_seconds == 129600);        // 86400 + 12 * 3600
   CHECK(c.engine.cache.disk.sync);
@@ -242,7 +245,7 @@ level = "debug"
   CHECK_THAT(dump_config(c, false), Catch::Contains("\n[cache.host]\nbudget = \"3GiB\"\npolicy = \"priority_lfu\"\n"));
   CHECK_THAT(dump_config(c, false),
              Catch::Contains("\n[cache.disk]\ndir = \"/home/carol/larder-cache\"\nbudget = \"1500000000B\"\n"
-                             "policy = \"priority_lru\"\nttl = \"1d12h\"\nsync = true\non_error = \"fail\"\n"));
+                             "min_free = \"256MiB\"\npolicy = \"priority_lru\"\nttl = \"1d12h\"\nsync = true\non_error = \"fail\"\n"));
 }
 
 TEST_CASE("API keys never show in --print-config's dump or in error messages", "[daemon][config]") {
@@ -353,6 +356,8 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
       {"[cache.device]\nbudget = \"12XB\"",
        "cache.device.budget = \"12XB\": must be a size of at least 1MiB (unknown unit \"XB\""},
       {"[cache.disk]\nbudget = -5", "cache.disk.budget = -5: must be a size of at least 1MiB (negative)"},
+      {"[cache.disk]\nmin_free = -1", "cache.disk.min_free = -1: must be a size (0: no reserve) (negative)"},
+      {"[cache.disk]\nmin_free = \"2ZB\"", "cache.disk.min_free = \"2ZB\": must be a size (0: no reserve)"},
       {"[cache]\ndevice.budget = \"512KiB\"",  // dotted keys name the same key
        "config error: cache.device.budget = \"512KiB\": must be a size of at least 1MiB (line 2)"},
       {"[cache.device]\nbudget = \"1048575\"", "cache.device.budget = \"1048575\": must be a size of at least 1MiB"},
@@ -389,7 +394,7 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
        "config error: unknown key cache.device.budgett (did you mean budget?) (known keys in [cache.device]: "
        "budget, policy) (line 2)"},
       {"[cache.disk]\nttls = 1", "unknown key cache.disk.ttls (did you mean ttl?) (known keys in [cache.disk]: "
-                                  "dir, budget, policy, ttl, sync, on_error)"},
+                                  "dir, budget, min_free, policy, ttl, sync, on_error)"},
       // A tier's key one level up.
       {"[cache]\nttl = \"1d\"", "unknown key cache.ttl (did you mean disk.ttl?)"},
       {"[cache]\nbudget = \"1GiB\"", "unknown key cache.budget (did you mean device.budget, host.budget or disk.budget?)"},

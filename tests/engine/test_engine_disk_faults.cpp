@@ -24,12 +24,38 @@ std::vector<int32_t> variant(int32_t second) {
 
 }  // namespace
 
+TEST_CASE("with the disk reserve (the default min_free), pages are not written to a full disk at all",
+          "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = options_for(model, dir.str());
+  REQUIRE(o.cache.disk.min_free_bytes == int64_t(1) << 30);
+  o.open_tiers = tier_factory(hooks_for(ffs));
+  auto engine = make_engine(o);  // opened with room
+  ffs->full = true;              // now GetFreeSpace says 0: below the reserve
+  std::vector<int32_t> prompt = reference_prompt("long");
+  Generated cold = generate(*engine, greedy_request(prompt, 4));
+  REQUIRE(cold.final.finish == FinishReason::kLength);
+  engine->flush_storage();
+  CHECK(engine->stats().disk_writes_failed == 0);  // no write was tried
+  const CacheReport report = engine->cache_report().value();
+  int64_t skipped = -1;
+  for (const auto& t : report.tiers) {
+    if (t.name == "disk") skipped = t.puts_skipped;
+  }
+  CHECK(skipped == 18);  // (299 - 1) / 16 full pages
+  Generated warm = generate(*engine, greedy_request(prompt, 4));
+  CHECK(warm.final.cached_tokens == 298);  // served from memory meanwhile
+}
+
 TEST_CASE("engine started on a full disk serves from memory and writes pages once space returns",
           "[engine][faults]") {
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
+  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
   o.open_tiers = tier_factory(hooks_for(ffs));
   ffs->full = true;
   std::vector<int32_t> prompt = reference_prompt("long");
@@ -75,6 +101,7 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
+  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
   o.open_tiers = tier_factory(hooks_for(ffs));
   {
     auto engine = make_engine(o);
@@ -106,6 +133,7 @@ TEST_CASE("pins stored on a disk that was down at start are applied when it retu
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
+  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
   o.cache.device.budget_bytes = 80 * 20480;  // room for a full context and two pinned prefixes
   o.open_tiers = tier_factory(hooks_for(ffs));
   const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
@@ -157,6 +185,7 @@ TEST_CASE("pins across a disk tier's return: unpin while unread, evict and stop 
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
+  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
   o.cache.device.budget_bytes = 80 * 20480;  // room for a full context and two pinned prefixes
   o.open_tiers = tier_factory(hooks_for(ffs));
   const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
@@ -210,6 +239,7 @@ TEST_CASE("a prefix unpinned while the disk tier is faulted stays unpinned when 
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
   EngineOptions o = options_for(model, dir.str());
+  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
   o.cache.device.budget_bytes = 80 * 20480;
   o.open_tiers = tier_factory(hooks_for(ffs));
   const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);

@@ -1,5 +1,6 @@
 // RocksDbPageStore: persistence, LRU capacity eviction, a directory deleted
 // while open, garbage values, corrupted files, bad directories.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -126,6 +127,93 @@ TEST_CASE("store evicts least recently accessed records over capacity", "[storag
     CHECK(get_ok(*store, key_n(4)).has_value());
     CHECK(get_ok(*store, key_n(6)).has_value());
   }
+}
+
+TEST_CASE("store keeps min_free bytes free on its file system: evicts by the shortfall, lifts the cap once free",
+          "[storage][rocksdb]") {
+  TempDir tmp("min_free");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  o.capacity_bytes = 100000;  // the budget never binds here
+  o.min_free_bytes = 5000;
+  o.free_check_interval_ms = 0;
+  std::atomic<int64_t> free_bytes{100000};  // the file system's free space, as the test says
+  o.free_space_bytes = [&free_bytes] { return free_bytes.load(); };
+  auto store = open_store(o);
+  auto held = [&store](std::vector<uint64_t> ns) {
+    for (uint64_t n = 1; n <= 12; ++n) {
+      const bool want = std::find(ns.begin(), ns.end(), n) != ns.end();
+      INFO("record " << n);
+      CHECK(get_ok(*store, key_n(n)).has_value() == want);
+    }
+  };
+  // Each record counts 1108 bytes (see the capacity test above).
+  for (uint64_t n = 1; n <= 5; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
+  CHECK(store->size_bytes() == 5 * 1108);
+  // 3000 free, 2000 short: the cap is 5540 - 2000 = 3540 bytes; 1 and 2 go,
+  // and 6 is not written (it would take the store past the cap).
+  free_bytes = 3000;
+  CHECK(store->put(key_n(6), record_n(6, 4, 1000)).code() == StatusCode::kResourceExhausted);
+  CHECK(store->size_bytes() == 3 * 1108);
+  held({3, 4, 5});
+  // The same free space again (the erased bytes not back yet): the cap
+  // holds, and the store takes nothing new.
+  CHECK(store->put(key_n(7), record_n(7, 4, 1000)).code() == StatusCode::kResourceExhausted);
+  held({3, 4, 5});
+  // 1000 fewer free: the cap falls by 1000 to 2540: 3 goes (the gets above
+  // made 3, 4, 5 the order).
+  free_bytes = 2000;
+  CHECK(store->put(key_n(8), record_n(8, 4, 1000)).code() == StatusCode::kResourceExhausted);
+  CHECK(store->size_bytes() == 2 * 1108);
+  held({4, 5});
+  // Room again: the cap is lifted, puts are written, nothing is evicted.
+  free_bytes = 6000;
+  for (uint64_t n = 9; n <= 12; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
+  CHECK(store->size_bytes() == 6 * 1108);
+  held({4, 5, 9, 10, 11, 12});
+  CHECK(store->stats().puts_skipped == 3);
+  // An unknown free space (< 0) changes nothing.
+  free_bytes = -1;
+  REQUIRE(store->put(key_n(1), record_n(1, 4, 1000)).is_ok());
+  CHECK(store->n_records() == 7);
+}
+
+TEST_CASE("store with a space cap looks at the free space on every put, so room coming back is seen at once",
+          "[storage][rocksdb]") {
+  // Found by the disk-full recovery test: a page written just after space
+  // came back was evicted by a cap set up to a second before.
+  TempDir tmp("min_free_lift");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  o.capacity_bytes = 100000;
+  o.min_free_bytes = 5000;
+  o.free_check_interval_ms = 3600 * 1000;  // an hour: only the first put would look, but for the cap
+  std::atomic<int64_t> free_bytes{0};
+  o.free_space_bytes = [&free_bytes] { return free_bytes.load(); };
+  auto store = open_store(o);
+  CHECK(store->put(key_n(1), record_n(1, 4, 1000)).code() == StatusCode::kResourceExhausted);  // capped at 0
+  CHECK(store->n_records() == 0);
+  free_bytes = 50000;
+  REQUIRE(store->put(key_n(2), record_n(2, 4, 1000)).is_ok());  // looked again: the cap is lifted
+  REQUIRE(store->put(key_n(3), record_n(3, 4, 1000)).is_ok());
+  CHECK(store->n_records() == 2);
+}
+
+TEST_CASE("store without a reserve (min_free_bytes 0) never looks at the free space", "[storage][rocksdb]") {
+  TempDir tmp("no_reserve");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("db");
+  o.capacity_bytes = 100000;
+  o.free_check_interval_ms = 0;
+  std::atomic<int> looks{0};
+  o.free_space_bytes = [&looks] {
+    ++looks;
+    return int64_t(0);
+  };
+  auto store = open_store(o);
+  for (uint64_t n = 1; n <= 4; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
+  CHECK(store->n_records() == 4);
+  CHECK(looks == 0);
 }
 
 TEST_CASE("store survives its directory being deleted while open", "[storage][rocksdb]") {

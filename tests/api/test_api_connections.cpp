@@ -433,11 +433,14 @@ TEST_CASE("a client that pipelines past the pause and closes still cancels its g
 // started, so a second pipelined response queued behind the first had to be
 // taken whole within idle_timeout_s.
 TEST_CASE("two pipelined whole responses read slowly but steadily are not cut", "[api][conn]") {
+  // Each response takes about 2 s to read at the pace below, twice the
+  // idle timeout (a timeout of 0.5 s with 4 MiB responses failed now and
+  // then on a loaded machine, before and after the fix).
   ServerOptions o;
-  o.idle_timeout_s = 0.5;
+  o.idle_timeout_s = 1.0;
   TestServer ts(o);
   FakeScript script;
-  script.pieces.assign(128, std::string(32 << 10, 'y'));  // 4 MiB each
+  script.pieces.assign(256, std::string(32 << 10, 'y'));  // 8 MiB each
   ts.fake().set_script(script);
   TestClient c(ts.port(), 64 << 10);
   c.pace_reads(15ms);
@@ -450,7 +453,7 @@ TEST_CASE("two pipelined whole responses read slowly but steadily are not cut", 
     REQUIRE(r);
     REQUIRE(r->complete);
     CHECK(json::parse(r->body)["choices"][0]["message"]["content"].get<std::string>().size() ==
-          size_t(128 * (32 << 10)));
+          size_t(256 * (32 << 10)));
   }
 }
 

@@ -31,7 +31,7 @@ test('--print-config prints the new cache keys; old-name warnings go to stderr',
   assert.ok(!first.stdout.includes('old name'), first.stdout);
   assert.ok(!first.stdout.includes('capacity'), first.stdout);
   assert.match(first.stdout, /\n\[cache\.device\]\nbudget = "2GiB"\npolicy = "lru"\n/);
-  assert.match(first.stdout, /\n\[cache\.disk\]\ndir = "\/srv\/e2e"\nbudget = "3GiB"\npolicy = "lru"\nttl = "1d12h"\n/);
+  assert.match(first.stdout, /\n\[cache\.disk\]\ndir = "\/srv\/e2e"\nbudget = "3GiB"\nmin_free = "1GiB"\npolicy = "lru"\nttl = "1d12h"\n/);
 
   const printed = join(dir, 'printed.toml');
   writeFileSync(printed, first.stdout);

@@ -32,10 +32,46 @@ std::string_view trim_left(std::string_view s) {
   return s;
 }
 
+// `text` with the raw control characters inside its JSON strings escaped
+// (\n, \t, \r, \u00XX); empty when it has none.
+std::string escape_raw_controls(std::string_view text) {
+  std::string out;
+  bool in_string = false, found = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (in_string && c < 0x20) {
+      found = true;
+      static constexpr char kHex[] = "0123456789abcdef";
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default: out += "\\u00"; out += kHex[c >> 4]; out += kHex[c & 15];
+      }
+      continue;
+    }
+    out += static_cast<char>(c);
+    if (in_string && c == '\\' && i + 1 < text.size()) {
+      out += text[++i];
+    } else if (c == '"') {
+      in_string = !in_string;
+    }
+  }
+  return found ? out : std::string();
+}
+
+// JSON, or nullopt. A raw newline or tab inside a string is taken as its
+// escape: models write code and multi-line text into argument strings that
+// way (found in hostile testing: the whole call became content).
 std::optional<OrderedJson> parse_json(std::string_view text) {
   if (json_nesting_exceeds(text)) return std::nullopt;  // plain text, never a call
   OrderedJson j = parse_json_ordered(text);
-  if (j.is_discarded()) return std::nullopt;
+  if (j.is_discarded()) {
+    const std::string escaped = escape_raw_controls(text);
+    if (escaped.empty()) return std::nullopt;
+    j = parse_json_ordered(escaped);
+    if (j.is_discarded()) return std::nullopt;
+  }
   return j;
 }
 
@@ -74,20 +110,86 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
   return 0;
 }
 
+// One past the end of the JSON object, array or string that `s` starts
+// with; npos when `s` ends first (strings and escapes are skipped).
+size_t json_value_end(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+        if (depth == 0) return i + 1;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth <= 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string_view trim_right(std::string_view s) {
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Content around calls: the text before the first call keeps its leading
+// whitespace (a stream has sent it before any call shows), the whitespace
+// next to each call is dropped, and the pieces after calls are joined to
+// it by a newline each (found in hostile testing: a streamed answer and the
+// same answer whole came back with different content).
+void append_piece(std::string* content, std::string_view piece) {
+  piece = trim(piece);
+  if (piece.empty()) return;
+  if (!content->empty()) *content += '\n';
+  *content += piece;
+}
+
 ToolCallParse parse_hermes(std::string_view text, bool cut) {
   ToolCallParse out;
   std::string content;
   size_t pos = 0;
   for (size_t open; (open = text.find(kHermesOpen, pos)) != std::string_view::npos;) {
-    content += text.substr(pos, open - pos);
+    if (pos == 0) {
+      content = trim_right(text.substr(0, open));
+      if (trim(content).empty()) content.clear();
+    } else {
+      append_piece(&content, text.substr(pos, open - pos));
+    }
     const size_t body = open + kHermesOpen.size();
-    const size_t close = text.find(kHermesClose, body);
-    std::string_view inner = close == std::string_view::npos ? text.substr(body) : text.substr(body, close - body);
-    // A last block without its closing tag (the answer was cut, or the
-    // model ended there): the start of that tag is not part of the call.
-    if (close == std::string_view::npos) inner.remove_suffix(partial_tag_suffix(inner, kHermesClose));
-    std::optional<OrderedJson> j = parse_json(trim(inner));
-    std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
+    auto call_closed_at = [&](size_t close) {
+      std::string_view inner = close == std::string_view::npos ? text.substr(body) : text.substr(body, close - body);
+      // A last block without its closing tag (the answer was cut, or the
+      // model ended there): the start of that tag is not part of the call.
+      if (close == std::string_view::npos) inner.remove_suffix(partial_tag_suffix(inner, kHermesClose));
+      std::optional<OrderedJson> j = parse_json(trim(inner));
+      return j ? call_from_json(*j) : std::nullopt;
+    };
+    size_t close = text.find(kHermesClose, body);
+    std::optional<ParsedToolCall> call = call_closed_at(close);
+    if (!call && close != std::string_view::npos) {
+      // The closing tag may be inside a string of the call (code that
+      // writes tool calls): the tag after the call's JSON value ends it
+      // (found in hostile testing: the call became content).
+      const size_t start = text.find_first_not_of(" \t\r\n", body);
+      const size_t length = start == std::string_view::npos || text[start] != '{'
+                                ? std::string_view::npos
+                                : json_value_end(text.substr(start));
+      if (length != std::string_view::npos && start + length > close) {
+        const size_t later = text.find(kHermesClose, start + length);
+        if (std::optional<ParsedToolCall> c = call_closed_at(later)) {
+          call = std::move(c);
+          close = later;
+        }
+      }
+    }
     if (!call && close == std::string_view::npos && (cut || !out.calls.empty())) {
       // A call cut short (max_tokens), alone or after whole ones: the whole
       // ones stand, the cut one is dropped (found in hostile testing: every
@@ -106,12 +208,15 @@ ToolCallParse parse_hermes(std::string_view text, bool cut) {
   if (const size_t partial = partial_tag_suffix(tail, kHermesOpen);
       partial > 0 && (cut || partial == trim(tail).size())) {
     tail.remove_suffix(partial);
-    while (!tail.empty() && is_space(tail.back())) tail.remove_suffix(1);
+    tail = trim_right(tail);
   }
-  content += tail;
-  // Content around calls (or a dropped one) is trimmed; a cut answer with
-  // no tag at all keeps its text as streamed.
-  out.content = pos == 0 ? std::string(tail) : std::string(trim(content));
+  // A cut answer with no tag at all keeps its text as streamed.
+  if (pos == 0) {
+    out.content = tail;
+  } else {
+    append_piece(&content, tail);
+    out.content = std::move(content);
+  }
   return out;
 }
 
@@ -148,38 +253,13 @@ ToolCallParse parse_mistral(std::string_view text) {
   return out;
 }
 
-// One past the end of the JSON object, array or string that `s` starts
-// with; npos when `s` ends first (strings and escapes are skipped).
-size_t json_value_end(std::string_view s) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-        if (depth == 0) return i + 1;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if ((c == '}' || c == ']') && --depth <= 0) {
-      return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
-
 // A generic tool prompt's answer cut short (when it opens as the envelope;
 // anything else stays content): {"tool_calls": [...] gives the calls whole
 // before the cut, {"tool_call": {...} its call if that is whole, and
 // {"response": "... the text written so far (a cut escape dropped); the
 // envelope's markup is never content (found in hostile testing: the whole
 // calls before a cut one were lost, and a cut \ud83d\ude00 left raw JSON).
-ToolCallParse parse_cut_envelope(const ToolCallOptions& options, std::string_view text) {
+ToolCallParse parse_cut_envelope(std::string_view text) {
   constexpr std::string_view kCalls = "\"tool_calls\"", kCall = "\"tool_call\"", kResponse = "\"response\"";
   const std::string_view t = trim_left(text);
   if (!t.starts_with('{')) return no_calls(text);
@@ -200,7 +280,7 @@ ToolCallParse parse_cut_envelope(const ToolCallOptions& options, std::string_vie
   auto add_call = [&](std::string_view item) {
     std::optional<OrderedJson> j = parse_json(item);
     std::optional<ParsedToolCall> call = j ? call_from_json(*j) : std::nullopt;
-    if (!call || !offered(options, call->name)) return false;
+    if (!call) return false;
     out.calls.push_back(std::move(*call));
     return true;
   };
@@ -243,17 +323,18 @@ ToolCallParse parse_cut_envelope(const ToolCallOptions& options, std::string_vie
 
 // The generic tool prompt's answer (api/generic_tools.h): {"tool_call":
 // call}, {"tool_calls": [call, ...]} or {"response": "..."}.
-ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view text, bool cut) {
+ToolCallParse parse_envelope(std::string_view text, bool cut) {
   std::optional<OrderedJson> j = parse_json(trim(text));
-  if (!j && cut) return parse_cut_envelope(options, text);
+  if (!j && cut) return parse_cut_envelope(text);
   if (!j || !j->is_object()) return no_calls(text);
   ToolCallParse out;
   OrderedJson calls;
+  auto r = j->find("response");
   if (auto c = j->find("tool_call"); c != j->end()) {
     calls = OrderedJson::array({*c});
   } else if (auto cs = j->find("tool_calls"); cs != j->end() && cs->is_array()) {
     calls = *cs;
-  } else if (auto r = j->find("response"); r != j->end()) {
+  } else if (r != j->end()) {
     out.content = r->is_string() ? r->get<std::string>() : dump(*r);
     return out;
   } else {
@@ -261,10 +342,13 @@ ToolCallParse parse_envelope(const ToolCallOptions& options, std::string_view te
   }
   for (const OrderedJson& item : calls) {
     std::optional<ParsedToolCall> call = call_from_json(item);
-    if (!call || !offered(options, call->name)) return no_calls(text);
+    if (!call) return no_calls(text);
     out.calls.push_back(std::move(*call));
   }
-  if (out.calls.empty()) return no_calls(text);
+  // Text beside the calls ({"tool_calls": [], "response": "Hi"} included):
+  // "response", or "content" as the prompt renders an earlier turn's text.
+  if (r == j->end()) r = j->find("content");
+  if (r != j->end() && r->is_string()) out.content = r->get<std::string>();
   return out;
 }
 
@@ -283,7 +367,7 @@ ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view 
     case ToolCallSyntax::kHermes: return parse_hermes(text, cut);
     case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);
     case ToolCallSyntax::kMistral: return parse_mistral(text);
-    case ToolCallSyntax::kJsonEnvelope: return parse_envelope(options, text, cut);
+    case ToolCallSyntax::kJsonEnvelope: return parse_envelope(text, cut);
     case ToolCallSyntax::kGeneric:
       // Tags, or a cut answer ending in the start of one.
       if (text.find(kHermesOpen) != std::string_view::npos || (cut && partial_tag_suffix(text, kHermesOpen) > 0)) {
@@ -337,6 +421,7 @@ std::string ToolCallStream::push(std::string_view delta) {
   while (cut > 0 && is_space(held_[cut - 1])) --cut;
   std::string out = held_.substr(0, cut);
   held_.erase(0, cut);
+  if (!trim(out).empty()) sent_text_ = true;
   return out;
 }
 
@@ -352,7 +437,12 @@ ToolCallParse ToolCallStream::finish(bool cut) {
     }
     return no_calls(rest);
   }
-  return parse_tool_calls(options_, rest, cut);
+  ToolCallParse out = parse_tool_calls(options_, rest, cut);
+  // Text after the calls joins the text sent before them by a newline, as
+  // in a whole answer (see append_piece); a held answer that was no call is
+  // the raw rest.
+  if (sent_text_ && !out.content.empty() && out.content != rest) out.content.insert(0, "\n");
+  return out;
 }
 
 }  // namespace larder

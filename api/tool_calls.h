@@ -18,12 +18,22 @@
 //   kJsonEnvelope the whole answer is {"tool_call": {"name": N, "arguments":
 //                {...}}}, {"tool_calls": [...]} or {"response": "text"} (the
 //                generic tool prompt, api/generic_tools.h); a response's
-//                text is the content
+//                text is the content, also beside calls ("content" too, as
+//                the prompt renders earlier turns); {"tool_calls": []} is
+//                no call and no content (as llama.cpp's generic format)
 // In every call object "arguments" and "parameters" are both accepted, and
-// the arguments must be a JSON object (or a string holding one). A bare JSON
+// the arguments must be a JSON object (or a string holding one). A raw
+// newline, tab or other control character inside a JSON string is read as
+// its escape (models write code into arguments that way). A bare JSON
 // answer (kLlama3Json, kGeneric without tags) only counts as a call when it
 // names one of the offered tools, so a JSON answer that merely looks like a
-// call stays content.
+// call stays content; tags and the envelope say plainly that they hold a
+// call, so a name that was not offered is still a call there (llama.cpp and
+// vLLM do the same; the client's tool runner reports the unknown name).
+//
+// Content around Hermes calls: the text before the first call keeps its
+// leading whitespace, the whitespace next to each call is dropped, and text
+// after calls joins it by a newline; a stream gives the same.
 //
 // Malformed calls (JSON that does not parse, a missing name, arguments that
 // are not an object) never fail a request: the whole answer is then content,
@@ -95,6 +105,7 @@ class ToolCallStream {
   ToolCallOptions options_;
   Mode mode_ = Mode::kStart;
   std::string held_;  // text not sent yet
+  bool sent_text_ = false;  // push() has returned content that is not only whitespace
 };
 
 }  // namespace larder

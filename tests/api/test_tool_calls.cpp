@@ -177,13 +177,32 @@ TEST_CASE("JSON envelope (generic tool prompt): tool_call, tool_calls or respons
   ToolCallParse reply = parse_tool_calls(o, R"({"response": "It is sunny.\nEnjoy."})");
   CHECK(reply.calls.empty());
   CHECK(reply.content == "It is sunny.\nEnjoy.");
-  // Anything else stays the whole text: free text, other JSON, a tool not offered.
-  for (const char* text : {"Once upon a time", R"({"answer": 42})", R"({"tool_call": {"name": "rm_rf", "arguments": {}}})",
-                           R"({"tool_calls": []})", R"({"tool_call": {"name": "get_time", "arguments": {})"}) {
+  // Anything else stays the whole text: free text, other JSON, a call not whole.
+  for (const char* text : {"Once upon a time", R"({"answer": 42})", R"({"tool_call": {"name": "get_time", "arguments": {})",
+                           R"({"tool_calls": [{"name": "get_time", "arguments": 3}]})"}) {
     ToolCallParse p = parse_tool_calls(o, text);
     CHECK(p.calls.empty());
     CHECK(p.content == text);
   }
+  // Found in hostile testing (each came back as raw JSON): an empty list is
+  // no call; text beside calls is the content; a tool that was not offered
+  // is still a call, and the calls beside it stand.
+  ToolCallParse none = parse_tool_calls(o, R"({"tool_calls": []})");
+  CHECK(none.calls.empty());
+  CHECK(none.content.empty());
+  ToolCallParse said = parse_tool_calls(o, R"({"tool_calls": [], "response": "Hi"})");
+  CHECK(said.calls.empty());
+  CHECK(said.content == "Hi");
+  ToolCallParse beside = parse_tool_calls(
+      o, R"({"tool_calls": [{"name": "get_time", "arguments": {}}, {"name": "rm_rf", "arguments": {}}], "content": "Both."})");
+  REQUIRE(beside.calls.size() == 2);
+  CHECK(beside.calls[0].name == "get_time");
+  CHECK(beside.calls[1].name == "rm_rf");
+  CHECK(beside.content == "Both.");
+  ToolCallParse unoffered = parse_tool_calls(o, R"({"tool_call": {"name": "rm_rf", "arguments": {}}})");
+  REQUIRE(unoffered.calls.size() == 1);
+  CHECK(unoffered.calls[0].name == "rm_rf");
+  CHECK(unoffered.content.empty());
   // Streaming: an answer opening with '{' is held to the end; text streams.
   Streamed held = stream(o, {" {\"response\"", ": \"Hi\"}"});
   CHECK(held.sent.empty());
@@ -379,4 +398,102 @@ TEST_CASE("a forced call cut short gives no content in any syntax; unforced bare
   auto whole = parse_tool_calls(forced, "[{\"name\": \"get_time\", \"arguments\": {}}]", true);
   REQUIRE(whole.calls.size() == 1);
   CHECK(whole.calls[0].name == "get_time");
+}
+
+TEST_CASE("streamed and whole parses agree on content and calls, split anywhere", "[api][tools]") {
+  // Found in hostile testing: leading whitespace before text that comes
+  // before a call was streamed but trimmed from the whole answer.
+  struct Case {
+    ToolCallSyntax syntax;
+    std::string text;
+  };
+  const std::string call = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  const std::vector<Case> cases = {
+      {ToolCallSyntax::kHermes, "  Sure.\n" + call},
+      {ToolCallSyntax::kHermes, "\n\nLet me check.  " + call + "\n"},
+      {ToolCallSyntax::kHermes, "Sure. " + call + " Done."},
+      {ToolCallSyntax::kHermes, call + "\n  Done. \n" + call + " Bye "},
+      {ToolCallSyntax::kHermes, "  just text, no call  "},
+      {ToolCallSyntax::kHermes, " text <tool and <tool_ca"},
+      {ToolCallSyntax::kGeneric, " \n" + call},
+      {ToolCallSyntax::kGeneric, "  {\"name\": \"get_time\", \"arguments\": {}} "},
+      {ToolCallSyntax::kLlama3Json, " <|python_tag|>{\"name\": \"get_time\", \"parameters\": {}}"},
+      {ToolCallSyntax::kLlama3Json, "  The time is {noon}. "},
+      {ToolCallSyntax::kMistral, " [TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {}}]"},
+      {ToolCallSyntax::kMistral, " [1, 2] "},
+      {ToolCallSyntax::kJsonEnvelope, "\n{\"response\": \"  Hi  \"}\n"},
+      {ToolCallSyntax::kJsonEnvelope, " {\"tool_calls\": []}"},
+      {ToolCallSyntax::kJsonEnvelope, "  hi {\"response\": 1}"},
+  };
+  for (const Case& k : cases) {
+    for (bool cut : {false, true}) {
+      const auto o = opts(k.syntax);
+      const ToolCallParse whole = parse_tool_calls(o, k.text, cut);
+      for (size_t split = 0; split <= k.text.size(); ++split) {
+        INFO(k.text << " | cut " << cut << " | split at " << split);
+        std::vector<std::string> pieces = {k.text.substr(0, split), k.text.substr(split)};
+        if (split == k.text.size()) pieces = bytes(k.text);
+        ToolCallStream s(o);
+        std::string sent;
+        for (const std::string& p : pieces) sent += s.push(p);
+        const ToolCallParse rest = s.finish(cut);
+        CHECK(sent + rest.content == whole.content);
+        REQUIRE(rest.calls.size() == whole.calls.size());
+        for (size_t i = 0; i < whole.calls.size(); ++i) {
+          CHECK(rest.calls[i].name == whole.calls[i].name);
+          CHECK(rest.calls[i].arguments == whole.calls[i].arguments);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a raw newline or tab inside a JSON string is read as its escape", "[api][tools]") {
+  // Found in hostile testing: a model writing code with real newlines into
+  // an argument string (or a reply) lost the call, or its whole reply.
+  const std::string code_args = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"a\nb\tc\x01\"}}";
+  const std::string want = R"({"city":"a\nb\tc\u0001"})";
+  auto hermes = parse_tool_calls(opts(ToolCallSyntax::kHermes), "<tool_call>\n" + code_args + "\n</tool_call>");
+  REQUIRE(hermes.calls.size() == 1);
+  CHECK(hermes.calls[0].arguments == want);
+  auto llama = parse_tool_calls(opts(ToolCallSyntax::kLlama3Json), code_args);
+  REQUIRE(llama.calls.size() == 1);
+  CHECK(llama.calls[0].arguments == want);
+  const auto env = opts(ToolCallSyntax::kJsonEnvelope);
+  auto reply = parse_tool_calls(env, "{\"response\": \"line 1\nline 2\"}");
+  CHECK(reply.calls.empty());
+  CHECK(reply.content == "line 1\nline 2");
+  // Cut inside such a string: the text so far.
+  CHECK(parse_tool_calls(env, "{\"response\": \"line 1\nline", true).content == "line 1\nline");
+  // Raw newlines between tokens stay plain JSON whitespace; an escaped quote
+  // does not end the string.
+  auto spaced = parse_tool_calls(env, "{\n\"response\":\n\"say \\\"hi\\\"\nnow\"\n}");
+  CHECK(spaced.content == "say \"hi\"\nnow");
+  // Not JSON even then: the whole text.
+  CHECK(parse_tool_calls(env, "{\"response\": \"a\nb}").content == "{\"response\": \"a\nb}");
+}
+
+TEST_CASE("Hermes: a closing tag inside an argument string does not end the call", "[api][tools]") {
+  // Found in hostile testing: code that writes tool calls put "</tool_call>"
+  // in a string, and the call became content.
+  const auto o = opts(ToolCallSyntax::kHermes);
+  const std::string text =
+      "Writing it.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x</tool_call>y\"}}\n"
+      "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  auto r = parse_tool_calls(o, text);
+  REQUIRE(r.calls.size() == 2);
+  CHECK(r.calls[0].arguments == R"({"city":"x</tool_call>y"})");
+  CHECK(r.calls[1].name == "get_time");
+  CHECK(r.content == "Writing it.");
+  ToolCallStream s(o);
+  std::string sent;
+  for (const std::string& b : bytes(text)) sent += s.push(b);
+  ToolCallParse rest = s.finish();
+  CHECK(sent + rest.content == "Writing it.");
+  REQUIRE(rest.calls.size() == 2);
+  CHECK(rest.calls[0].arguments == R"({"city":"x</tool_call>y"})");
+  // A block that is not JSON before its first closing tag is still not a call.
+  const std::string bad = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}\n</tool_call> and }";
+  CHECK(parse_tool_calls(o, bad).calls.empty());
+  CHECK(parse_tool_calls(o, bad).content == bad);
 }

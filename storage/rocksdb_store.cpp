@@ -157,27 +157,32 @@ void RocksDbPageStore::Impl::maybe_check_free_space() {
     return;
   }
   int64_t cap = space_cap.load();
+  const int64_t written = bytes_written.load();
   if (cap == kNoCap) {
     cap = size_bytes.load() - (reserve - free_bytes);
     log.log(spdlog::level::warn, "space",
             "page store " + options.dir + ": " + std::to_string(free_bytes) + " bytes free on its file system, below " +
                 "the reserve of " + std::to_string(reserve) + " ([cache.disk] min_free): keeping it under " +
                 std::to_string(std::max<int64_t>(cap, 0)) + " bytes until there is room again");
-  } else if (free_bytes < free_at_cap) {
-    cap -= free_at_cap - free_bytes;  // something else took more
+  } else if (compaction_in_flight()) {
+    return;  // its scratch files come and go: look again after it
   } else {
-    return;  // what was erased comes back once compacted: the cap holds
+    // Lower the cap only by what something else took: the fall in free
+    // space beyond this store's own writes under the cap since the last
+    // look (found in review: each page written under the cap lowered it
+    // again, so the cap ratcheted down while the disk stayed as full). A
+    // rise (erased bytes back after a compaction) is already counted.
+    const int64_t taken = (free_at_cap - free_bytes) - (written - written_at_cap);
+    if (taken > 0) cap -= taken;
   }
   free_at_cap = free_bytes;
+  written_at_cap = written;
+  if (cap == space_cap.load()) return;
   space_cap = std::max<int64_t>(cap, 0);
   if (!db) return;
   const int64_t before = size_bytes.load();
   evict_locked(nullptr);
-  if (size_bytes.load() < before) {
-    std::lock_guard<std::mutex> compact_lock(compact_mu);
-    compact_requested = true;
-    compact_cv.notify_all();
-  }
+  if (size_bytes.load() < before) request_compaction();
 }
 
 RocksDbPageStore::RocksDbPageStore(PrivateTag, std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -105,10 +105,12 @@
 // while the cap holds, a put that would take the store past it writes
 // nothing (kResourceExhausted, counted in puts_skipped), since a page
 // written and then evicted would take disk space until a compaction. Later
-// looks lower the cap only by what the free space fell since (the bytes
-// just erased come back on disk only after that compaction, so the cap does
-// not chase them). Once the free space is at least min_free_bytes again the
-// cap is lifted. So a cache whose budget exceeds the disk fills the disk
+// looks lower the cap only by what something else took: the fall in free
+// space since the last look less the bytes this store wrote meanwhile; they
+// skip a look while a compaction is asked for or runs (its scratch files
+// come and go), and the bytes just erased come back on disk only after
+// that compaction, so the cap does not chase them. Once the free space is
+// at least min_free_bytes again the cap is lifted. So a cache whose budget exceeds the disk fills the disk
 // only down to the reserve, not to the last byte other programs need.
 //
 // TTL: with ttl_seconds > 0, a background thread erases (kTtl), at most

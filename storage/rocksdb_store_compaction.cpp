@@ -20,12 +20,24 @@ void RocksDbPageStore::Impl::note_erased(int64_t bytes, bool legacy) {
   const int64_t trigger = options.compaction_trigger_bytes > 0 ? options.compaction_trigger_bytes
                                                                : default_compaction_trigger_bytes(budget.load());
   if (erased_bytes_since_compaction.fetch_add(bytes) + bytes < trigger && !legacy) return;
+  {
+    std::lock_guard<std::mutex> lock(compact_mu);
+    if (legacy) compact_legacy = true;
+    if (erased_bytes_since_compaction.load() < trigger) return;
+    erased_bytes_since_compaction = 0;
+  }
+  request_compaction();
+}
+
+void RocksDbPageStore::Impl::request_compaction() {
   std::lock_guard<std::mutex> lock(compact_mu);
-  if (legacy) compact_legacy = true;
-  if (erased_bytes_since_compaction.load() < trigger) return;
-  erased_bytes_since_compaction = 0;
   compact_requested = true;
   compact_cv.notify_all();
+}
+
+bool RocksDbPageStore::Impl::compaction_in_flight() {
+  std::lock_guard<std::mutex> lock(compact_mu);
+  return compact_requested || compact_running;
 }
 
 void RocksDbPageStore::Impl::compact_loop() {

@@ -181,6 +181,7 @@ struct RocksDbPageStore::Impl {
   // (INT64_MAX: none), and the free bytes seen when it was last lowered.
   std::atomic<int64_t> space_cap{std::numeric_limits<int64_t>::max()};
   int64_t free_at_cap = 0;                 // guarded by mu
+  int64_t written_at_cap = 0;              // guarded by mu: bytes_written when free_at_cap was seen
   std::atomic<int64_t> next_free_check_ms{INT64_MIN / 2};
   std::atomic<int64_t> size_bytes{0};
   std::atomic<int64_t> n_records{0};
@@ -367,6 +368,11 @@ struct RocksDbPageStore::Impl {
 
   // Counts erased bytes; requests a compaction once they reach the trigger.
   void note_erased(int64_t bytes, bool legacy);
+  // Wakes the compactor (it runs at most once per compaction_interval_ms).
+  void request_compaction();
+  // Whether a compaction is asked for or running: its scratch files take
+  // disk space until it ends.
+  bool compaction_in_flight();
   void compact_loop();
   // Requires db_mu (shared) held. Compacts "pages" and "meta" (and the
   // default CF when asked): erased records and their blob files go.

@@ -28,14 +28,14 @@ struct Streamed {
   }
 };
 
-Streamed stream(const ToolCallOptions& o, const std::vector<std::string>& pieces) {
+Streamed stream(const ToolCallOptions& o, const std::vector<std::string>& pieces, bool cut = false) {
   ToolCallStream s(o);
   Streamed out;
   for (const std::string& p : pieces) {
     std::string sent = s.push(p);
     if (!sent.empty()) out.sent.push_back(sent);
   }
-  out.rest = s.finish();
+  out.rest = s.finish(cut);
   return out;
 }
 
@@ -311,12 +311,9 @@ TEST_CASE("an answer cut short (finish_reason length): a cut call is dropped and
     CHECK(r.calls.empty());
     CHECK(r.content == k.content);
     // Streamed byte by byte: the same content in all, no calls.
-    ToolCallStream s(o);
-    std::string all;
-    for (const std::string& b : bytes(k.text)) all += s.push(b);
-    ToolCallParse rest = s.finish(/*cut=*/true);
-    CHECK(rest.calls.empty());
-    CHECK(all + rest.content == k.content);
+    Streamed s = stream(o, bytes(k.text), /*cut=*/true);
+    CHECK(s.rest.calls.empty());
+    CHECK(s.all_content() == k.content);
     // Not cut (the model ended there): malformed, so the whole text.
     auto whole = parse_tool_calls(o, k.text);
     CHECK(whole.calls.empty());
@@ -345,12 +342,9 @@ TEST_CASE("an answer cut short (finish_reason length): a cut call is dropped and
     for (const ParsedToolCall& c : r.calls) names.push_back(c.name);
     CHECK(names == k.names);
     CHECK(r.content.empty());
-    ToolCallStream st(opts(k.syntax));
-    std::string sent;
-    for (const std::string& b : bytes(k.text)) sent += st.push(b);
-    ToolCallParse rest = st.finish(true);
-    CHECK(sent.empty());
-    CHECK(rest.calls.size() == k.names.size());
+    Streamed s = stream(opts(k.syntax), bytes(k.text), true);
+    CHECK(s.sent.empty());
+    CHECK(s.rest.calls.size() == k.names.size());
   }
   const auto o = opts(ToolCallSyntax::kHermes);
   auto r = parse_tool_calls(o, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>\n<tool_call>{\"na",
@@ -380,12 +374,9 @@ TEST_CASE("a forced call cut short gives no content in any syntax; unforced bare
     auto r = parse_tool_calls(forced, k.text, /*cut=*/true);
     CHECK(r.calls.empty());
     CHECK(r.content.empty());
-    ToolCallStream s(forced);
-    std::string all;
-    for (const std::string& b : bytes(k.text)) all += s.push(b);
-    ToolCallParse rest = s.finish(/*cut=*/true);
-    CHECK(rest.calls.empty());
-    CHECK(all + rest.content == "");
+    Streamed s = stream(forced, bytes(k.text), /*cut=*/true);
+    CHECK(s.rest.calls.empty());
+    CHECK(s.all_content() == "");
     // Not forced: the bare-JSON syntaxes cannot tell a cut call from a JSON
     // answer, so the text stays content.
     if (k.syntax == ToolCallSyntax::kLlama3Json || k.syntax == ToolCallSyntax::kMistral) {
@@ -433,15 +424,12 @@ TEST_CASE("streamed and whole parses agree on content and calls, split anywhere"
         INFO(k.text << " | cut " << cut << " | split at " << split);
         std::vector<std::string> pieces = {k.text.substr(0, split), k.text.substr(split)};
         if (split == k.text.size()) pieces = bytes(k.text);
-        ToolCallStream s(o);
-        std::string sent;
-        for (const std::string& p : pieces) sent += s.push(p);
-        const ToolCallParse rest = s.finish(cut);
-        CHECK(sent + rest.content == whole.content);
-        REQUIRE(rest.calls.size() == whole.calls.size());
+        const Streamed s = stream(o, pieces, cut);
+        CHECK(s.all_content() == whole.content);
+        REQUIRE(s.rest.calls.size() == whole.calls.size());
         for (size_t i = 0; i < whole.calls.size(); ++i) {
-          CHECK(rest.calls[i].name == whole.calls[i].name);
-          CHECK(rest.calls[i].arguments == whole.calls[i].arguments);
+          CHECK(s.rest.calls[i].name == whole.calls[i].name);
+          CHECK(s.rest.calls[i].arguments == whole.calls[i].arguments);
         }
       }
     }
@@ -485,13 +473,10 @@ TEST_CASE("Hermes: a closing tag inside an argument string does not end the call
   CHECK(r.calls[0].arguments == R"({"city":"x</tool_call>y"})");
   CHECK(r.calls[1].name == "get_time");
   CHECK(r.content == "Writing it.");
-  ToolCallStream s(o);
-  std::string sent;
-  for (const std::string& b : bytes(text)) sent += s.push(b);
-  ToolCallParse rest = s.finish();
-  CHECK(sent + rest.content == "Writing it.");
-  REQUIRE(rest.calls.size() == 2);
-  CHECK(rest.calls[0].arguments == R"({"city":"x</tool_call>y"})");
+  Streamed s = stream(o, bytes(text));
+  CHECK(s.all_content() == "Writing it.");
+  REQUIRE(s.rest.calls.size() == 2);
+  CHECK(s.rest.calls[0].arguments == R"({"city":"x</tool_call>y"})");
   // A block that is not JSON before its first closing tag is still not a call.
   const std::string bad = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}\n</tool_call> and }";
   CHECK(parse_tool_calls(o, bad).calls.empty());

@@ -129,17 +129,29 @@ TEST_CASE("store evicts least recently accessed records over capacity", "[storag
   }
 }
 
+namespace {
+
+// A store with a 5000-byte disk reserve whose file system's free space is
+// what *free_bytes says (the budget never binds); free space looked at on
+// every put unless check_interval_ms says otherwise.
+RocksDbStoreOptions reserve_options(const std::string& dir, std::atomic<int64_t>* free_bytes,
+                                    int64_t check_interval_ms = 0) {
+  RocksDbStoreOptions o;
+  o.dir = dir;
+  o.capacity_bytes = 100000;
+  o.min_free_bytes = 5000;
+  o.free_check_interval_ms = check_interval_ms;
+  o.free_space_bytes = [free_bytes] { return free_bytes->load(); };
+  return o;
+}
+
+}  // namespace
+
 TEST_CASE("store keeps min_free bytes free on its file system: evicts by the shortfall, lifts the cap once free",
           "[storage][rocksdb]") {
   TempDir tmp("min_free");
-  RocksDbStoreOptions o;
-  o.dir = tmp.sub("db");
-  o.capacity_bytes = 100000;  // the budget never binds here
-  o.min_free_bytes = 5000;
-  o.free_check_interval_ms = 0;
-  std::atomic<int64_t> free_bytes{100000};  // the file system's free space, as the test says
-  o.free_space_bytes = [&free_bytes] { return free_bytes.load(); };
-  auto store = open_store(o);
+  std::atomic<int64_t> free_bytes{100000};
+  auto store = open_store(reserve_options(tmp.sub("db"), &free_bytes));
   auto held = [&store](std::vector<uint64_t> ns) {
     for (uint64_t n = 1; n <= 12; ++n) {
       const bool want = std::find(ns.begin(), ns.end(), n) != ns.end();
@@ -186,14 +198,8 @@ TEST_CASE("store under a space cap: its own writes under the cap do not lower th
   // size at the next look, so the cap ratcheted down (evicting) while the
   // disk stayed as full as the cap allowed.
   TempDir tmp("min_free_own");
-  RocksDbStoreOptions o;
-  o.dir = tmp.sub("db");
-  o.capacity_bytes = 100000;
-  o.min_free_bytes = 5000;
-  o.free_check_interval_ms = 0;
   std::atomic<int64_t> free_bytes{100000};
-  o.free_space_bytes = [&free_bytes] { return free_bytes.load(); };
-  auto store = open_store(o);
+  auto store = open_store(reserve_options(tmp.sub("db"), &free_bytes));
   for (uint64_t n = 1; n <= 5; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
   // 4500 free, 500 short: the cap is 5 * 1108 - 500 = 5040; 1 goes (4432 held).
   free_bytes = 4500;
@@ -225,14 +231,9 @@ TEST_CASE("store with a space cap looks at the free space on every put, so room 
   // Found by the disk-full recovery test: a page written just after space
   // came back was evicted by a cap set up to a second before.
   TempDir tmp("min_free_lift");
-  RocksDbStoreOptions o;
-  o.dir = tmp.sub("db");
-  o.capacity_bytes = 100000;
-  o.min_free_bytes = 5000;
-  o.free_check_interval_ms = 3600 * 1000;  // an hour: only the first put would look, but for the cap
   std::atomic<int64_t> free_bytes{0};
-  o.free_space_bytes = [&free_bytes] { return free_bytes.load(); };
-  auto store = open_store(o);
+  // An hour between looks: only the first put would look, but for the cap.
+  auto store = open_store(reserve_options(tmp.sub("db"), &free_bytes, 3600 * 1000));
   CHECK(store->put(key_n(1), record_n(1, 4, 1000)).code() == StatusCode::kResourceExhausted);  // capped at 0
   CHECK(store->n_records() == 0);
   free_bytes = 50000;

@@ -145,6 +145,11 @@ std::vector<ToolCall> calls_with_ids(std::vector<ParsedToolCall> calls, const To
 
 HttpResponse assembly_failed(const std::string& what) { return error_response(ApiError::server(what)); }
 
+// Whether the answer was cut short for tool-call parsing (api/tool_calls.h):
+// max_tokens or the context, or a stop string (found in hostile testing: a
+// stop string inside a call left its markup as content).
+bool cut_short(const GenerationEvent& e) { return e.finish == FinishReason::kLength || e.stopped_by_string; }
+
 }  // namespace
 
 std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls) {
@@ -154,8 +159,7 @@ std::vector<ToolCall> GenerationJob::with_ids(std::vector<ParsedToolCall> calls)
 HttpResponse GenerationJob::build_body(Body& b) {
   nlohmann::json body_choices = nlohmann::json::array();
   for (size_t i = 0; i < b.choices.size(); ++i) {
-    const bool cut = b.choices[i].final->finish == FinishReason::kLength;
-    ToolCallParse parsed = parse_tool_calls(b.tools, b.choices[i].text, cut);
+    ToolCallParse parsed = parse_tool_calls(b.tools, b.choices[i].text, cut_short(*b.choices[i].final));
     nlohmann::json choice = choice_json(b.meta, int(i), b.choices[i].raw_reasoning + parsed.content,
                                         *b.choices[i].final, calls_with_ids(std::move(parsed.calls), b.tools, b.id_rng));
     if (b.reasoning) add_reasoning_json(choice, b.choices[i].reasoning_text, 0);
@@ -313,7 +317,7 @@ void GenerationJob::on_final(ResponseWriter& writer, int index, GenerationEvent&
     pump(writer);  // sent there once built (a failure to queue: at once)
     return;
   }
-  ToolCallParse rest = c.tool_stream.finish(e.finish == FinishReason::kLength);
+  ToolCallParse rest = c.tool_stream.finish(cut_short(e));
   write_text_chunk(writer, index, rest.content);
   std::vector<ToolCall> calls = with_ids(std::move(rest.calls));
   start_stream(writer);

@@ -178,15 +178,20 @@ ToolCallParse parse_hermes(std::string_view text, bool cut) {
       // The closing tag may be inside a string of the call (code that
       // writes tool calls): the tag after the call's JSON value ends it
       // (found in hostile testing: the call became content).
+      // A call whose JSON runs on to the end is unfinished, as a block
+      // with no closing tag (found in hostile testing: cut there, it came
+      // back as raw markup, and the whole calls before it were lost).
       const size_t start = text.find_first_not_of(" \t\r\n", body);
-      const size_t length = start == std::string_view::npos || text[start] != '{'
-                                ? std::string_view::npos
-                                : json_value_end(text.substr(start));
-      if (length != std::string_view::npos && start + length > close) {
-        const size_t later = text.find(kHermesClose, start + length);
-        if (std::optional<ParsedToolCall> c = call_closed_at(later)) {
-          call = std::move(c);
-          close = later;
+      if (start < close && text[start] == '{') {
+        const size_t length = json_value_end(text.substr(start));
+        if (length == std::string_view::npos) {
+          close = std::string_view::npos;
+        } else if (start + length > close) {
+          const size_t later = text.find(kHermesClose, start + length);
+          if (std::optional<ParsedToolCall> c = call_closed_at(later); c || later == std::string_view::npos) {
+            call = std::move(c);
+            close = later;
+          }
         }
       }
     }
@@ -237,16 +242,22 @@ ToolCallParse parse_bare_json(const ToolCallOptions& options, std::string_view t
   return out;
 }
 
-ToolCallParse parse_mistral(std::string_view text) {
+// [TOOL_CALLS] then a list of calls (or one call object); without the tag
+// (a control token, so usually not in the text) only a list whose every
+// call names an offered tool: a JSON list the user asked for stays content
+// (found in hostile testing: [{"name": "Alice"}, {"name": "Bob"}] became two
+// calls, and a bare object a call that the stream had sent as content).
+ToolCallParse parse_mistral(const ToolCallOptions& options, std::string_view text) {
   std::string_view t = trim(text);
-  if (t.starts_with(kMistralTag)) t = trim(t.substr(kMistralTag.size()));
+  const bool tagged = t.starts_with(kMistralTag);
+  if (tagged) t = trim(t.substr(kMistralTag.size()));
   std::optional<OrderedJson> j = parse_json(t);
-  if (!j) return no_calls(text);
+  if (!j || (!tagged && !j->is_array())) return no_calls(text);
   ToolCallParse out;
   const OrderedJson items = j->is_array() ? *j : OrderedJson::array({*j});
   for (const OrderedJson& item : items) {
     std::optional<ParsedToolCall> call = call_from_json(item);
-    if (!call) return no_calls(text);
+    if (!call || (!tagged && !offered(options, call->name))) return no_calls(text);
     out.calls.push_back(std::move(*call));
   }
   if (out.calls.empty()) return no_calls(text);
@@ -335,7 +346,7 @@ ToolCallParse parse_envelope(std::string_view text, bool cut) {
   } else if (auto cs = j->find("tool_calls"); cs != j->end() && cs->is_array()) {
     calls = *cs;
   } else if (r != j->end()) {
-    out.content = r->is_string() ? r->get<std::string>() : dump(*r);
+    if (!r->is_null()) out.content = r->is_string() ? r->get<std::string>() : dump(*r);
     return out;
   } else {
     return no_calls(text);
@@ -366,7 +377,7 @@ ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view 
   switch (options.syntax) {
     case ToolCallSyntax::kHermes: return parse_hermes(text, cut);
     case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);
-    case ToolCallSyntax::kMistral: return parse_mistral(text);
+    case ToolCallSyntax::kMistral: return parse_mistral(options, text);
     case ToolCallSyntax::kJsonEnvelope: return parse_envelope(text, cut);
     case ToolCallSyntax::kGeneric:
       // Tags, or a cut answer ending in the start of one.

@@ -12,7 +12,9 @@
 //                {"name": N, "parameters": {...}} (Llama 3.1/3.2)
 //   kMistral     the answer starts with [TOOL_CALLS] (a control token, so
 //                usually not in the text) and then a JSON array of
-//                {"name": N, "arguments": {...}} (Mistral, Nemo)
+//                {"name": N, "arguments": {...}} (Mistral, Nemo); without
+//                the tag, only an array whose every call names an offered
+//                tool
 //   kGeneric     kHermes blocks, or the whole answer is one JSON object as
 //                for kLlama3Json
 //   kJsonEnvelope the whole answer is {"tool_call": {"name": N, "arguments":
@@ -40,11 +42,13 @@
 // as if no call had been found.
 //
 // An answer cut short (finish_reason "length": max_tokens or the context
-// ran out) is parsed with `cut`: a call it cut is unfinished, not malformed.
+// ran out; or a stop string ended it) is parsed with `cut`: a call it cut
+// is unfinished, not malformed.
 // Such a call is dropped and its markup never becomes content (found in
 // hostile testing: a forced call cut by max_tokens came back as the content
 // "<tool_call>\n{ \"name\" : \"get_wea"):
-//   kHermes / kGeneric tags: an unterminated last block that does not parse,
+//   kHermes / kGeneric tags: an unterminated last block that does not parse
+//                (its JSON cut, also inside a string holding </tool_call>),
 //                and a partial opening tag at the very end, are dropped;
 //                the text around them is the content (an unterminated
 //                block after whole calls is dropped even when not cut);

@@ -168,6 +168,7 @@ void Engine::Impl::finish(Sequence& s, FinishReason reason, std::string error, b
   ev.choice = s.request.first_choice;
   ev.done = true;
   ev.finish = reason;
+  ev.stopped_by_string = reason == FinishReason::kStop && s.cut_by_stop;
   ev.error = std::move(error);
   ev.request_fault = request_fault;
   ev.prompt_tokens = int(s.request.prompt_tokens.size());

@@ -102,6 +102,7 @@ struct GenerationEvent {
   bool echo = false;                   // request.echo: this event is the prompt (text, logprobs), not output
   bool done = false;
   FinishReason finish = FinishReason::kNone;
+  bool stopped_by_string = false;      // final event, kStop: a stop string ended the output, not the model
   std::string error;                   // set when finish == kError
   // kError that the request itself leads to, whatever the model does (its
   // grammar needs text the vocabulary cannot write, its logit_bias bans

@@ -40,6 +40,7 @@ struct FakeScript {
   std::vector<std::string> pieces = {"Hel", "lo", " world"};
   int delay_ms = 0;                      // before each piece
   FinishReason finish = FinishReason::kStop;
+  bool stopped_by_string = false;        // with finish == kStop (GenerationEvent::stopped_by_string)
   std::string error;                     // with finish == kError
   bool request_fault = false;            // with finish == kError (GenerationEvent::request_fault)
   int cached_tokens = 0;
@@ -303,6 +304,7 @@ class FakeGenerator : public Generator {
         final_event.finish = FinishReason::kCancelled;
       } else {
         final_event.finish = script.finish;
+        final_event.stopped_by_string = script.stopped_by_string;
         final_event.error = script.error;
         final_event.request_fault = script.request_fault;
       }

@@ -218,14 +218,16 @@ TEST_CASE("malformed calls, no tools, and tool_choice none leave the text as con
   ts.fake().set_n_ctx(4096);
   const std::string text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
   // Ended there by the model (stop): malformed, so content. Cut by
-  // max_tokens (length): an unfinished call, dropped, and its markup is not
-  // content (found in hostile testing).
-  for (FinishReason finish : {FinishReason::kStop, FinishReason::kLength}) {
+  // max_tokens (length) or by a stop string: an unfinished call, dropped,
+  // and its markup is not content (found in hostile testing).
+  for (const auto& [finish, by_string] : {std::pair{FinishReason::kStop, false}, std::pair{FinishReason::kLength, false},
+                                          std::pair{FinishReason::kStop, true}}) {
     FakeScript bad;
     bad.pieces = {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": ", "\"Par"};
     bad.finish = finish;
+    bad.stopped_by_string = by_string;
     ts.fake().set_script(bad);
-    const bool cut = finish == FinishReason::kLength;
+    const bool cut = finish == FinishReason::kLength || by_string;
     const std::string want = cut ? "" : text;
     for (const std::string& extra : {std::string(), std::string(R"(,"stream":true)")}) {
       CAPTURE(extra, cut);
@@ -235,7 +237,7 @@ TEST_CASE("malformed calls, no tools, and tool_choice none leave the text as con
       const ChoiceSeen c = read_choice(*r, !extra.empty());
       CHECK_FALSE(c.any_tool_calls);
       CHECK(c.content == want);
-      CHECK(c.finish == (cut ? "length" : "stop"));
+      CHECK(c.finish == (finish == FinishReason::kLength ? "length" : "stop"));
     }
   }
   // A well-formed call with tool_choice "none", or without tools: content.

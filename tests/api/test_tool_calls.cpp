@@ -152,6 +152,19 @@ TEST_CASE("Mistral: [TOOL_CALLS] and a JSON array", "[api][tools]") {
   }
   CHECK(parse_tool_calls(o, "[1] is a footnote.").calls.empty());
   CHECK(parse_tool_calls(o, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}").calls.empty());
+  // Found in hostile testing: without the tag, a JSON list the user asked
+  // for became calls, and a bare object a call (which the stream had sent
+  // as content). Untagged, only a list of offered tools is calls.
+  for (const char* text : {R"([{"name": "Alice"}, {"name": "Bob"}])", R"({"name": "get_time", "arguments": {}})",
+                           R"([{"name": "get_time", "arguments": {}}, {"name": "Alice"}])"}) {
+    INFO(text);
+    auto r = parse_tool_calls(o, text);
+    CHECK(r.calls.empty());
+    CHECK(r.content == text);
+  }
+  auto tagged = parse_tool_calls(o, R"([TOOL_CALLS] {"name": "lookup", "arguments": {}})");
+  REQUIRE(tagged.calls.size() == 1);
+  CHECK(tagged.calls[0].name == "lookup");
 }
 
 TEST_CASE("Generic: Hermes tags or a bare JSON object", "[api][tools]") {
@@ -199,6 +212,7 @@ TEST_CASE("JSON envelope (generic tool prompt): tool_call, tool_calls or respons
   CHECK(beside.calls[0].name == "get_time");
   CHECK(beside.calls[1].name == "rm_rf");
   CHECK(beside.content == "Both.");
+  CHECK(parse_tool_calls(o, R"({"response": null})").content.empty());
   ToolCallParse unoffered = parse_tool_calls(o, R"({"tool_call": {"name": "rm_rf", "arguments": {}}})");
   REQUIRE(unoffered.calls.size() == 1);
   CHECK(unoffered.calls[0].name == "rm_rf");
@@ -412,6 +426,8 @@ TEST_CASE("streamed and whole parses agree on content and calls, split anywhere"
       {ToolCallSyntax::kLlama3Json, "  The time is {noon}. "},
       {ToolCallSyntax::kMistral, " [TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {}}]"},
       {ToolCallSyntax::kMistral, " [1, 2] "},
+      {ToolCallSyntax::kMistral, " {\"name\": \"get_time\", \"arguments\": {}}"},
+      {ToolCallSyntax::kHermes, "Hi <tool_call>{\"name\": \"get_time\"}</tool_call> <tool_call>{\"a\": \"</tool_call>b"},
       {ToolCallSyntax::kJsonEnvelope, "\n{\"response\": \"  Hi  \"}\n"},
       {ToolCallSyntax::kJsonEnvelope, " {\"tool_calls\": []}"},
       {ToolCallSyntax::kJsonEnvelope, "  hi {\"response\": 1}"},
@@ -477,6 +493,26 @@ TEST_CASE("Hermes: a closing tag inside an argument string does not end the call
   CHECK(s.all_content() == "Writing it.");
   REQUIRE(s.rest.calls.size() == 2);
   CHECK(s.rest.calls[0].arguments == R"({"city":"x</tool_call>y"})");
+  // Cut inside such a string (max_tokens, a stop string), or ended there
+  // after a whole call: the unfinished call is dropped, the whole one
+  // stands, no markup is content (found in hostile testing: all raw markup).
+  const std::string in_string =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"s\": \"a</tool_call>b";
+  for (const std::string& before : {std::string(), std::string("Hi <tool_call>{\"name\": \"get_time\"}</tool_call> ")}) {
+    INFO(before);
+    auto cut = parse_tool_calls(o, before + in_string, /*cut=*/true);
+    CHECK(cut.calls.size() == (before.empty() ? 0 : 1));
+    CHECK(cut.content == (before.empty() ? "" : "Hi"));
+    Streamed sc = stream(o, bytes(before + in_string), /*cut=*/true);
+    CHECK(sc.all_content() == cut.content);
+    CHECK(sc.rest.calls.size() == cut.calls.size());
+  }
+  auto ended = parse_tool_calls(o, "Hi <tool_call>{\"name\": \"get_time\"}</tool_call> " + in_string);
+  REQUIRE(ended.calls.size() == 1);
+  CHECK(ended.calls[0].name == "get_time");
+  CHECK(ended.content == "Hi");
+  // Ended there by the model with no whole call: malformed, so content.
+  CHECK(parse_tool_calls(o, in_string).content == in_string);
   // A block that is not JSON before its first closing tag is still not a call.
   const std::string bad = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}\n</tool_call> and }";
   CHECK(parse_tool_calls(o, bad).calls.empty());

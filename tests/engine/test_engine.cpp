@@ -344,11 +344,13 @@ TEST_CASE("stop strings, max_tokens, context length and cancellation", "[engine]
     req.stop = {"Lily"};
     Generated g = generate(*engine, req);
     CHECK(g.final.finish == FinishReason::kStop);
+    CHECK(g.final.stopped_by_string);
     CHECK(g.text == ", there was a little girl named ");
   }
   SECTION("max_tokens") {
     Generated g = generate(*engine, greedy_request(prompt, 3));
     CHECK(g.final.finish == FinishReason::kLength);
+    CHECK_FALSE(g.final.stopped_by_string);
     CHECK(g.final.completion_tokens == 3);
     CHECK(g.tokens == std::vector<int32_t>{432, 383, 286});  // reference.json greedy_tokens[0:3]
   }

@@ -12,6 +12,9 @@
 #include "daemon/api_keys.h"
 #include "daemon/command_line.h"
 #include "daemon/config_schema.h"
+#include "engine/draft_model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace larder {
 
@@ -39,17 +42,30 @@ DaemonConfig ConfigReloader::in_force() const {
 }
 
 namespace {
+
+// What a restart reads first of a model file: its GGUF header, metadata and
+// tensor table (every tensor inside the file) and its tokenizer; the
+// weights are not read.
+Result<std::unique_ptr<Tokenizer>> model_tokenizer(const std::string& path) {
+  Result<std::unique_ptr<GgufFile>> gguf = GgufFile::open(path);
+  if (!gguf.is_ok()) return gguf.status();
+  return Tokenizer::from_gguf(*gguf.value());
+}
+
+Status refuse_model(const char* key, const std::string& path, const std::string& why) {
+  return Status::invalid_argument(std::string(key) + " = \"" + path + "\": " + why +
+                                  " (a restart would fail; nothing applied)");
+}
+
 // A model file a restart would open (model.path, engine.draft_model): a
-// reload that names one that is missing, not a regular file or does not
-// start with the GGUF magic is refused, since the restart it asks for would
-// fail. (Whether the rest of the file is a usable model is for the restart
-// to say: the reload reads 4 bytes.)
+// reload that names one that is missing, not a regular file, not GGUF, cut
+// short or without a tokenizer is refused, since the restart it asks for
+// would fail (found in hostile testing: a draft model cut in half was
+// taken, and the restart then failed; the weights' shapes are still for the
+// restart to check).
 Status check_model_file(const char* key, const std::string& was, const std::string& now) {
   if (now == was || now.empty()) return Status::ok();
-  auto refuse = [&](const std::string& why) {
-    return Status::invalid_argument(std::string(key) + " = \"" + now + "\": " + why +
-                                    " (a restart would fail; nothing applied)");
-  };
+  auto refuse = [&](const std::string& why) { return refuse_model(key, now, why); };
   // O_NONBLOCK: a FIFO must not block the open (it is refused below).
   const int fd = ::open(now.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return refuse(std::strerror(errno));
@@ -60,8 +76,29 @@ Status check_model_file(const char* key, const std::string& was, const std::stri
   ::close(fd);
   if (!regular) return refuse("not a regular file");
   if (!gguf) return refuse("not a GGUF file (it does not start with \"GGUF\")");
+  if (Result<std::unique_ptr<Tokenizer>> tok = model_tokenizer(now); !tok.is_ok()) {
+    return refuse(tok.status().message());
+  }
   return Status::ok();
 }
+
+// A draft model a restart would refuse for its vocabulary: checked when the
+// draft model or the model changes. When the model's file cannot be read
+// (the fixture of a test, a file removed while served) the restart says.
+Status check_draft_vocabulary(const DaemonConfig& was, const DaemonConfig& now) {
+  const std::string& draft = now.engine.draft_model;
+  if (draft.empty() || (draft == was.engine.draft_model && now.engine.model_path == was.engine.model_path)) {
+    return Status::ok();
+  }
+  Result<std::unique_ptr<Tokenizer>> target = model_tokenizer(now.engine.model_path);
+  if (!target.is_ok()) return Status::ok();
+  Result<std::unique_ptr<Tokenizer>> mine = model_tokenizer(draft);
+  if (!mine.is_ok()) return refuse_model("engine.draft_model", draft, mine.status().message());
+  Status st = DraftModel::check_vocabulary(draft, *mine.value(), *target.value());
+  if (!st.is_ok()) return Status::invalid_argument(st.message() + " (a restart would fail; nothing applied)");
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ReloadReport> ConfigReloader::reload() {
@@ -75,6 +112,7 @@ Result<ReloadReport> ConfigReloader::reload() {
   LARDER_RETURN_IF_ERROR(check_model_file("model.path", in_force_.engine.model_path, next.engine.model_path));
   LARDER_RETURN_IF_ERROR(
       check_model_file("engine.draft_model", in_force_.engine.draft_model, next.engine.draft_model));
+  LARDER_RETURN_IF_ERROR(check_draft_vocabulary(in_force_, next));
 
   ReloadReport report;
   report.config_path = parsed->config_path;

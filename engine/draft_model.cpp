@@ -11,6 +11,23 @@
 
 namespace larder {
 
+Status DraftModel::check_vocabulary(const std::string& path, const Tokenizer& mine, const Tokenizer& target) {
+  if (mine.n_vocab() != target.n_vocab()) {
+    return Status::invalid_argument("engine.draft_model: " + path + ": its vocabulary has " +
+                                    std::to_string(mine.n_vocab()) + " tokens, the served model's " +
+                                    std::to_string(target.n_vocab()) +
+                                    "; a draft model must share the served model's vocabulary");
+  }
+  for (int32_t id = 0; id < target.n_vocab(); ++id) {
+    if (mine.token_text(id) != target.token_text(id)) {
+      return Status::invalid_argument("engine.draft_model: " + path + ": token " + std::to_string(id) + " is '" +
+                                      mine.token_text(id) + "' there and '" + target.token_text(id) +
+                                      "' in the served model; a draft model must share the served model's vocabulary");
+    }
+  }
+  return Status::ok();
+}
+
 Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path, const Tokenizer& target,
                                                      KvDtype dtype, int page_size, int n_pages,
                                                      int n_threads) {
@@ -27,23 +44,11 @@ Result<std::unique_ptr<DraftModel>> DraftModel::load(const std::string& path, co
   }
   const LlamaHparams& hp = d->model_->hparams();
   const Tokenizer& mine = *tok.value();
-  if (mine.n_vocab() != target.n_vocab()) {
-    return Status::invalid_argument("engine.draft_model: " + path + ": its vocabulary has " +
-                                    std::to_string(mine.n_vocab()) + " tokens, the served model's " +
-                                    std::to_string(target.n_vocab()) +
-                                    "; a draft model must share the served model's vocabulary");
-  }
+  LARDER_RETURN_IF_ERROR(check_vocabulary(path, mine, target));
   if (hp.n_vocab != mine.n_vocab()) {
     return Status::corruption("engine.draft_model: " + path + ": its vocabulary has " +
                               std::to_string(mine.n_vocab()) + " tokens but its output layer " +
                               std::to_string(hp.n_vocab) + " rows");
-  }
-  for (int32_t id = 0; id < target.n_vocab(); ++id) {
-    if (mine.token_text(id) != target.token_text(id)) {
-      return Status::invalid_argument("engine.draft_model: " + path + ": token " + std::to_string(id) + " is '" +
-                                      mine.token_text(id) + "' there and '" + target.token_text(id) +
-                                      "' in the served model; a draft model must share the served model's vocabulary");
-    }
   }
   d->n_vocab_ = hp.n_vocab;
   if (dtype == KvDtype::kQ8_0 && hp.kv_dim() % 32 != 0) dtype = KvDtype::kF16;

@@ -64,6 +64,10 @@ class DraftModel {
   // EngineOptions. Errors name the file: kNotFound / kCorruption (load),
   // kInvalidArgument (vocabulary differs: the first differing id and both
   // texts), kResourceExhausted (pages do not fit in memory).
+  // The vocabulary check of load(): `mine` (the draft's, from `path`) has
+  // as many tokens as `target` and the same text for every id; else
+  // kInvalidArgument naming the first differing id and both texts.
+  static Status check_vocabulary(const std::string& path, const Tokenizer& mine, const Tokenizer& target);
   static Result<std::unique_ptr<DraftModel>> load(const std::string& path, const Tokenizer& target,
                                                   KvDtype dtype, int page_size, int n_pages,
                                                   int n_threads);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 
 #include <catch2/catch.hpp>
 #include <spdlog/spdlog.h>
@@ -15,6 +16,7 @@
 #include "daemon/command_line.h"
 #include "daemon/reload.h"
 #include "tests/daemon/config_test_util.h"
+#include "tests/support/test_models.h"
 
 using namespace larder;
 using namespace larder::testing;
@@ -184,12 +186,59 @@ TEST_CASE("reload: a draft model without draft tokens is refused", "[daemon][rel
   r = f.reloader->reload();
   REQUIRE_FALSE(r.is_ok());
   CHECK_THAT(r.status().message(), Catch::Contains("not a GGUF file"));
-  TempFile draft("d.gguf", "GGUF and then anything: only a restart reads the rest");
+  TempFile draft("d.gguf", "GGUF and then anything");
   write(f.file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"" + draft.path() + "\"\n");
   r = f.reloader->reload();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("a restart would fail"));
+}
+
+// Found in hostile testing: a reload took a draft model cut in half, or
+// one whose vocabulary differs from the model's, by its GGUF magic alone;
+// the restart it asked for then failed. The reload now reads what a
+// restart reads first: the GGUF tables and the tokenizer.
+TEST_CASE("reload: a draft model cut short or with another vocabulary is refused; a good one needs a restart",
+          "[daemon][reload]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  LARDER_REQUIRE_MODEL(q8, "stories260K-q8_0.gguf");
+  ScopedEnv key("LARDER_API_KEY", nullptr);
+  TempFile file{"reload.toml", kV1};
+  const std::vector<std::string> args{"larderd", "--config", file.path(), "--model", model, "--cache-dir", "",
+                                      "--port", "0"};
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  auto start = parse_command_line(int(argv.size()), argv.data(), default_config());
+  REQUIRE(start.is_ok());
+  ConfigReloader reloader(args, start->config, [](const CacheOptions&) { return Status::ok(); });
+  auto reload_with_draft = [&](const std::string& path) {
+    write(file.path(), std::string(kV1) + "\n[engine]\ndraft_tokens = 4\ndraft_model = \"" + path + "\"\n");
+    return reloader.reload();
+  };
+  std::ifstream in(q8, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(bytes.size() > 100000);
+  // Cut in half: a tensor lies outside the file.
+  TempFile cut("cut.gguf", bytes.substr(0, bytes.size() / 2));
+  Result<ReloadReport> r = reload_with_draft(cut.path());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("engine.draft_model") && Catch::Contains("outside the file") &&
+                                       Catch::Contains("a restart would fail"));
+  // One token's text changed (the same length): another vocabulary.
+  std::string other = bytes;
+  const size_t at = other.find("\xE2\x96\x81Lily");  // "▁Lily"
+  REQUIRE(at != std::string::npos);
+  other[at + 3] = 'M';
+  TempFile renamed("renamed.gguf", other);
+  r = reload_with_draft(renamed.path());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("is '\xE2\x96\x81Mily' there and '\xE2\x96\x81Lily' in the served model") &&
+                                       Catch::Contains("a restart would fail"));
+  CHECK(reloader.in_force().engine.draft_model.empty());
+  // The real file: taken, and both engine keys need a restart.
+  r = reload_with_draft(q8);
   INFO(r.status().to_string());
   REQUIRE(r.is_ok());
-  CHECK(r->restart_needed.size() == 2);  // both engine keys
+  CHECK(r->restart_needed.size() == 2);
 }
 
 // Seen in hostile testing: the config file swapped for a FIFO made every

@@ -217,10 +217,10 @@ class Converter {
           Result<std::string> r = Status::ok();
           if (siblings.empty()) {
             r = visit((*it)[i], hint, at, depth + 1);
+          } else if (Result<json> branch = merge_schemas((*it)[i], siblings, at); branch.is_ok()) {
+            r = visit(*branch, hint, at, depth + 1);
           } else {
-            json branch;
-            LARDER_ASSIGN_OR_RETURN(branch, merge_schemas((*it)[i], siblings, at));
-            r = visit(branch, hint, at, depth + 1);
+            r = branch.status();  // allowing no value beside its siblings, it is left out
           }
           if (!c.add(std::move(r), &error)) return error;
         }

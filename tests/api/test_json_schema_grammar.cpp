@@ -188,7 +188,22 @@ TEST_CASE("json schema: keywords beside enum, const, anyOf, allOf and $ref hold 
   auto one = from_schema(R"({"allOf":[{"type":"string"}],"maxLength":3})");
   CHECK(accepts(*one, R"("abc")"));
   CHECK_FALSE(accepts(*one, R"("abcd")"));
-  CHECK_THAT(refusal(R"({"allOf":[{"type":"string"},{"type":"integer"}]})"), Catch::Contains("different values"));
+  // Types are intersected ("integer" within "number"); none in common
+  // allows no value: refused as such, and an anyOf leaves that branch out
+  // (found in hostile testing: refused as a combination larder cannot make).
+  CHECK_THAT(refusal(R"({"allOf":[{"type":"string"},{"type":"integer"}]})"),
+             Catch::Contains("no value is both"));
+  auto whole = from_schema(R"({"allOf":[{"type":["integer","null"]},{"type":"number","maximum":9}]})");
+  CHECK(accepts(*whole, "7"));
+  CHECK_FALSE(accepts(*whole, "7.5"));
+  CHECK_FALSE(accepts(*whole, "null"));
+  CHECK_FALSE(accepts(*whole, "10"));
+  auto left_out = from_schema(
+      R"({"type":"object","anyOf":[{"type":"string"},{"properties":{"a":{"type":"integer"}},"required":["a"]}]})");
+  CHECK(accepts(*left_out, R"({"a":1})"));
+  CHECK_FALSE(accepts(*left_out, R"("a")"));
+  CHECK_THAT(refusal(R"({"type":"object","anyOf":[{"type":"string"},{"type":["array","null"]}]})"),
+             Catch::Contains("no value is both"));
   CHECK_THAT(refusal(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","maxLength":3})"),
              Catch::Contains("\"maxLength\" beside \"$ref\""));
   auto described = from_schema(R"({"$defs":{"s":{"type":"string"}},"$ref":"#/$defs/s","description":"fine"})");

@@ -152,6 +152,10 @@ TEST_CASE("forced tool calls: the arguments are an object whatever the parameter
     CAPTURE(params);
     CHECK_FALSE(gbnf_for(params).is_ok());
   }
+  // Said as a type no value has (found in hostile testing: "different
+  // values in two allOf branches", of a schema with no allOf).
+  CHECK_THAT(gbnf_for(R"({"anyOf":[{"type":"string"}]})").status().message(),
+             Catch::Contains("tool \"f\"") && Catch::Contains("no value is both"));
 }
 
 TEST_CASE("tool call grammar: the functions' $defs merge, a later one replacing an earlier of its name",

@@ -168,6 +168,10 @@ class HttpConnection : public ResponseWriter {
   void write(std::string data, bool whole_response = false);
   void add_common_headers(HttpHeaders* headers) const;
   size_t queued_bytes() const;
+  // Bytes of its responses the client has taken: handed to the kernel and
+  // no longer in the socket's send queue (Linux SIOCOUTQ; elsewhere, those
+  // handed to the kernel).
+  uint64_t bytes_taken() const;
   void start_timer(TimerMode mode, uint64_t ms);
   void stop_timer();
   // Between requests: the send-stall timer while bytes wait, else nothing

@@ -176,11 +176,10 @@ ToolCallParse parse_hermes(std::string_view text, bool cut) {
     std::optional<ParsedToolCall> call = call_closed_at(close);
     if (!call && close != std::string_view::npos) {
       // The closing tag may be inside a string of the call (code that
-      // writes tool calls): the tag after the call's JSON value ends it
-      // (found in hostile testing: the call became content).
-      // A call whose JSON runs on to the end is unfinished, as a block
-      // with no closing tag (found in hostile testing: cut there, it came
-      // back as raw markup, and the whole calls before it were lost).
+      // writes tool calls): the tag after the call's JSON value ends it,
+      // and a call whose JSON runs on to the end is unfinished, as a block
+      // with no closing tag (found in hostile testing: the call became
+      // content; cut there, the whole calls before it were lost too).
       const size_t start = text.find_first_not_of(" \t\r\n", body);
       if (start < close && text[start] == '{') {
         const size_t length = json_value_end(text.substr(start));

@@ -135,6 +135,20 @@ size_t json_value_end(std::string_view s) {
   return std::string_view::npos;
 }
 
+// Whether `s`, read as JSON from its start, ends inside a string (escapes
+// skipped).
+bool inside_json_string(std::string_view s) {
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (in_string && s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      in_string = !in_string;
+    }
+  }
+  return in_string;
+}
+
 std::string_view trim_right(std::string_view s) {
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
@@ -181,7 +195,7 @@ ToolCallParse parse_hermes(std::string_view text, bool cut) {
       // with no closing tag (found in hostile testing: the call became
       // content; cut there, the whole calls before it were lost too).
       const size_t start = text.find_first_not_of(" \t\r\n", body);
-      if (start < close && text[start] == '{') {
+      if (start < close && text[start] == '{' && inside_json_string(text.substr(start, close - start))) {
         const size_t length = json_value_end(text.substr(start));
         if (length == std::string_view::npos) {
           close = std::string_view::npos;
@@ -378,12 +392,17 @@ ToolCallParse parse_tool_calls(const ToolCallOptions& options, std::string_view 
     case ToolCallSyntax::kLlama3Json: return parse_bare_json(options, text);
     case ToolCallSyntax::kMistral: return parse_mistral(options, text);
     case ToolCallSyntax::kJsonEnvelope: return parse_envelope(text, cut);
-    case ToolCallSyntax::kGeneric:
-      // Tags, or a cut answer ending in the start of one.
+    case ToolCallSyntax::kGeneric: {
+      // A bare call first: its arguments may spell a tag (found in hostile
+      // testing: {"name": "f", "arguments": {"s": "<tool_call>"}} came back
+      // as content). Then tags, or a cut answer ending in the start of one.
+      ToolCallParse bare = parse_bare_json(options, text);
+      if (!bare.calls.empty()) return bare;
       if (text.find(kHermesOpen) != std::string_view::npos || (cut && partial_tag_suffix(text, kHermesOpen) > 0)) {
         return parse_hermes(text, cut);
       }
-      return parse_bare_json(options, text);
+      return bare;
+    }
     case ToolCallSyntax::kNone: break;
   }
   return no_calls(text);

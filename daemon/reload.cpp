@@ -13,7 +13,7 @@
 #include "daemon/command_line.h"
 #include "daemon/config_schema.h"
 #include "engine/draft_model.h"
-#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace larder {
@@ -43,13 +43,14 @@ DaemonConfig ConfigReloader::in_force() const {
 
 namespace {
 
-// What a restart reads first of a model file: its GGUF header, metadata and
-// tensor table (every tensor inside the file) and its tokenizer; the
-// weights are not read.
+// What a restart checks of a model file before it reads the weights: its
+// GGUF tables (every tensor inside the file), its architecture and the
+// tensors it needs with their shapes and types (Model::load), and its
+// tokenizer.
 Result<std::unique_ptr<Tokenizer>> model_tokenizer(const std::string& path) {
-  Result<std::unique_ptr<GgufFile>> gguf = GgufFile::open(path);
-  if (!gguf.is_ok()) return gguf.status();
-  return Tokenizer::from_gguf(*gguf.value());
+  Result<std::unique_ptr<Model>> model = Model::load(path, Model::Fingerprint::kSkip);
+  if (!model.is_ok()) return model.status();
+  return Tokenizer::from_gguf(model.value()->gguf());
 }
 
 Status refuse_model(const char* key, const std::string& path, const std::string& why) {
@@ -59,10 +60,10 @@ Status refuse_model(const char* key, const std::string& path, const std::string&
 
 // A model file a restart would open (model.path, engine.draft_model): a
 // reload that names one that is missing, not a regular file, not GGUF, cut
-// short or without a tokenizer is refused, since the restart it asks for
-// would fail (found in hostile testing: a draft model cut in half was
-// taken, and the restart then failed; the weights' shapes are still for the
-// restart to check).
+// short, of another architecture, short of a tensor or without a tokenizer
+// is refused, since the restart it asks for would fail (found in hostile
+// testing: a draft model cut in half was taken, and the restart then
+// failed).
 Status check_model_file(const char* key, const std::string& was, const std::string& now) {
   if (now == was || now.empty()) return Status::ok();
   auto refuse = [&](const std::string& why) { return refuse_model(key, now, why); };

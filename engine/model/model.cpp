@@ -295,7 +295,7 @@ Status compute_fingerprint(const GgufFile& f, const LlamaHparams& hp, std::array
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, Fingerprint fingerprint) {
   LARDER_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::open(path));
   std::unique_ptr<Model> m(new Model());  // private constructor
   Loader ld(*gguf, &m->hp_);
@@ -365,7 +365,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
       }
     }
   }
-  LARDER_RETURN_IF_ERROR(compute_fingerprint(*gguf, hp, &m->fingerprint_));
+  if (fingerprint == Fingerprint::kCompute) LARDER_RETURN_IF_ERROR(compute_fingerprint(*gguf, hp, &m->fingerprint_));
   m->gguf_ = std::move(gguf);
   return m;
 }

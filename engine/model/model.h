@@ -83,8 +83,11 @@ class Model {
   // qwen3; any other is refused by name: Status::unsupported("... 'gemma2' ...")),
   // every required tensor present with the expected shape and a supported
   // type, norm vectors F32. The output head is `output.weight` or, when absent,
-  // tied to `token_embd.weight`.
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // tied to `token_embd.weight`. kSkip leaves fingerprint() zero and reads
+  // no weights (but rope_freqs.weight): for checking a file without
+  // serving it (a config reload); never serve or cache with such a model.
+  enum class Fingerprint { kCompute, kSkip };
+  static Result<std::unique_ptr<Model>> load(const std::string& path, Fingerprint fingerprint = Fingerprint::kCompute);
 
   const LlamaHparams& hparams() const { return hp_; }
   const GgufFile& gguf() const { return *gguf_; }

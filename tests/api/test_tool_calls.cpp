@@ -169,6 +169,15 @@ TEST_CASE("Mistral: [TOOL_CALLS] and a JSON array", "[api][tools]") {
 
 TEST_CASE("Generic: Hermes tags or a bare JSON object", "[api][tools]") {
   const auto o = opts(ToolCallSyntax::kGeneric);
+  // A bare call whose arguments spell a tag is that call (found in hostile
+  // testing: it came back as content).
+  const std::string spelled = R"({"name": "get_time", "arguments": {"s": "<tool_call>"}})";
+  for (bool cut : {false, true}) {
+    auto bare = parse_tool_calls(o, spelled, cut);
+    REQUIRE(bare.calls.size() == 1);
+    CHECK(bare.calls[0].arguments == R"({"s":"<tool_call>"})");
+    CHECK(bare.content.empty());
+  }
   CHECK(parse_tool_calls(o, "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>").calls.size() == 1);
   CHECK(parse_tool_calls(o, "{\"name\": \"get_time\", \"arguments\": {}}").calls.size() == 1);
   CHECK(parse_tool_calls(o, "{\"answer\": 42}").calls.empty());
@@ -513,6 +522,21 @@ TEST_CASE("Hermes: a closing tag inside an argument string does not end the call
   CHECK(ended.content == "Hi");
   // Ended there by the model with no whole call: malformed, so content.
   CHECK(parse_tool_calls(o, in_string).content == in_string);
+  // A closed block whose JSON does not balance (the tag not in a string) is
+  // malformed, not unfinished: the whole answer is content, cut or not
+  // (found by the re-verification: it and everything after it vanished).
+  for (const std::string& text :
+       {std::string("<tool_call>{\"name\": \"g\"}</tool_call> <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}"
+                    "</tool_call> <tool_call>{\"name\": \"g\", \"arguments\": {\"x\": 2}}</tool_call> Done."),
+        std::string("Sure. <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}</tool_call> <tool_call>{\"name\": "
+                    "\"g\"}</tool_call> Now")}) {
+    for (bool cut : {false, true}) {
+      INFO(text << " | cut " << cut);
+      auto r = parse_tool_calls(o, text, cut);
+      CHECK(r.calls.empty());
+      CHECK(r.content == text);
+    }
+  }
   // A block that is not JSON before its first closing tag is still not a call.
   const std::string bad = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}\n</tool_call> and }";
   CHECK(parse_tool_calls(o, bad).calls.empty());

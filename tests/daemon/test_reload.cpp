@@ -234,6 +234,26 @@ TEST_CASE("reload: a draft model cut short or with another vocabulary is refused
   CHECK_THAT(r.status().message(), Catch::Contains("is '\xE2\x96\x81Mily' there and '\xE2\x96\x81Lily' in the served model") &&
                                        Catch::Contains("a restart would fail"));
   CHECK(reloader.in_force().engine.draft_model.empty());
+  // Another architecture, and a tensor missing (renamed): found by the
+  // re-verification, the restart refused both.
+  std::string gemma = bytes;
+  const size_t arch = gemma.find("general.architecture");
+  REQUIRE(arch != std::string::npos);
+  const size_t value = gemma.find("llama", arch);
+  REQUIRE(value != std::string::npos);
+  gemma.replace(value, 5, "gemma");
+  TempFile other_arch("gemma.gguf", gemma);
+  r = reload_with_draft(other_arch.path());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("gemma") && Catch::Contains("a restart would fail"));
+  std::string no_norm = bytes;
+  const size_t norm = no_norm.find("output_norm.weight");
+  REQUIRE(norm != std::string::npos);
+  no_norm[norm + 10] = 'X';
+  TempFile missing("missing.gguf", no_norm);
+  r = reload_with_draft(missing.path());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK_THAT(r.status().message(), Catch::Contains("output_norm.weight") && Catch::Contains("a restart would fail"));
   // The real file: taken, and both engine keys need a restart.
   r = reload_with_draft(q8);
   INFO(r.status().to_string());

@@ -217,8 +217,9 @@ Result<json> merge_schemas(const json& a, const json& b, const std::string& wher
       // make, where it is one that allows no value.
       LARDER_ASSIGN_OR_RETURN(*mine, intersect_types(*mine, v, where));
     } else if (*mine != v && !schema_annotation(key) && key != "additionalProperties") {
-      return schema_error(where, "\"" + key + "\" has different values in two allOf branches (or beside allOf and in "
-                                        "one), which larder cannot combine");
+      return schema_error(where, "\"" + key + "\" has different values in two schemas that must both hold (allOf "
+                                        "branches, or a keyword beside allOf, anyOf or oneOf and in a branch), which "
+                                        "larder cannot combine");
     }
   }
   // additionalProperties: false on a side allows only the names it lists.

@@ -209,6 +209,16 @@ ToolCallParse parse_hermes(std::string_view text, bool cut) {
       }
     }
     if (!call && close == std::string_view::npos && (cut || !out.calls.empty())) {
+      // A tag followed by what cannot open a call is a mention of it, not
+      // a call: text (found in hostile testing: a cut answer lost "<tool_call>
+      // followed by JSON. For example").
+      const std::string_view after = trim_left(text.substr(body));
+      if (!after.empty() && after.front() != '{') {
+        if (out.calls.empty()) return no_calls(text);
+        append_piece(&content, text.substr(open));
+        out.content = std::move(content);
+        return out;
+      }
       // A call cut short (max_tokens), alone or after whole ones: the whole
       // ones stand, the cut one is dropped (found in hostile testing: every
       // call came back as raw content).

@@ -436,6 +436,8 @@ TEST_CASE("streamed and whole parses agree on content and calls, split anywhere"
       {ToolCallSyntax::kMistral, " [TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {}}]"},
       {ToolCallSyntax::kMistral, " [1, 2] "},
       {ToolCallSyntax::kMistral, " {\"name\": \"get_time\", \"arguments\": {}}"},
+      {ToolCallSyntax::kHermes, "To call a tool, write <tool_call> followed by JSON. For <too"},
+      {ToolCallSyntax::kHermes, call + " Note: <tool_call> opens one"},
       {ToolCallSyntax::kHermes, "Hi <tool_call>{\"name\": \"get_time\"}</tool_call> <tool_call>{\"a\": \"</tool_call>b"},
       {ToolCallSyntax::kJsonEnvelope, "\n{\"response\": \"  Hi  \"}\n"},
       {ToolCallSyntax::kJsonEnvelope, " {\"tool_calls\": []}"},
@@ -522,6 +524,13 @@ TEST_CASE("Hermes: a closing tag inside an argument string does not end the call
   CHECK(ended.content == "Hi");
   // Ended there by the model with no whole call: malformed, so content.
   CHECK(parse_tool_calls(o, in_string).content == in_string);
+  // A tag followed by what cannot open a call is a mention: text, also in a
+  // cut answer and after whole calls (found in hostile testing: dropped).
+  const std::string mention = "To call a tool, write <tool_call> followed by JSON. For example";
+  CHECK(parse_tool_calls(o, mention, /*cut=*/true).content == mention);
+  auto after_call = parse_tool_calls(o, "<tool_call>{\"name\": \"get_time\"}</tool_call> Write <tool_call> then");
+  REQUIRE(after_call.calls.size() == 1);
+  CHECK(after_call.content == "Write\n<tool_call> then");
   // A closed block whose JSON does not balance (the tag not in a string) is
   // malformed, not unfinished: the whole answer is content, cut or not
   // (found by the re-verification: it and everything after it vanished).

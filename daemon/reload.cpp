@@ -63,9 +63,9 @@ Status refuse_model(const char* key, const std::string& path, const std::string&
 // short, of another architecture, short of a tensor or without a tokenizer
 // is refused, since the restart it asks for would fail (found in hostile
 // testing: a draft model cut in half was taken, and the restart then
-// failed).
-Status check_model_file(const char* key, const std::string& was, const std::string& now) {
-  if (now == was || now.empty()) return Status::ok();
+// failed). Its tokenizer when it changed (null when it did not).
+Result<std::unique_ptr<Tokenizer>> check_model_file(const char* key, const std::string& was, const std::string& now) {
+  if (now == was || now.empty()) return std::unique_ptr<Tokenizer>();
   auto refuse = [&](const std::string& why) { return refuse_model(key, now, why); };
   // O_NONBLOCK: a FIFO must not block the open (it is refused below).
   const int fd = ::open(now.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -77,25 +77,30 @@ Status check_model_file(const char* key, const std::string& was, const std::stri
   ::close(fd);
   if (!regular) return refuse("not a regular file");
   if (!gguf) return refuse("not a GGUF file (it does not start with \"GGUF\")");
-  if (Result<std::unique_ptr<Tokenizer>> tok = model_tokenizer(now); !tok.is_ok()) {
-    return refuse(tok.status().message());
-  }
-  return Status::ok();
+  Result<std::unique_ptr<Tokenizer>> tok = model_tokenizer(now);
+  if (!tok.is_ok()) return refuse(tok.status().message());
+  return tok;
 }
 
 // A draft model a restart would refuse for its vocabulary: checked when the
-// draft model or the model changes. When the model's file cannot be read
+// draft model or the model changes, with the tokenizers check_model_file
+// read (null: unchanged, read here). When the model's file cannot be read
 // (the fixture of a test, a file removed while served) the restart says.
-Status check_draft_vocabulary(const DaemonConfig& was, const DaemonConfig& now) {
+Status check_draft_vocabulary(const DaemonConfig& now, std::unique_ptr<Tokenizer> target,
+                              std::unique_ptr<Tokenizer> mine) {
   const std::string& draft = now.engine.draft_model;
-  if (draft.empty() || (draft == was.engine.draft_model && now.engine.model_path == was.engine.model_path)) {
-    return Status::ok();
+  if (draft.empty() || (!target && !mine)) return Status::ok();
+  if (!target) {
+    Result<std::unique_ptr<Tokenizer>> read = model_tokenizer(now.engine.model_path);
+    if (!read.is_ok()) return Status::ok();
+    target = std::move(read).value();
   }
-  Result<std::unique_ptr<Tokenizer>> target = model_tokenizer(now.engine.model_path);
-  if (!target.is_ok()) return Status::ok();
-  Result<std::unique_ptr<Tokenizer>> mine = model_tokenizer(draft);
-  if (!mine.is_ok()) return refuse_model("engine.draft_model", draft, mine.status().message());
-  Status st = DraftModel::check_vocabulary(draft, *mine.value(), *target.value());
+  if (!mine) {
+    Result<std::unique_ptr<Tokenizer>> read = model_tokenizer(draft);
+    if (!read.is_ok()) return refuse_model("engine.draft_model", draft, read.status().message());
+    mine = std::move(read).value();
+  }
+  Status st = DraftModel::check_vocabulary(draft, *mine, *target);
   if (!st.is_ok()) return Status::invalid_argument(st.message() + " (a restart would fail; nothing applied)");
   return Status::ok();
 }
@@ -110,10 +115,13 @@ Result<ReloadReport> ConfigReloader::reload() {
   if (!parsed.is_ok()) return parsed.status();
   DaemonConfig next = std::move(parsed->config);
   LARDER_RETURN_IF_ERROR(add_api_keys_from_file_and_env(next));
-  LARDER_RETURN_IF_ERROR(check_model_file("model.path", in_force_.engine.model_path, next.engine.model_path));
-  LARDER_RETURN_IF_ERROR(
-      check_model_file("engine.draft_model", in_force_.engine.draft_model, next.engine.draft_model));
-  LARDER_RETURN_IF_ERROR(check_draft_vocabulary(in_force_, next));
+  Result<std::unique_ptr<Tokenizer>> model_tok =
+      check_model_file("model.path", in_force_.engine.model_path, next.engine.model_path);
+  if (!model_tok.is_ok()) return model_tok.status();
+  Result<std::unique_ptr<Tokenizer>> draft_tok =
+      check_model_file("engine.draft_model", in_force_.engine.draft_model, next.engine.draft_model);
+  if (!draft_tok.is_ok()) return draft_tok.status();
+  LARDER_RETURN_IF_ERROR(check_draft_vocabulary(next, std::move(model_tok).value(), std::move(draft_tok).value()));
 
   ReloadReport report;
   report.config_path = parsed->config_path;

@@ -176,11 +176,10 @@ Result<json> intersect_types(const json& a, const json& b, const std::string& wh
            (t == "integer" && std::find(types.begin(), types.end(), "number") != types.end());
   };
   json both = json::array();
-  for (const std::string& t : x) {
-    if (allows(y, t) && std::find(both.begin(), both.end(), t) == both.end()) both.push_back(t);
-  }
-  for (const std::string& t : y) {
-    if (t == "integer" && allows(x, t) && std::find(both.begin(), both.end(), t) == both.end()) both.push_back(t);
+  for (const std::vector<std::string>* side : {&x, &y}) {
+    for (const std::string& t : *side) {
+      if (allows(x, t) && allows(y, t) && std::find(both.begin(), both.end(), t) == both.end()) both.push_back(t);
+    }
   }
   if (both.empty()) {
     return schema_allows_nothing(where, "\"type\" is " + a.dump() + " in one part and " + b.dump() +

@@ -178,10 +178,11 @@ struct RocksDbPageStore::Impl {
   std::atomic<int64_t> budget;             // bound on size_bytes
   // The free-space reserve (rocksdb_store.h, "Disk space"): a further bound
   // on size_bytes while the file system has less than min_free_bytes free
-  // (INT64_MAX: none), and the free bytes seen when it was last lowered.
+  // (INT64_MAX: none), and the free bytes and bytes_written at the last
+  // look that set or kept it.
   std::atomic<int64_t> space_cap{std::numeric_limits<int64_t>::max()};
   int64_t free_at_cap = 0;                 // guarded by mu
-  int64_t written_at_cap = 0;              // guarded by mu: bytes_written when free_at_cap was seen
+  int64_t written_at_cap = 0;              // guarded by mu
   std::atomic<int64_t> next_free_check_ms{INT64_MIN / 2};
   std::atomic<int64_t> size_bytes{0};
   std::atomic<int64_t> n_records{0};

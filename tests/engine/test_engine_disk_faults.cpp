@@ -15,6 +15,15 @@ using namespace larder::testing;
 
 namespace {
 
+// Options whose disk tier runs on `ffs`, with no disk reserve: these tests
+// take the write-failure path, which a reserve would skip by not writing.
+EngineOptions fault_options(const std::string& model, const TempDir& dir, const std::shared_ptr<FaultFs>& ffs) {
+  EngineOptions o = options_for(model, dir.str());
+  o.cache.disk.min_free_bytes = 0;
+  o.open_tiers = tier_factory(hooks_for(ffs));
+  return o;
+}
+
 // The long prompt with its second token replaced: another chain of page keys.
 std::vector<int32_t> variant(int32_t second) {
   std::vector<int32_t> p = reference_prompt("long");
@@ -54,9 +63,7 @@ TEST_CASE("engine started on a full disk serves from memory and writes pages onc
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
-  EngineOptions o = options_for(model, dir.str());
-  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
-  o.open_tiers = tier_factory(hooks_for(ffs));
+  EngineOptions o = fault_options(model, dir, ffs);
   ffs->full = true;
   std::vector<int32_t> prompt = reference_prompt("long");
   REQUIRE(prompt.size() == 299);  // (299 - 1) / 16 = 18 full pages
@@ -100,9 +107,7 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
-  EngineOptions o = options_for(model, dir.str());
-  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
-  o.open_tiers = tier_factory(hooks_for(ffs));
+  EngineOptions o = fault_options(model, dir, ffs);
   {
     auto engine = make_engine(o);
     REQUIRE(generate(*engine, greedy_request(reference_prompt("long"), 1)).final.finish == FinishReason::kLength);
@@ -132,10 +137,8 @@ TEST_CASE("pins stored on a disk that was down at start are applied when it retu
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
-  EngineOptions o = options_for(model, dir.str());
-  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
+  EngineOptions o = fault_options(model, dir, ffs);
   o.cache.device.budget_bytes = 80 * 20480;  // room for a full context and two pinned prefixes
-  o.open_tiers = tier_factory(hooks_for(ffs));
   const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
   {
     auto engine = make_engine(o);
@@ -184,10 +187,8 @@ TEST_CASE("pins across a disk tier's return: unpin while unread, evict and stop 
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
-  EngineOptions o = options_for(model, dir.str());
-  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
+  EngineOptions o = fault_options(model, dir, ffs);
   o.cache.device.budget_bytes = 80 * 20480;  // room for a full context and two pinned prefixes
-  o.open_tiers = tier_factory(hooks_for(ffs));
   const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
   {
     auto engine = make_engine(o);
@@ -238,10 +239,8 @@ TEST_CASE("a prefix unpinned while the disk tier is faulted stays unpinned when 
   LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
   TempDir dir;
   auto ffs = std::make_shared<FaultFs>();
-  EngineOptions o = options_for(model, dir.str());
-  o.cache.disk.min_free_bytes = 0;  // the write-failure path: a disk reserve would skip the writes first
+  EngineOptions o = fault_options(model, dir, ffs);
   o.cache.device.budget_bytes = 80 * 20480;
-  o.open_tiers = tier_factory(hooks_for(ffs));
   const std::vector<int32_t> a = reference_prompt("long"), b = variant(5);
   auto engine = make_engine(o);
   REQUIRE(engine->pin(a, "").is_ok());

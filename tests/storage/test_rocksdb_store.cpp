@@ -1,6 +1,6 @@
 // RocksDbPageStore: persistence, LRU capacity eviction, a directory deleted
-// while open, garbage values, corrupted files, bad directories.
-#include <algorithm>
+// while open, garbage values, corrupted files, bad directories (the disk
+// reserve: test_rocksdb_reserve.cpp).
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -20,26 +20,10 @@ using namespace larder;
 using larder::testing::TempDir;
 using larder::testing::corrupt_copies;
 using larder::testing::get_ok;
+using larder::testing::key_n;
 using larder::testing::open_store;
+using larder::testing::record_n;
 namespace fs = std::filesystem;
-
-namespace {
-
-PageKey key_n(uint64_t n) { return PageKey{0xABCD000000000000ull + n, n * 7919}; }
-
-// A valid record for key n with n_tokens tokens and payload_bytes bytes.
-std::string record_n(uint64_t n, size_t n_tokens, size_t payload_bytes) {
-  PageRecordMeta meta;
-  meta.page_size = uint32_t(n_tokens);
-  std::vector<int32_t> tokens(n_tokens);
-  for (size_t i = 0; i < n_tokens; ++i) tokens[i] = int32_t(n * 100 + i);
-  std::vector<uint8_t> payload(payload_bytes);
-  for (size_t i = 0; i < payload_bytes; ++i) payload[i] = uint8_t(n + i * 13);
-  return encode_page_record(key_n(n), meta, tokens, payload);
-}
-
-
-}  // namespace
 
 TEST_CASE("store put/get/erase and reopen", "[storage][rocksdb]") {
   TempDir tmp("store");
@@ -127,136 +111,6 @@ TEST_CASE("store evicts least recently accessed records over capacity", "[storag
     CHECK(get_ok(*store, key_n(4)).has_value());
     CHECK(get_ok(*store, key_n(6)).has_value());
   }
-}
-
-namespace {
-
-// A store with a 5000-byte disk reserve whose file system's free space is
-// what *free_bytes says (the budget never binds); free space looked at on
-// every put unless check_interval_ms says otherwise.
-RocksDbStoreOptions reserve_options(const std::string& dir, std::atomic<int64_t>* free_bytes,
-                                    int64_t check_interval_ms = 0) {
-  RocksDbStoreOptions o;
-  o.dir = dir;
-  o.capacity_bytes = 100000;
-  o.min_free_bytes = 5000;
-  o.free_check_interval_ms = check_interval_ms;
-  o.free_space_bytes = [free_bytes] { return free_bytes->load(); };
-  return o;
-}
-
-}  // namespace
-
-TEST_CASE("store keeps min_free bytes free on its file system: evicts by the shortfall, lifts the cap once free",
-          "[storage][rocksdb]") {
-  TempDir tmp("min_free");
-  std::atomic<int64_t> free_bytes{100000};
-  auto store = open_store(reserve_options(tmp.sub("db"), &free_bytes));
-  auto held = [&store](std::vector<uint64_t> ns) {
-    for (uint64_t n = 1; n <= 12; ++n) {
-      const bool want = std::find(ns.begin(), ns.end(), n) != ns.end();
-      INFO("record " << n);
-      CHECK(get_ok(*store, key_n(n)).has_value() == want);
-    }
-  };
-  // Each record counts 1108 bytes (see the capacity test above).
-  for (uint64_t n = 1; n <= 5; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
-  CHECK(store->size_bytes() == 5 * 1108);
-  // 3000 free, 2000 short: the cap is 5540 - 2000 = 3540 bytes; 1 and 2 go,
-  // and 6 is not written (it would take the store past the cap).
-  free_bytes = 3000;
-  CHECK(store->put(key_n(6), record_n(6, 4, 1000)).code() == StatusCode::kResourceExhausted);
-  CHECK(store->size_bytes() == 3 * 1108);
-  held({3, 4, 5});
-  // The same free space again (the erased bytes not back yet): the cap
-  // holds, and the store takes nothing new.
-  CHECK(store->put(key_n(7), record_n(7, 4, 1000)).code() == StatusCode::kResourceExhausted);
-  held({3, 4, 5});
-  // 1000 fewer free: the cap falls by 1000 to 2540: 3 goes (the gets above
-  // made 3, 4, 5 the order). Looks skip while the compaction the eviction
-  // asked for runs, so wait for it.
-  REQUIRE(store->wait_for_compactions(120000));
-  free_bytes = 2000;
-  CHECK(store->put(key_n(8), record_n(8, 4, 1000)).code() == StatusCode::kResourceExhausted);
-  CHECK(store->size_bytes() == 2 * 1108);
-  held({4, 5});
-  // Room again: the cap is lifted, puts are written, nothing is evicted.
-  free_bytes = 6000;
-  for (uint64_t n = 9; n <= 12; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
-  CHECK(store->size_bytes() == 6 * 1108);
-  held({4, 5, 9, 10, 11, 12});
-  CHECK(store->stats().puts_skipped == 3);
-  // An unknown free space (< 0) changes nothing.
-  free_bytes = -1;
-  REQUIRE(store->put(key_n(1), record_n(1, 4, 1000)).is_ok());
-  CHECK(store->n_records() == 7);
-}
-
-TEST_CASE("store under a space cap: its own writes under the cap do not lower the cap, others' do",
-          "[storage][rocksdb]") {
-  // Found in review: every page written under the cap lowered it by its
-  // size at the next look, so the cap ratcheted down (evicting) while the
-  // disk stayed as full as the cap allowed.
-  TempDir tmp("min_free_own");
-  std::atomic<int64_t> free_bytes{100000};
-  auto store = open_store(reserve_options(tmp.sub("db"), &free_bytes));
-  for (uint64_t n = 1; n <= 5; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
-  // 4500 free, 500 short: the cap is 5 * 1108 - 500 = 5040; 1 goes (4432 held).
-  free_bytes = 4500;
-  CHECK(store->put(key_n(6), record_n(6, 4, 1000)).code() == StatusCode::kResourceExhausted);
-  CHECK(store->n_records() == 4);
-  REQUIRE(store->wait_for_compactions(120000));
-  // A 500-byte record fits under the cap (4432 + 508 <= 5040) and takes
-  // its bytes of the disk, as the file system then says.
-  REQUIRE(store->put(key_n(7), record_n(7, 4, 400)).is_ok());
-  const int64_t held = store->size_bytes();
-  CHECK(held == 4 * 1108 + 508);
-  free_bytes = 4500 - 400;
-  // The next look sees only the store's own write: the cap stays 5040,
-  // nothing is evicted (a 1108-byte page would not fit; it is skipped).
-  CHECK(store->put(key_n(8), record_n(8, 4, 1000)).code() == StatusCode::kResourceExhausted);
-  CHECK(store->size_bytes() == held);
-  CHECK(store->n_records() == 5);
-  // Something else takes 1000 more: the cap falls by 1000 to 4040, and the
-  // oldest record goes (2), leaving 3 * 1108 + 508 = 3832.
-  free_bytes = 4500 - 400 - 1000;
-  CHECK(store->put(key_n(9), record_n(9, 4, 1000)).code() == StatusCode::kResourceExhausted);
-  CHECK(store->size_bytes() == 3 * 1108 + 508);
-  CHECK_FALSE(get_ok(*store, key_n(2)).has_value());
-  CHECK(get_ok(*store, key_n(7)).has_value());
-}
-
-TEST_CASE("store with a space cap looks at the free space on every put, so room coming back is seen at once",
-          "[storage][rocksdb]") {
-  // Found by the disk-full recovery test: a page written just after space
-  // came back was evicted by a cap set up to a second before.
-  TempDir tmp("min_free_lift");
-  std::atomic<int64_t> free_bytes{0};
-  // An hour between looks: only the first put would look, but for the cap.
-  auto store = open_store(reserve_options(tmp.sub("db"), &free_bytes, 3600 * 1000));
-  CHECK(store->put(key_n(1), record_n(1, 4, 1000)).code() == StatusCode::kResourceExhausted);  // capped at 0
-  CHECK(store->n_records() == 0);
-  free_bytes = 50000;
-  REQUIRE(store->put(key_n(2), record_n(2, 4, 1000)).is_ok());  // looked again: the cap is lifted
-  REQUIRE(store->put(key_n(3), record_n(3, 4, 1000)).is_ok());
-  CHECK(store->n_records() == 2);
-}
-
-TEST_CASE("store without a reserve (min_free_bytes 0) never looks at the free space", "[storage][rocksdb]") {
-  TempDir tmp("no_reserve");
-  RocksDbStoreOptions o;
-  o.dir = tmp.sub("db");
-  o.capacity_bytes = 100000;
-  o.free_check_interval_ms = 0;
-  std::atomic<int> looks{0};
-  o.free_space_bytes = [&looks] {
-    ++looks;
-    return int64_t(0);
-  };
-  auto store = open_store(o);
-  for (uint64_t n = 1; n <= 4; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
-  CHECK(store->n_records() == 4);
-  CHECK(looks == 0);
 }
 
 TEST_CASE("store survives its directory being deleted while open", "[storage][rocksdb]") {

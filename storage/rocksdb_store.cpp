@@ -131,9 +131,20 @@ void RocksDbPageStore::Impl::maybe_check_free_space() {
   // While a cap holds, every put looks (a statvfs): a put right after space
   // came back must not be evicted by a cap a second old (found by the
   // disk-full recovery test).
+  if (space_cap.load() == kNoCap && now_ms() < next_free_check_ms.load()) return;
+  // One put looks; one that comes meanwhile waits here and then, unless a
+  // cap holds, goes by the look just made. The next look's time is set when
+  // this one is done, so the test above never passes a put on a look still
+  // in progress (found by a flaky engine test: a second storage worker wrote
+  // onto a full disk past a look that had not set its cap yet).
+  std::lock_guard<std::mutex> look_lock(free_check_mu);
   const int64_t now = now_ms();
   if (space_cap.load() == kNoCap && now < next_free_check_ms.load()) return;
-  next_free_check_ms = now + options.free_check_interval_ms;
+  struct SetNextLook {
+    std::atomic<int64_t>& next;
+    int64_t at;
+    ~SetNextLook() { next = at; }
+  } set_next_look{next_free_check_ms, now + options.free_check_interval_ms};
   std::lock_guard<std::mutex> lock(mu);
   std::shared_lock<std::shared_mutex> db_lock(db_mu);
   // The memtables are not counted: they reach the disk at a flush (up to a

@@ -184,6 +184,9 @@ struct RocksDbPageStore::Impl {
   int64_t free_at_cap = 0;                 // guarded by mu
   int64_t written_at_cap = 0;              // guarded by mu
   std::atomic<int64_t> next_free_check_ms{INT64_MIN / 2};
+  // Held through a look, so a put that comes while another put looks waits
+  // for its cap instead of writing on the stale one. Taken before mu.
+  std::mutex free_check_mu;
   std::atomic<int64_t> size_bytes{0};
   std::atomic<int64_t> n_records{0};
   // Index entries whose record is in the legacy layout; while > 0 a get

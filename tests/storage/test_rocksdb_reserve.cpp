@@ -5,7 +5,9 @@
 // free space is a fake the tests set.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -149,4 +151,31 @@ TEST_CASE("store without a reserve (min_free_bytes 0) never looks at the free sp
   for (uint64_t n = 1; n <= 4; ++n) REQUIRE(store->put(key_n(n), record_n(n, 4, 1000)).is_ok());
   CHECK(store->n_records() == 4);
   CHECK(looks == 0);
+}
+
+TEST_CASE("a put that comes while another put looks at free space waits for that look's cap",
+          "[storage][rocksdb]") {
+  TempDir tmp("min_free_race");
+  std::atomic<int64_t> free_bytes{0};  // below the 5000-byte reserve from the start
+  std::atomic<int> looks{0};
+  std::atomic<bool> second_done{false};
+  RocksDbStoreOptions o = reserve_options(tmp.sub("db"), &free_bytes, /*check_interval_ms=*/60000);
+  // The first look holds on until the second put has returned (or 300 ms,
+  // which is what it takes when the second put rightly waits for it).
+  o.free_space_bytes = [&] {
+    if (looks.fetch_add(1) == 0) {
+      for (int i = 0; i < 300 && !second_done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return free_bytes.load();
+  };
+  auto store = open_store(o);
+  std::thread first([&] { CHECK(store->put(key_n(1), record_n(1, 4, 1000)).code() == StatusCode::kResourceExhausted); });
+  while (looks.load() == 0) std::this_thread::yield();
+  // The look is in progress: this put must not write on the cap before it.
+  CHECK(store->put(key_n(2), record_n(2, 4, 1000)).code() == StatusCode::kResourceExhausted);
+  second_done = true;
+  first.join();
+  CHECK(store->size_bytes() == 0);
+  CHECK(store->stats().puts_skipped == 2);
+  CHECK(looks.load() == 2);  // under a cap every put looks, the second after the first
 }

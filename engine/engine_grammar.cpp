@@ -10,6 +10,8 @@
 #include <bit>
 #include <cmath>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/engine_impl.h"
 
 namespace larder {
@@ -40,6 +42,31 @@ int32_t Engine::Impl::sample_next(Sequence& s, std::span<const float> row) {
   return token;
 }
 
+void Engine::Impl::watch_for_trigger(Sequence& s, int32_t token) {
+  if (token < 0 || token >= n_vocab || tokenizer->is_end_of_generation(token)) return;
+  std::optional<std::string> text = s.trigger_watch.push(tokenizer->token_to_piece(token));
+  if (!text) return;
+  // Fired: the grammar takes the text from the trigger on, then every token.
+  s.grammar_waiting = false;
+  const CompiledGrammar& g = *s.request.grammar;
+  GrammarState state = grammar_start(g);
+  for (char c : *text) {
+    if (state.empty()) break;
+    state = grammar_advance(g, state, uint8_t(c));
+  }
+  if (state.empty()) {
+    // The token that brought the trigger also brought text the grammar
+    // refuses (a call opened otherwise than the grammar writes it): the
+    // rest stays unconstrained, as without a trigger.
+    spdlog::debug("sequence {}: a lazy grammar refused the text that fired it; unconstrained from here", s.id);
+    s.request.grammar.reset();
+    return;
+  }
+  s.grammar_masker = std::make_unique<GrammarMasker>(s.request.grammar, token_trie());
+  s.grammar_state = std::move(state);
+  s.grammar_done = grammar_is_done(s.grammar_state);
+}
+
 int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row) {
   if (!s.request.logit_bias.empty()) {
     masked_logits_.assign(row.begin(), row.end());
@@ -49,13 +76,15 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     }
     row = masked_logits_;
   }
-  if (!s.request.grammar) {
+  if (!s.request.grammar || s.grammar_waiting) {
     // Every token banned by logit_bias: greedy would still pick one (the
     // argmax of all -inf), sampling none.
     if (!s.request.logit_bias.empty() && std::none_of(row.begin(), row.end(), [](float l) { return l > -INFINITY; })) {
       return kBiasBansAll;
     }
-    return s.sampler.sample(row, s.tokens);
+    const int32_t token = s.sampler.sample(row, s.tokens);
+    if (s.grammar_waiting) watch_for_trigger(s, token);
+    return token;
   }
   const CompiledGrammar& g = *s.request.grammar;
   if (!s.grammar_masker) {

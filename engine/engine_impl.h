@@ -176,6 +176,10 @@ struct Engine::Impl {
   int32_t sample_next(Sequence& s, std::span<const float> row);
   // sample_next without the logprobs: logit_bias, grammar mask, sampler.
   int32_t sample_constrained(Sequence& s, std::span<const float> row);
+  // A lazy grammar not fired yet: feeds the token just sampled freely to
+  // s.trigger_watch and, on a trigger, starts the grammar over the text
+  // from it (or drops the grammar when it refuses that text).
+  void watch_for_trigger(Sequence& s, int32_t token);
   static constexpr int32_t kGrammarDeadEnd = -2;
   static constexpr int32_t kBiasBansAll = -3;
   // The vocabulary's byte trie for token masks, built on first use.

@@ -13,6 +13,7 @@
 
 #include "engine/cache_admin.h"
 #include "engine/grammar/grammar_matcher.h"
+#include "engine/grammar/grammar_trigger.h"
 #include "engine/sampling/logprobs.h"
 #include "storage/status.h"
 
@@ -55,6 +56,12 @@ struct GenerationRequest {
   // where the text is a whole sentence of it, and generation stops (stop)
   // once nothing more may follow. Null: unconstrained.
   std::shared_ptr<const CompiledGrammar> grammar{};
+  // With triggers, the grammar is lazy (engine/grammar/grammar_trigger.h):
+  // the model writes freely until its output reaches a trigger, and the
+  // grammar applies from there (tool calls under tool_choice "auto"). A
+  // grammar that refuses the text that fired it is dropped: the rest is
+  // unconstrained, as if no trigger had come.
+  GrammarTriggers grammar_triggers{};
   // OpenAI's logit_bias: (token id, bias) added to the logits before the
   // sampler chain; a bias of -100 or less bans the token (-inf). Ids lie in
   // [0, n_vocab) (checked by the API).

@@ -39,7 +39,12 @@ struct Sequence {
         // The piece after a BOS loses its leading space, as SentencePiece
         // decodes the start of a text (reference.json's convention too).
         detok(tok, request.prompt_tokens.empty() ? -1 : request.prompt_tokens.back()),
-        stop(request.stop) {}
+        stop(request.stop),
+        trigger_watch(&request.grammar_triggers),
+        grammar_waiting(request.grammar && !request.grammar_triggers.empty()) {}
+  // trigger_watch points into request.
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
 
   uint64_t id;
   GenerationRequest request;
@@ -87,6 +92,10 @@ struct Sequence {
   GrammarState grammar_state;
   std::unique_ptr<GrammarMasker> grammar_masker;
   bool grammar_done = false;         // the last token completed the grammar: stop after it
+  // A lazy grammar (request.grammar_triggers): the watch over the output
+  // until a trigger fires it, then grammar_masker and grammar_state as above.
+  TriggerWatch trigger_watch;
+  bool grammar_waiting = false;      // lazy and not fired yet: unconstrained
   // request.n > 1 (engine/engine_choices.cpp): the prompt's prefill is done
   // and its last logits wait in fork_logits (n_vocab) for the choices to
   // fork and sample their first tokens, at the start of the next step.

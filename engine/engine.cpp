@@ -57,6 +57,7 @@ void Engine::Impl::run() {
     carry_out(plan);
     kv->flush_spills();     // the pages sealed this step: one copy out of the device
     kv->flush_demotions();  // and those evicted (most went in ensure_pages already)
+    kv->retry_lost_writes();  // spills a full disk refused, once it takes writes again
 
     std::erase_if(seqs, [](const auto& s) { return s->state == SeqState::kFinished; });
     // Pages and running slots freed this step may admit the queue's head.
@@ -568,6 +569,7 @@ Engine::Stats Engine::stats() const {
   out.pages_free = s.pages_free;
   const KvCacheStats& k = impl_->kv->stats();
   out.pages_written = k.pages_spilled;
+  out.pages_rewritten = k.pages_respilled;
   out.pages_restored_disk = k.pages_restored;
   out.pages_reused_memory = k.pages_reused_device;
   out.records_rejected = k.records_rejected + s.records_rejected_answers;

@@ -109,6 +109,7 @@ class Engine : public Generator {
   struct Stats {
     int64_t pages_resident = 0, pages_free = 0;
     int64_t pages_written = 0, pages_restored_disk = 0, pages_reused_memory = 0;
+    int64_t pages_rewritten = 0;    // of pages_written, again after their write to disk failed or was skipped
     int64_t records_rejected = 0;   // failed verification, dropped
     int64_t requests_total = 0;
     int64_t preemptions = 0;        // sequences preempted when KV pages ran out

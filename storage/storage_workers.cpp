@@ -146,6 +146,7 @@ void StorageWorkers::do_write(const WriteTask& task) {
     std::lock_guard<std::mutex> lock(mu_);
     ++n_failed_writes_;
   }
+  if (task.record && put_done_) put_done_(task.key, st.is_ok());
 }
 
 void StorageWorkers::do_read(ReadTask& task) {

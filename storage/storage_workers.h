@@ -66,6 +66,10 @@ class StorageWorkers {
   int64_t pending() const;
   // Puts and erases that failed since construction.
   int64_t n_failed_writes() const;
+  // Called on a storage thread after each put with its outcome (a put the
+  // store skipped, below its disk reserve, counts as failed). Set it before
+  // queueing the first put; it must not block or call into this object.
+  void set_put_done(std::function<void(const PageKey& key, bool ok)> done) { put_done_ = std::move(done); }
 
  private:
   struct WriteTask {
@@ -101,6 +105,7 @@ class StorageWorkers {
   uint64_t next_seq_ = 1;
   int64_t n_pending_ = 0;
   int64_t n_failed_writes_ = 0;
+  std::function<void(const PageKey&, bool)> put_done_;
   bool stopping_ = false;
   LogLimiter log_{10000};
   std::vector<std::thread> threads_;

@@ -1,6 +1,7 @@
 #include "storage/tier_chain.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,7 @@ TierChain::TierChain(std::vector<TierSlot> tiers, TierChainOptions options) : op
     s.tier = std::move(t.tier);
     s.persistent = t.persistent;
     s.workers = std::make_unique<StorageWorkers>(*s.tier, std::max(1, options.n_threads_per_tier));
+    if (s.persistent) s.workers->set_put_done([this](const PageKey& key, bool ok) { note_put(key, ok); });
     slots_.push_back(std::move(s));
   }
   // write_back: what a non-persistent tier evicts for budget moves one tier
@@ -72,10 +74,51 @@ void TierChain::put_persistent(const PageKey& key, std::string record) {
   }
 }
 
+void TierChain::note_put(const PageKey& key, bool ok) {
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  if (ok) {
+    if (!lost_.empty()) put_worked_since_loss_ = true;
+    lost_.erase(key);
+  } else if (lost_.size() < kMaxLostWrites) {
+    lost_.insert(key);
+  }
+  n_lost_ = lost_.size();
+}
+
+bool TierChain::write_lost(const PageKey& key) const {
+  if (n_lost_.load() == 0) return false;
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  return lost_.count(key) != 0;
+}
+
+std::vector<PageKey> TierChain::take_lost_writes(size_t max) {
+  std::vector<PageKey> out;
+  if (n_lost_.load() == 0) return out;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::lock_guard<std::mutex> lock(lost_mu_);
+  if (!put_worked_since_loss_ || now - last_retry_ms_ < options_.retry_interval_ms) return out;
+  last_retry_ms_ = now;
+  for (auto it = lost_.begin(); it != lost_.end() && out.size() < max;) {
+    out.push_back(*it);
+    it = lost_.erase(it);
+  }
+  // Another put has to work before the next keys go out (the retried ones
+  // themselves count).
+  put_worked_since_loss_ = false;
+  n_lost_ = lost_.size();
+  return out;
+}
+
 void TierChain::erase(const PageKey& key) {
   {
     std::lock_guard<std::mutex> lock(unpersisted_mu_);
     unpersisted_.erase(key);
+  }
+  {
+    std::lock_guard<std::mutex> lock(lost_mu_);
+    lost_.erase(key);
+    n_lost_ = lost_.size();
   }
   for (Slot& s : slots_) s.workers->erase_async(key);
 }

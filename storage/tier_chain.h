@@ -26,6 +26,7 @@
 // get_now() returns without waiting on I/O.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +51,8 @@ struct TierChainOptions {
   int n_threads_per_tier = 2;  // storage threads of each tier
   // Reads of a remote tier give up after this long (0: no limit): PageTier::get_batch.
   int64_t read_timeout_ms = 0;
+  // take_lost_writes hands out keys at most this often.
+  int64_t retry_interval_ms = 2000;
 };
 
 class TierChain {
@@ -103,6 +106,19 @@ class TierChain {
   // Writes queued or running, all tiers.
   int64_t pending() const;
 
+  // Lost writes: keys whose put into a persistent tier failed or was
+  // skipped (disk full, below its reserve, store reopening) with no later
+  // put of them that worked. The device still counts such a page as
+  // spilled, so it asks here before it drops one (KvCacheManager) and
+  // writes it again. At most kMaxLostWrites keys are remembered.
+  static constexpr size_t kMaxLostWrites = size_t(1) << 18;
+  bool write_lost(const PageKey& key) const;
+  bool has_lost_writes() const { return n_lost_.load() > 0; }
+  // Up to `max` lost keys, forgotten here, to be written again: only once a
+  // put into a persistent tier worked after they were lost (there is room
+  // again), and at most once per retry_interval_ms; else none.
+  std::vector<PageKey> take_lost_writes(size_t max);
+
  private:
   struct Slot {
     std::shared_ptr<PageTier> tier;
@@ -117,6 +133,14 @@ class TierChain {
   // tier has yet.
   std::mutex unpersisted_mu_;
   std::unordered_set<PageKey, PageKeyHash> unpersisted_;
+  // Lost writes (write_lost): the keys, whether a persistent put worked
+  // since one was lost, and when take_lost_writes last handed keys out.
+  void note_put(const PageKey& key, bool ok);
+  mutable std::mutex lost_mu_;
+  std::unordered_set<PageKey, PageKeyHash> lost_;
+  std::atomic<size_t> n_lost_{0};
+  bool put_worked_since_loss_ = false;  // guarded by lost_mu_
+  int64_t last_retry_ms_ = 0;           // guarded by lost_mu_
 };
 
 }  // namespace larder

@@ -44,7 +44,11 @@ KvCacheManager::KvCacheManager(Backend& backend, const PageRecordMeta& meta, Tie
       return;
     }
     // Nothing to hand down: no tier would take it, or the only tiers are
-    // persistent ones that have it already.
+    // persistent ones that have it already. A page whose spill was lost
+    // (disk full, below its reserve) is handed down as never spilled (found
+    // in hostile testing: such pages were never written, and a restart
+    // lost them).
+    if (persisted && chain_ != nullptr && chain_->write_lost(key)) persisted = false;
     if (chain_ == nullptr || !hand_down || (persisted && chain_->persistent(0))) return;
     demote_queue_.push_back(Demotion{page, key, persisted, std::move(page_tokens_[size_t(page)])});
     page_tokens_[size_t(page)].clear();
@@ -388,17 +392,35 @@ void KvCacheManager::flush_demotions() {
   demote_queue_.clear();
 }
 
+void KvCacheManager::retry_lost_writes() {
+  if (chain_ == nullptr) return;
+  // Keys no longer on the device were handed down when they left (the
+  // evict hook above): nothing to do for them.
+  for (const PageKey& key : chain_->take_lost_writes(kLostWritesPerRetry)) {
+    if (persist(key, /*rewrite=*/true)) ++stats_.pages_respilled;
+  }
+}
+
 void KvCacheManager::write_back_all() {
   flush_spills();
   flush_demotions();
-  if (chain_ == nullptr || write_through_ || !chain_->has_persistent()) return;
+  if (chain_ == nullptr || !chain_->has_persistent()) return;
+  // A store that a failed write stopped retries its recovery only every
+  // few seconds, but at once in a flush: so that the writes below find it
+  // open (found in hostile testing: lost spills failed again at a stop).
+  if (chain_->has_lost_writes()) chain_->flush();
   for (int page = 0; page < pool_.n_pages(); ++page) {
-    if (!cache_.is_sealed(page) || cache_.is_persisted(page)) continue;
+    if (!cache_.is_sealed(page)) continue;
+    // write_back: what no persistent tier has; write_through: spills that
+    // were lost.
+    const bool lost = chain_->write_lost(cache_.key_of(page));
+    if (!lost && (write_through_ || cache_.is_persisted(page))) continue;
     std::string record = record_of(page, cache_.key_of(page));
     if (record.empty()) continue;
     chain_->put_persistent(cache_.key_of(page), std::move(record));
     cache_.mark_persisted(page);
     ++stats_.pages_spilled;
+    if (lost) ++stats_.pages_respilled;
   }
 }
 

@@ -49,6 +49,7 @@ struct KvCacheStats {
   std::atomic<int64_t> pages_reused_device{0};  // prefix pages found resident
   std::atomic<int64_t> pages_restored{0};       // pages restored from a lower tier
   std::atomic<int64_t> pages_spilled{0};        // records queued to persistent tiers
+  std::atomic<int64_t> pages_respilled{0};      // of those, again after a lost write (retry_lost_writes, write_back_all)
   std::atomic<int64_t> pages_demoted{0};        // records handed down to the host tier on device eviction
   std::atomic<int64_t> records_rejected{0};     // failed verification, dropped
   // The same by the tier they came from (TierChain index; the report's
@@ -158,9 +159,15 @@ class KvCacheManager {
   int n_free() const { return pool_.n_free(); }
   int n_resident() const { return cache_.n_sealed(); }
 
-  // write_back, at shutdown: every sealed page on the device no persistent
-  // tier has yet is written down.
+  // At shutdown: every sealed page on the device that no persistent tier
+  // has yet (write_back), or whose spill was lost (TierChain::write_lost),
+  // is written down.
   void write_back_all();
+  // Spills again up to kLostWritesPerRetry pages still on the device whose
+  // spill was lost, once the persistent tier takes writes again
+  // (TierChain::take_lost_writes). The engine calls it once per step.
+  static constexpr size_t kLostWritesPerRetry = 64;
+  void retry_lost_writes();
 
   const KvCacheStats& stats() const { return stats_; }
   // Pages commit() seals are logged here (S lines); null: no trace.

@@ -92,14 +92,31 @@ TEST_CASE("engine started on a full disk serves from memory and writes pages onc
     REQUIRE(generate(*engine, greedy_request(variant(400), 1)).final.finish == FinishReason::kLength);
     engine->flush_storage();
     CHECK(engine->stats().disk_writes_failed == failed);
+    // The 18 pages of the first prompt, whose spills failed while the disk
+    // was full, are spilled again now that it takes writes, while the
+    // engine runs (found in hostile testing: they never were, and a restart
+    // lost them). A step after a put that worked retries them.
+    const auto retry_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (engine->stats().pages_rewritten < failed && std::chrono::steady_clock::now() < retry_deadline) {
+      REQUIRE(generate(*engine, greedy_request(variant(400), 1)).final.finish == FinishReason::kLength);
+      engine->flush_storage();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    // (each page whose write failed, those of the prompts the loop above
+    // sent before the store came back too)
+    CHECK(engine->stats().pages_rewritten == failed);
+    CHECK(engine->stats().disk_writes_failed == failed);
   }
   // After a restart (plain file system) the pages written after the
-  // recovery come back from disk.
+  // recovery come back from disk, the first prompt's too.
   o.open_tiers = tier_factory();
   auto engine = make_engine(o);
   Generated again = generate(*engine, greedy_request(variant(400), 1));
   CHECK(again.final.cached_tokens == 288);
   CHECK(engine->stats().pages_restored_disk == 18);
+  Generated first = generate(*engine, greedy_request(prompt, 1));
+  CHECK(first.final.cached_tokens == 288);
+  CHECK(engine->stats().pages_restored_disk == 36);
 }
 
 TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was written",
@@ -124,6 +141,27 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
   // Nothing of variant(7)'s pages reached disk; only its first token (the
   // same BOS as long_prompt's resident page 0) is reused.
   CHECK(generate(*engine, greedy_request(variant(7), 1)).final.cached_tokens == 1);
+}
+
+// Found in hostile testing: pages whose spill failed on a full disk were
+// never written, not even at a stop after space came back.
+TEST_CASE("engine stop after the disk has room again writes the pages whose spill failed", "[engine][faults]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  auto ffs = std::make_shared<FaultFs>();
+  EngineOptions o = fault_options(model, dir, ffs);
+  {
+    auto engine = make_engine(o);
+    ffs->full = true;
+    REQUIRE(generate(*engine, greedy_request(reference_prompt("long"), 1)).final.finish == FinishReason::kLength);
+    engine->flush_storage();
+    CHECK(engine->stats().disk_writes_failed == 18);
+    ffs->full = false;
+    engine->stop();  // no request since: the stop writes them
+    CHECK(engine->stats().pages_rewritten == 18);
+  }
+  auto engine = make_engine(o);
+  CHECK(generate(*engine, greedy_request(reference_prompt("long"), 1)).final.cached_tokens == 288);
 }
 
 // Found in hostile testing: with the disk tier down at start (a read-only or

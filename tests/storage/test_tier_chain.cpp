@@ -159,3 +159,71 @@ TEST_CASE("without a host tier, write_back demotion writes straight to disk", "[
   chain.flush();
   CHECK_FALSE(chain.get_now(key(7)));
 }
+
+namespace {
+
+// A persistent tier whose puts fail while `full` is set (a full disk).
+class FullTier : public larder::testing::DelegatingTier {
+ public:
+  explicit FullTier(std::shared_ptr<MemoryPageStore> inner) : DelegatingTier(std::move(inner), "disk") {}
+  Status put(const PageKey& key, std::string_view record) override {
+    if (full) return Status::io_error("disk full");
+    return inner().put(key, record);
+  }
+  std::atomic<bool> full{false};
+};
+
+}  // namespace
+
+TEST_CASE("lost writes: a failed persistent put is remembered until one works, handed out once the tier takes writes",
+          "[tier_chain]") {
+  auto disk = std::make_shared<FullTier>(tier(1 << 20));
+  TierChainOptions o;
+  o.retry_interval_ms = 0;
+  TierChain chain({{disk, true}}, o);
+  disk->full = true;
+  chain.put_persistent(key(1), "one");
+  chain.put_persistent(key(2), "two");
+  chain.flush();
+  CHECK(chain.write_lost(key(1)));
+  CHECK(chain.write_lost(key(2)));
+  CHECK_FALSE(chain.write_lost(key(3)));
+  CHECK(chain.take_lost_writes(10).empty());  // nothing has worked since: not yet
+  // Key 1 written again by hand: no longer lost, and a put worked.
+  disk->full = false;
+  chain.put_persistent(key(1), "one");
+  chain.flush();
+  CHECK_FALSE(chain.write_lost(key(1)));
+  std::vector<PageKey> again = chain.take_lost_writes(10);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0] == key(2));
+  CHECK_FALSE(chain.write_lost(key(2)));  // handed out: the caller writes it
+  CHECK(chain.take_lost_writes(10).empty());
+  // An erase forgets a lost key.
+  disk->full = true;
+  chain.put_persistent(key(4), "four");
+  chain.flush();
+  CHECK(chain.write_lost(key(4)));
+  chain.erase(key(4));
+  chain.flush();
+  CHECK_FALSE(chain.write_lost(key(4)));
+}
+
+TEST_CASE("lost writes are handed out at most max at a time and once per retry interval", "[tier_chain]") {
+  auto disk = std::make_shared<FullTier>(tier(1 << 20));
+  TierChainOptions o;
+  o.retry_interval_ms = 60000;
+  TierChain chain({{disk, true}}, o);
+  disk->full = true;
+  for (uint64_t n = 1; n <= 5; ++n) chain.put_persistent(key(n), "x");
+  chain.flush();
+  disk->full = false;
+  chain.put_persistent(key(9), "nine");
+  chain.flush();
+  CHECK(chain.take_lost_writes(3).size() == 3);
+  chain.put_persistent(key(10), "ten");  // a put works again, but the interval has not passed
+  chain.flush();
+  CHECK(chain.take_lost_writes(3).empty());
+  CHECK(chain.write_lost(key(1)) + chain.write_lost(key(2)) + chain.write_lost(key(3)) + chain.write_lost(key(4)) +
+            chain.write_lost(key(5)) == 2);
+}

@@ -220,6 +220,18 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   }
   Result<std::unique_ptr<EvictionPolicy>> policy = make_eviction_policy(options.policy);
   if (!policy.is_ok()) return Status::invalid_argument("page store: " + policy.status().message());
+  // Only at the start, where the directory is chosen: a file that shows up
+  // later is left alone by the store (move_store_aside moves only its own).
+  if (std::vector<std::string> foreign = foreign_entries(options.dir); !foreign.empty()) {
+    std::string names;
+    for (const std::string& n : foreign) names += (names.empty() ? "" : ", ") + n;
+    Status st = Status::invalid_argument(
+        "page store: " + options.dir + " holds files it did not create (" + names +
+        "): point [cache.disk] dir at an empty or new directory (the store moves a damaged store aside and "
+        "deletes old copies, so it must have the directory to itself)");
+    spdlog::error("{}", st.to_string());
+    return st;
+  }
   auto impl = std::make_unique<Impl>(options, std::move(policy).value());
   using OpenKind = Impl::OpenKind;
   Impl::OpenOutcome o = impl->try_open();

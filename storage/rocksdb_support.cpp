@@ -40,6 +40,36 @@ bool is_rocksdb_file_name(const std::string& name) {
   return (ext == ".log" || ext == ".sst" || ext == ".blob") && digits(n.substr(0, dot));
 }
 
+namespace {
+
+// "corrupt-<digits>[-<digits>]": a damaged copy move_store_contents_aside made.
+bool is_damaged_copy_name(std::string_view n) {
+  const std::string_view prefix = kDamagedInsidePrefix;
+  if (!n.starts_with(prefix)) return false;
+  n.remove_prefix(prefix.size());
+  const size_t dash = n.find('-');
+  auto digits = [](std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  return digits(n.substr(0, dash)) && (dash == std::string_view::npos || digits(n.substr(dash + 1)));
+}
+
+}  // namespace
+
+std::vector<std::string> foreign_entries(const std::string& dir, size_t max) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end && out.size() < max; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    const bool is_dir = it->is_directory(type_ec);
+    if (is_dir && (is_damaged_copy_name(name) || name == "lost+found")) continue;
+    if (!is_dir && is_rocksdb_file_name(name)) continue;
+    out.push_back(name);
+  }
+  return out;
+}
+
 // ---- RocksDbInfoLog ---------------------------------------------------------
 
 RocksDbInfoLog::RocksDbInfoLog(std::string dir, LogLimiter& limiter)
@@ -160,7 +190,9 @@ Result<std::string> move_store_contents_aside(const std::string& dir, int keep) 
   if (ec) return Status::io_error("page store: cannot create " + inside + ": " + ec.message());
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind(kDamagedInsidePrefix, 0) == 0) continue;  // this copy and older ones
+    // Only what RocksDB made: not this copy, older ones, or anything else.
+    std::error_code type_ec;
+    if (!is_rocksdb_file_name(name) || it->is_directory(type_ec)) continue;
     std::error_code mv_ec;
     fs::rename(it->path(), fs::path(inside) / name, mv_ec);
     if (mv_ec) {
@@ -178,6 +210,9 @@ Result<std::string> move_store_aside(const std::string& dir, int keep) {
   while (base.size() > 1 && base.back() == '/') base.pop_back();
   const std::string aside = unused_name(base + ".corrupt-");
   std::error_code ec;
+  if (fs::is_symlink(base, ec) || !foreign_entries(base, 1).empty()) {
+    return move_store_contents_aside(base, keep);
+  }
   fs::rename(dir, aside, ec);
   if (ec) {
     // A mount point (EBUSY), or a parent we may not write (EACCES: a

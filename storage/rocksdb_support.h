@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <rocksdb/env.h>
 #include <rocksdb/listener.h>
@@ -28,6 +29,13 @@ Status translate_rocksdb_status(const rocksdb::Status& s, const std::string& wha
 // 000014.blob, *.dbtmp, MANIFEST-000005, OPTIONS-000007, CURRENT, IDENTITY,
 // LOCK, LOG, LOG.old.<n>.
 bool is_rocksdb_file_name(const std::string& name);
+// The entries of `dir` (names, at most `max`) that a page store did not
+// create: neither RocksDB files nor damaged copies ("corrupt-<n>"), nor a
+// file system's lost+found. Empty for a missing directory. A store never
+// opens in a directory holding such entries, since it moves damaged stores
+// aside and deletes old copies (found in hostile testing: a cache dir
+// pointed at a folder of the user's moved it aside, then deleted it).
+std::vector<std::string> foreign_entries(const std::string& dir, size_t max = 3);
 
 // RocksDB's info log, sent to spdlog instead of a LOG file in the DB
 // directory. (A LOG file on the same disk is what aborted the daemon when the
@@ -85,12 +93,14 @@ class BackgroundErrors : public rocksdb::EventListener {
 // exists) and then removes older "<dir>.corrupt-*" directories, oldest
 // first, so that at most `keep` (>= 1) remain. Returns the new name, or
 // kIOError when the rename failed (dir is then unchanged).
-// Where dir cannot be renamed (a mount point, a parent not writable), its
-// entries move into "<dir>/corrupt-<unix seconds>" instead, keeping at most
+// Where dir cannot be renamed (a mount point, a parent not writable), is a
+// symbolic link (renaming it would move the store off the link's target),
+// or holds entries a store did not create (foreign_entries), its RocksDB
+// files move into "<dir>/corrupt-<unix seconds>" instead, keeping at most
 // `keep` such copies there (move_store_contents_aside); kIOError when that
 // fails too.
 Result<std::string> move_store_aside(const std::string& dir, int keep);
-// Moves every entry of dir but earlier copies into a new
+// Moves dir's RocksDB files (is_rocksdb_file_name; nothing else) into a new
 // "<dir>/corrupt-<unix seconds>[-<n>]" and removes the oldest such copies
 // beyond `keep` (>= 1). Returns the copy's path; kIOError naming the entry
 // that could not be moved (some may have moved).

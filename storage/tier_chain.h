@@ -113,7 +113,6 @@ class TierChain {
   // writes it again. At most kMaxLostWrites keys are remembered.
   static constexpr size_t kMaxLostWrites = size_t(1) << 18;
   bool write_lost(const PageKey& key) const;
-  bool has_lost_writes() const { return n_lost_.load() > 0; }
   // Up to `max` lost keys, forgotten here, to be written again: only once a
   // put into a persistent tier worked after they were lost (there is room
   // again), and at most once per retry_interval_ms; else none.

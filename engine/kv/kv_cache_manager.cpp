@@ -405,10 +405,12 @@ void KvCacheManager::write_back_all() {
   flush_spills();
   flush_demotions();
   if (chain_ == nullptr || !chain_->has_persistent()) return;
-  // A store that a failed write stopped retries its recovery only every
-  // few seconds, but at once in a flush: so that the writes below find it
-  // open (found in hostile testing: lost spills failed again at a stop).
-  if (chain_->has_lost_writes()) chain_->flush();
+  // The flush waits for the spills queued so far, so that every lost one
+  // is known; and a store that a failed write stopped retries its recovery
+  // only every few seconds, but at once in a flush, so that the writes
+  // below find it open (found in hostile testing: lost spills failed again
+  // at a stop).
+  chain_->flush();
   for (int page = 0; page < pool_.n_pages(); ++page) {
     if (!cache_.is_sealed(page)) continue;
     // write_back: what no persistent tier has; write_through: spills that

@@ -433,3 +433,67 @@ TEST_CASE("a store that cannot be renamed is moved aside into itself, and a stor
   CHECK(get_ok(*store, key_n(1)) == value_n(1, 3000));
   CHECK(fs::exists(fs::path(*r) / "CURRENT"));  // RocksDB left the copy alone
 }
+
+// Found in hostile testing: a cache dir pointed at a folder of the user's
+// was adopted; a damage moved the folder aside, and the next one deleted it.
+TEST_CASE("a store does not open in a directory holding files it did not create", "[storage][faults]") {
+  TempDir tmp("foreign");
+  RocksDbStoreOptions o;
+  o.dir = tmp.sub("mine");
+  fs::create_directories(fs::path(o.dir) / "sub");
+  std::ofstream(fs::path(o.dir) / "notes.txt") << "the user's";
+  std::ofstream(fs::path(o.dir) / "sub" / "x") << "the user's too";
+  auto r = RocksDbPageStore::open(o);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().find("notes.txt") != std::string::npos);
+  CHECK(r.status().message().find("[cache.disk] dir") != std::string::npos);
+  CHECK(fs::exists(fs::path(o.dir) / "notes.txt"));
+  CHECK(fs::exists(fs::path(o.dir) / "sub" / "x"));
+  CHECK_FALSE(fs::exists(fs::path(o.dir) / "CURRENT"));  // nothing was created there
+  // A store's own directory, with a damaged copy and a lost+found, opens.
+  o.dir = tmp.sub("store");
+  { auto s = open_store(o); }
+  fs::create_directories(fs::path(o.dir) / "corrupt-1700000000");
+  fs::create_directories(fs::path(o.dir) / "lost+found");
+  auto again = open_store(o);
+  CHECK(foreign_entries(o.dir).empty());
+}
+
+TEST_CASE("moving a store aside moves only its own files, and through a symbolic link", "[storage][faults]") {
+  TempDir tmp("aside-own");
+  const std::string dir = tmp.sub("db");
+  fs::create_directories(fs::path(dir) / "sub");
+  std::ofstream(dir + "/CURRENT") << "MANIFEST-000042\n";
+  std::ofstream(dir + "/000005.sst") << "not a table";
+  std::ofstream(dir + "/notes.txt") << "appeared while the store ran";
+  std::ofstream(dir + "/sub/x") << "so did this";
+  auto r = move_store_aside(dir, 1);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  CHECK(fs::path(*r).parent_path() == fs::path(dir));  // moved inside, the folder stays
+  CHECK(fs::exists(fs::path(*r) / "CURRENT"));
+  CHECK(fs::exists(fs::path(*r) / "000005.sst"));
+  CHECK(fs::exists(dir + "/notes.txt"));
+  CHECK(fs::exists(dir + "/sub/x"));
+  CHECK_FALSE(fs::exists(fs::path(*r) / "notes.txt"));
+  // A second damage prunes the first copy, and only it.
+  std::ofstream(dir + "/CURRENT") << "MANIFEST-000043\n";
+  auto r2 = move_store_aside(dir, 1);
+  REQUIRE(r2.is_ok());
+  CHECK_FALSE(fs::exists(*r));
+  CHECK(fs::exists(dir + "/notes.txt"));
+  CHECK(fs::exists(dir + "/sub/x"));
+
+  // Through a link: the link stays and points where it did.
+  const std::string real = tmp.sub("real"), link = tmp.sub("link");
+  fs::create_directories(real);
+  std::ofstream(real + "/CURRENT") << "MANIFEST-000042\n";
+  fs::create_directory_symlink(real, link);
+  auto r3 = move_store_aside(link, 1);
+  REQUIRE(r3.is_ok());
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::read_symlink(link) == fs::path(real));
+  CHECK_FALSE(fs::exists(real + "/CURRENT"));
+  CHECK(fs::exists(fs::path(real) / fs::path(*r3).filename() / "CURRENT"));
+}

@@ -108,6 +108,9 @@ struct GenerationOptions {
   // "json_object"}: the compiled grammar the output must follow (engine
   // GenerationRequest::grammar); null when neither is given.
   std::shared_ptr<const CompiledGrammar> grammar{};
+  // Tool calls under tool_choice "auto": the triggers that make `grammar`
+  // lazy (engine GenerationRequest::grammar_triggers); set by the router.
+  GrammarTriggers grammar_triggers{};
   // "logit_bias": {"<token id>": bias in [-100, 100]} (OpenAI), or
   // llama.cpp's [[id, bias or false], ...]; ids are checked against the
   // model's vocabulary by the router.

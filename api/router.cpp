@@ -202,6 +202,29 @@ HandlerResult ApiRouter::completions(HttpRequest& request) {
   return prompt_job([this, body = std::move(request.body)] { return prepare_completion(body); }, lane);
 }
 
+void ApiRouter::set_lazy_tool_grammar(ToolCallSyntax syntax, const nlohmann::ordered_json& tools, bool parallel,
+                                      bool prompt_opens_reasoning, GenerationOptions* options) const {
+  std::vector<GrammarTrigger> triggers = tool_call_triggers(syntax);
+  if (triggers.empty()) return;
+  Result<std::string> gbnf = tool_call_gbnf(syntax, tools, "", parallel);
+  if (!gbnf.is_ok()) {
+    spdlog::debug("tool calls not constrained: {}", gbnf.status().to_string());
+    return;
+  }
+  Result<Grammar> g = parse_gbnf(*gbnf);
+  if (!g.is_ok()) return;
+  Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
+  if (!cg.is_ok()) return;
+  options->grammar = std::move(cg).value();
+  options->grammar_triggers.triggers = std::move(triggers);
+  // A call written while thinking is not a call (api/reasoning.h).
+  if (generator_.reasoning_syntax() == ReasoningSyntax::kThinkTags) {
+    options->grammar_triggers.block_open = "<think>";
+    options->grammar_triggers.block_close = "</think>";
+    options->grammar_triggers.starts_in_block = prompt_opens_reasoning;
+  }
+}
+
 PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
   ChatCompletionRequest parsed;
   if (auto e = parse_chat_completion_request(body, defaults_.sampling(), &parsed)) return *e;
@@ -239,9 +262,16 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
     if (!cg.is_ok()) return ApiError::invalid("forcing a tool call: " + cg.status().message(), "tools");
     parsed.options.grammar = std::move(cg).value();
+  } else if (!tools.empty() && !parsed.options.grammar) {
+    // tool_choice "auto": a call the model opens is kept inside the grammar
+    // (lazy: engine/grammar/grammar_trigger.h), as llama.cpp's server does.
+    // Schemas the grammar cannot enforce leave the answer unconstrained.
+    set_lazy_tool_grammar(out.tools.syntax, tools, parsed.parallel_tool_calls, prompt_info.opens_reasoning,
+                          &parsed.options);
   }
   out.reasoning = reasoning_options(generator_.reasoning_syntax(), parsed.reasoning_format,
-                                    prompt_info.opens_reasoning, parsed.options.grammar != nullptr);
+                                    prompt_info.opens_reasoning,
+                                    parsed.options.grammar != nullptr && parsed.options.grammar_triggers.empty());
   out.options = std::move(parsed.options);
   out.prompt_tokens = std::move(*tokens);
   if (auto e = check_prompt(out)) return *e;
@@ -328,6 +358,7 @@ GenerationRequest ApiRouter::generation_request(const PreparedGeneration& p, std
   req.remember_answer = p.kind == CompletionKind::kChat;
   req.cache_salt = options.cache_salt;
   req.grammar = options.grammar;
+  req.grammar_triggers = options.grammar_triggers;
   req.logit_bias = options.logit_bias;
   req.logprobs = options.logprobs;
   req.echo = options.echo;

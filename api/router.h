@@ -68,6 +68,11 @@ class ApiRouter {
   // Pool thread (thread-safe: they read only the generator and options_):
   // parse and validate a body, render and tokenize its prompt.
   PreparedRequest prepare_chat(const std::string& body) const;
+  // tool_choice "auto": the calls' grammar, lazy (api/tool_call_grammar.h
+  // tool_call_triggers), into *options; nothing where the syntax has no
+  // triggers or the tools' schemas cannot be enforced.
+  void set_lazy_tool_grammar(ToolCallSyntax syntax, const nlohmann::ordered_json& tools, bool parallel,
+                             bool prompt_opens_reasoning, GenerationOptions* options) const;
   PreparedRequest prepare_completion(const std::string& body) const;
   // An empty prompt or one that leaves no room for a generated token (one
   // over the context when scores_only: echo with max_tokens 0, which

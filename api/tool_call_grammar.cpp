@@ -98,4 +98,17 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
   return root + "\n" + gbnf;
 }
 
+std::vector<GrammarTrigger> tool_call_triggers(ToolCallSyntax syntax) {
+  const GrammarTrigger bare_call[] = {{"{\"name\"", true, false}, {"{ \"name\"", true, false}};
+  switch (syntax) {
+    case ToolCallSyntax::kHermes: return {{"<tool_call>", false, false}};
+    case ToolCallSyntax::kLlama3Json:
+    case ToolCallSyntax::kGeneric: return {std::begin(bare_call), std::end(bare_call)};
+    case ToolCallSyntax::kMistral: return {{"[TOOL_CALLS]", false, true}, {"[{\"name\"", true, false}};
+    case ToolCallSyntax::kJsonEnvelope:
+    case ToolCallSyntax::kNone: break;
+  }
+  return {};
+}
+
 }  // namespace larder

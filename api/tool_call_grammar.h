@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,5 +30,18 @@ namespace larder {
 // (naming the tool), kNone syntax.
 Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordered_json& tools,
                                    const std::string& forced, bool parallel);
+
+// tool_choice "auto": where the calls' grammar (tool_call_gbnf with no
+// forced function) starts to apply, as llama.cpp's server constrains them
+// lazily. The model writes text freely; once it opens a call, the call is
+// kept inside the grammar, so its arguments are valid JSON under the tool's
+// schema.
+//   kHermes      "<tool_call>", anywhere in the answer
+//   kLlama3Json  {"name" (or { "name") opening the answer
+//   kGeneric     the same (a bare call; calls in tags are not constrained)
+//   kMistral     "[TOOL_CALLS]" anywhere (the grammar starts after it), or
+//                [{"name" opening the answer
+//   kJsonEnvelope, kNone: none (not constrained)
+std::vector<GrammarTrigger> tool_call_triggers(ToolCallSyntax syntax);
 
 }  // namespace larder

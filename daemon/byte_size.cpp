@@ -6,7 +6,7 @@
 namespace larder {
 namespace {
 
-constexpr int64_t kMaxBytes = int64_t(1) << 62;
+constexpr int64_t kMaxBytes = kMaxByteSize;
 
 struct Unit {
   std::string_view name;  // lower case

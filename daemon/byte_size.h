@@ -24,6 +24,9 @@ namespace larder {
 // (the caller names the key), e.g. "unknown unit \"XB\"", or "too large"
 // past 2^62 bytes.
 Result<int64_t> parse_byte_size(std::string_view text);
+// The largest size parse_byte_size takes (2^62 bytes); config integers are
+// held to it too.
+inline constexpr int64_t kMaxByteSize = int64_t(1) << 62;
 
 // Formats bytes for humans and for config dumps: the largest IEC unit that
 // divides the value exactly ("1GiB", "1536KiB", "1000B"), so the output

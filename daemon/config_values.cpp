@@ -68,6 +68,10 @@ Result<Value> value_from_node(const KeySpec& spec, const toml::node& node) {
       if (node.is_integer()) {
         v.i = node.as_integer()->get();
         if (v.i < 0) return bad("negative");
+        // The limit of the string form too, so that --print-config's output
+        // reads back (found in hostile testing: 2^63 - 1 passed as an
+        // integer, and its printed "9223372036854775807B" was refused).
+        if (v.i > kMaxByteSize) return bad("too large (the limit is 2^62 bytes)");
         return v;
       }
       if (node.is_string()) {

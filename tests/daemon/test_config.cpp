@@ -357,6 +357,10 @@ TEST_CASE("bad values give an error naming the key and the allowed range", "[dae
        "cache.device.budget = \"12XB\": must be a size of at least 1MiB (unknown unit \"XB\""},
       {"[cache.disk]\nbudget = -5", "cache.disk.budget = -5: must be a size of at least 1MiB (negative)"},
       {"[cache.disk]\nmin_free = -1", "cache.disk.min_free = -1: must be a size (0: no reserve) (negative)"},
+      // Found in hostile testing: an integer past the string form's limit
+      // passed, and --print-config's "9223372036854775807B" did not read back.
+      {"[cache.disk]\nbudget = 9223372036854775807",
+       "cache.disk.budget = 9223372036854775807: must be a size of at least 1MiB (too large (the limit is 2^62 bytes))"},
       {"[cache.disk]\nmin_free = \"2ZB\"", "cache.disk.min_free = \"2ZB\": must be a size (0: no reserve)"},
       {"[cache]\ndevice.budget = \"512KiB\"",  // dotted keys name the same key
        "config error: cache.device.budget = \"512KiB\": must be a size of at least 1MiB (line 2)"},

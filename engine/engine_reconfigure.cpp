@@ -3,6 +3,7 @@
 // applied; the device tier's part runs on the engine thread, the tiers
 // below on the caller's thread (they are thread-safe, and their I/O must
 // not hold up the engine thread).
+#include <filesystem>
 #include <limits>
 
 #include <spdlog/spdlog.h>
@@ -18,6 +19,20 @@ std::string restart_needed(const std::string& key, const std::string& was, const
 }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+// Whether two spellings name one directory ("/c/", "/x/../c", a link to
+// it): found in hostile testing, a reload with the cache dir spelled
+// otherwise was refused as a change.
+bool same_dir(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  if (a.empty() || b.empty()) return false;
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec) && !ec) return true;
+  const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ec);
+  if (ec) return false;
+  const std::filesystem::path cb = std::filesystem::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
 
 // The keys of `next` that differ from `cur` and cannot change while the
 // engine runs, each with its old and new value.
@@ -38,7 +53,7 @@ std::vector<std::string> restart_keys(const CacheOptions& cur, const CacheOption
     const auto name = [](bool wt) { return quoted(wt ? "write_through" : "write_back"); };
     out.push_back(restart_needed("cache.write_policy", name(cur.write_through), name(next.write_through)));
   }
-  if (cur.disk.dir != next.disk.dir) {
+  if (!same_dir(cur.disk.dir, next.disk.dir)) {
     out.push_back(restart_needed("cache.disk.dir", quoted(cur.disk.dir), quoted(next.disk.dir)));
   }
   if (cur.disk.min_free_bytes != next.disk.min_free_bytes) {

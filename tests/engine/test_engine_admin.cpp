@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <thread>
 
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "engine/engine.h"
@@ -414,6 +416,27 @@ TEST_CASE("reconfigure: the device budget shrinks at once, within limits; restar
   CHECK(r.budget_pages == 64);
   CHECK(tier(r, "device").policy == "lfu");
   CHECK(tier(r, "device").entries == 34);  // nothing evicted by the swap or the growth
+}
+
+// Found in hostile testing: the same cache dir spelled otherwise in a
+// reloaded config ("/c/", "/x/../c") was refused as a change of directory.
+TEST_CASE("reconfigure: the disk dir spelled otherwise is no change; another dir needs a restart",
+          "[engine][admin]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  TempDir dir;
+  EngineOptions o = options_for(model, dir.str());
+  auto engine = make_engine(o);
+  const CacheOptions c = o.cache;
+  const std::filesystem::path p(c.disk.dir);
+  for (const std::string& same : {c.disk.dir + "/", c.disk.dir + "/./", (p / ".." / p.filename()).string()}) {
+    CacheOptions spelled = c;
+    spelled.disk.dir = same;
+    INFO(same);
+    CHECK(engine->reconfigure(spelled).is_ok());
+  }
+  CacheOptions moved = c;
+  moved.disk.dir = c.disk.dir + "-elsewhere";
+  CHECK_THAT(engine->reconfigure(moved).message(), Catch::Contains("cache.disk.dir changed"));
 }
 
 // Found by the second hostile pass of the draft model (it predates it):

@@ -83,7 +83,7 @@ void StorageWorkers::flush() {
     });
   }
   Status st = store_.flush();
-  if (!st.is_ok()) spdlog::warn("storage workers: flush: {}", st.to_string());
+  if (!st.is_ok()) log_.log(spdlog::level::warn, "flush", "storage workers: flush: " + st.to_string());
 }
 
 int64_t StorageWorkers::pending() const {

@@ -13,6 +13,7 @@
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
 #include "storage/storage_workers.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/temp_dir.h"
 
 using namespace larder;
@@ -48,7 +49,7 @@ class FakeStore : public PageStore {
   Status flush() override {
     std::lock_guard<std::mutex> lock(mu);
     ++n_flushes;
-    return Status::ok();
+    return flush_fails ? Status::io_error("injected flush failure") : Status::ok();
   }
   std::mutex mu;
   std::map<std::string, std::string> data;
@@ -56,6 +57,7 @@ class FakeStore : public PageStore {
   int n_puts = 0;
   int n_flushes = 0;
   int put_delay_ms = 0;
+  bool flush_fails = false;
 };
 
 std::vector<std::string> get_prefix_sync(StorageWorkers& w, std::vector<PageKey> keys) {
@@ -174,4 +176,16 @@ TEST_CASE("workers: destructor drains pending writes", "[storage][workers]") {
     REQUIRE(r->has_value());
     CHECK(**r == value_n(uint64_t(i)) + std::string(20000, 'p'));
   }
+}
+
+// Found in hostile testing: a failing flush logged a warning each time,
+// three in a millisecond (one per tier and caller).
+TEST_CASE("workers: a failing flush logs one warning per 10 s", "[storage][workers]") {
+  FakeStore store;
+  store.flush_fails = true;
+  StorageWorkers w(store, 2);
+  larder::testing::LogCapture cap;
+  for (int i = 0; i < 5; ++i) w.flush();
+  CHECK(store.n_flushes == 5);
+  CHECK(cap.count("storage workers: flush: ") == 1);
 }

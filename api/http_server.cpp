@@ -128,6 +128,7 @@ struct HttpServer::Impl : public ConnectionHost {
   void on_stop();
   void on_signal(int signum);
   void on_grace_expired();
+  void cancel_connections();  // ends every connection now (grace over, or a second signal)
   void maybe_finish();
   void close_all_now();
 
@@ -406,7 +407,7 @@ void HttpServer::Impl::on_signal(int signum) {
   // A second Ctrl-C: skip the grace period; pending page writes are still
   // flushed when run() returns.
   spdlog::info("api: signal {} again: cancelling in-flight responses now", signum);
-  on_grace_expired();
+  cancel_connections();
 }
 
 void HttpServer::Impl::on_stop() {
@@ -427,6 +428,10 @@ void HttpServer::Impl::on_grace_expired() {
   if (!connections.empty()) {
     spdlog::warn("api: shutdown grace over, cancelling {} connection(s)", connections.size());
   }
+  cancel_connections();
+}
+
+void HttpServer::Impl::cancel_connections() {
   // Collected first: end_for_shutdown may close (and a close callback erase)
   // connections only later, but keep the loop simple.
   std::vector<HttpConnection*> open;

@@ -78,6 +78,11 @@ class ResponseJob {
   virtual void pump(ResponseWriter& writer) = 0;
   // True once the response is complete (the connection may move on).
   virtual bool done() const = 0;
+  // At shutdown, before a 503 "try again": whether the request has had no
+  // lasting effect and now will not. False for a change that already began
+  // (an admin pin, evict or reload running), whose outcome the 503 then
+  // says is unknown. Generation has no lasting effect but the cache.
+  virtual bool withdraw() { return true; }
 };
 
 // A handler either answers at once or hands back a job that answers as the

@@ -372,7 +372,14 @@ void HttpConnection::end_for_shutdown() {
   if (closing_) return;
   if (exchange_active_ && !response_started_ && !shutting_down_) {
     // Not a byte of the answer went out yet: say why instead of vanishing.
-    answer_and_close(retry_later_response("the server is shutting down; try again", "shutting_down"));
+    // An admin change already running goes on (found in hostile testing: a
+    // pin answered "try again" was applied and kept across the restart).
+    const bool withdrawn = !job_ || job_->withdraw();
+    answer_and_close(retry_later_response(
+        withdrawn ? "the server is shutting down; try again"
+                  : "the server is shutting down; this change had begun and may have been applied (see GET "
+                    "/admin/cache once the server is back)",
+        "shutting_down"));
     return;
   }
   close();

@@ -48,7 +48,10 @@ void SerialWorker::run() {
 struct SerialJob::State {
   Work work;                          // run once on the worker, then released
   std::shared_ptr<LoopWaker> waker;
-  std::atomic<bool> abandoned{false};  // the job is gone: skip the work
+  std::atomic<bool> abandoned{false};  // the job is gone: skip the work, drop the result
+  // Whether the work began: the worker and withdraw() race for it.
+  enum Phase : int { kQueued, kRunning, kWithdrawn };
+  std::atomic<int> phase{kQueued};
   std::mutex mu;
   std::optional<HttpResponse> result;  // guarded by mu
 };
@@ -58,7 +61,8 @@ SerialJob::SerialJob(SerialWorker& worker, std::shared_ptr<LoopWaker> waker, Wor
   state_->work = std::move(work);
   state_->waker = std::move(waker);
   worker.post([st = state_] {
-    if (st->abandoned.load()) return;
+    int queued = State::kQueued;
+    if (st->abandoned.load() || !st->phase.compare_exchange_strong(queued, State::kRunning)) return;
     HttpResponse r;
     try {
       r = st->work();
@@ -78,6 +82,12 @@ SerialJob::SerialJob(SerialWorker& worker, std::shared_ptr<LoopWaker> waker, Wor
 }
 
 SerialJob::~SerialJob() { state_->abandoned.store(true); }
+
+bool SerialJob::withdraw() {
+  int queued = State::kQueued;
+  return state_->phase.compare_exchange_strong(queued, State::kWithdrawn) ||
+         state_->phase.load() == State::kWithdrawn;
+}
 
 void SerialJob::pump(ResponseWriter& writer) {
   if (done_) return;

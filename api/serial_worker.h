@@ -60,6 +60,7 @@ class SerialJob : public ResponseJob {
 
   void pump(ResponseWriter& writer) override;
   bool done() const override { return done_; }
+  bool withdraw() override;  // false once the work began (it runs to its end)
 
   struct State;  // shared with the task (api/serial_worker.cpp)
 

@@ -113,3 +113,41 @@ TEST_CASE("a storm of SIGHUPs costs one reload more, not one per signal", "[api]
   std::lock_guard<std::mutex> lock(mu);
   CHECK(n_calls == 2);
 }
+
+// Found in hostile testing: pins cut by a shutdown were answered 503 "try
+// again" but had been applied, and were kept across the restart. A change
+// already running now says its outcome is unknown; one still queued is
+// withdrawn (it never runs).
+TEST_CASE("shutdown: a running admin change says it may have been applied, a queued one is withdrawn",
+          "[api][admin]") {
+  ServerOptions o;
+  o.shutdown_grace_s = 0.2;
+  TestServer ts(o);
+  AdminGateGuard guard{ts.fake()};
+  ts.fake().close_admin_gate();
+  TestClient running(ts.port()), queued(ts.port());
+  REQUIRE(running.send_raw(raw_post("POST", "/admin/cache/pin", R"({"prompt": "first"})")));
+  REQUIRE(ts.fake().wait_at_admin_gate(1, std::chrono::seconds(10)));
+  REQUIRE(queued.send_raw(raw_post("POST", "/admin/cache/pin", R"({"prompt": "second"})")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the second is read and queued
+  ts.server().request_stop();
+  auto r1 = running.read_response();
+  auto r2 = queued.read_response();
+  REQUIRE(r1);
+  REQUIRE(r2);
+  CHECK(r1->status == 503);
+  CHECK(r2->status == 503);
+  CHECK_THAT(r1->json()["error"]["message"].get<std::string>(), Catch::Contains("may have been applied"));
+  CHECK(r2->json()["error"]["message"] == "the server is shutting down; try again");
+  ts.fake().open_admin_gate();
+  CHECK(ts.stop(std::chrono::seconds(10)));
+  // Only the first pin reached the engine (once past the gate).
+  for (int i = 0; i < 500 && ts.fake().admin_calls().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // room for a second, which must not come
+  const auto calls = ts.fake().admin_calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].tokens.size() == 1 + 5);  // the fake's BOS, then a token per byte of "first"
+  CHECK(calls[0].tokens.back() == int32_t('t'));
+}

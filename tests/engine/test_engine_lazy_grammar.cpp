@@ -11,19 +11,13 @@
 
 #include "engine/engine.h"
 #include "tests/engine/engine_test_util.h"
+#include "tests/grammar/grammar_test_util.h"
 #include "tests/support/skip.h"
 
 using namespace larder;
 using namespace larder::testing;
 
 namespace {
-
-std::shared_ptr<const CompiledGrammar> compiled(std::string_view gbnf) {
-  Result<Grammar> g = parse_gbnf(gbnf);
-  INFO(g.status().to_string());
-  REQUIRE(g.is_ok());
-  return std::make_shared<const CompiledGrammar>(*g);
-}
 
 // reference.json: "Once upon a time" -> its greedy continuation (48 tokens).
 const std::string kFree =
@@ -32,7 +26,7 @@ const std::string kFree =
 
 GenerationRequest lazy(const std::vector<int32_t>& prompt, std::string_view gbnf, GrammarTriggers triggers) {
   GenerationRequest r = greedy_request(prompt, 48);
-  r.grammar = compiled(gbnf);
+  r.grammar = compile(gbnf);
   r.grammar_triggers = std::move(triggers);
   return r;
 }

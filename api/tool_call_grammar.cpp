@@ -104,7 +104,10 @@ std::vector<GrammarTrigger> tool_call_triggers(ToolCallSyntax syntax) {
     case ToolCallSyntax::kHermes: return {{"<tool_call>", false, false}};
     case ToolCallSyntax::kLlama3Json:
     case ToolCallSyntax::kGeneric: return {std::begin(bare_call), std::end(bare_call)};
-    case ToolCallSyntax::kMistral: return {{"[TOOL_CALLS]", false, true}, {"[{\"name\"", true, false}};
+    // The parser takes [TOOL_CALLS] only where the answer opens with it
+    // (found in hostile testing: a tag mid-answer was forced into a call
+    // that then came back as content).
+    case ToolCallSyntax::kMistral: return {{"[TOOL_CALLS]", true, true}, {"[{\"name\"", true, false}};
     case ToolCallSyntax::kJsonEnvelope:
     case ToolCallSyntax::kNone: break;
   }

@@ -39,8 +39,8 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
 //   kHermes      "<tool_call>", anywhere in the answer
 //   kLlama3Json  {"name" (or { "name") opening the answer
 //   kGeneric     the same (a bare call; calls in tags are not constrained)
-//   kMistral     "[TOOL_CALLS]" anywhere (the grammar starts after it), or
-//                [{"name" opening the answer
+//   kMistral     "[TOOL_CALLS]" (the grammar starts after it) or [{"name",
+//                opening the answer
 //   kJsonEnvelope, kNone: none (not constrained)
 std::vector<GrammarTrigger> tool_call_triggers(ToolCallSyntax syntax);
 

@@ -225,7 +225,7 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   if (std::vector<std::string> foreign = foreign_entries(options.dir); !foreign.empty()) {
     std::string names;
     for (const std::string& n : foreign) names += (names.empty() ? "" : ", ") + n;
-    Status st = Status::invalid_argument(
+    Status st = Status::unsupported(
         "page store: " + options.dir + " holds files it did not create (" + names +
         "): point [cache.disk] dir at an empty or new directory (the store moves a damaged store aside and "
         "deletes old copies, so it must have the directory to itself)");
@@ -233,6 +233,10 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
     return st;
   }
   auto impl = std::make_unique<Impl>(options, std::move(policy).value());
+  if (Status ours = impl->check_store_is_ours(); !ours.is_ok()) {
+    spdlog::error("{}", ours.to_string());
+    return ours;
+  }
   using OpenKind = Impl::OpenKind;
   Impl::OpenOutcome o = impl->try_open();
   // The store is only a cache: a store RocksDB finds damaged (corrupt

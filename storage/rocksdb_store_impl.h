@@ -269,6 +269,12 @@ struct RocksDbPageStore::Impl {
   // the directory (a truncated or stale MANIFEST would otherwise empty the
   // store without a word). ok when there is no store yet or nothing to say.
   Status check_manifest_lists_data();
+  // At the start: kUnsupported when options.dir holds a RocksDB database
+  // that no page store made (other column families than default, pages and
+  // meta; or, default alone, a key that is not the old layout's "p"/"s" +
+  // 16 bytes). Found in hostile testing: another program's database was
+  // taken over, its keys in the old layout's range erased as malformed.
+  Status check_store_is_ours();
 
   // Requires mu and db_mu exclusively held. Moves the store aside
   // (rocksdb_store.h, "Disk faults") and opens an empty one; `why` says what was wrong with it.

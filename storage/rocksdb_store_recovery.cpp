@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -110,6 +111,66 @@ RocksDbPageStore::Impl::OpenOutcome RocksDbPageStore::Impl::try_open() {
   }
   unavailable_why.clear();
   return {};
+}
+
+Status RocksDbPageStore::Impl::check_store_is_ours() {
+  std::error_code ec;
+  if (!fs::exists(fs::path(options.dir) / "CURRENT", ec)) return Status::ok();  // new (or damaged: try_open's)
+  std::vector<std::string> families;
+  if (!rocksdb::DB::ListColumnFamilies(db_options, options.dir, &families).ok()) return Status::ok();
+  std::sort(families.begin(), families.end());
+  auto foreign = [&](const std::string& why) {
+    return Status::unsupported("page store: " + options.dir + " holds a RocksDB database that larder did not make (" +
+                               why + "): point [cache.disk] dir at an empty or new directory");
+  };
+  if (families == std::vector<std::string>{rocksdb::kDefaultColumnFamilyName, kMetaCf, kPagesCf}) {
+    return Status::ok();
+  }
+  if (families != std::vector<std::string>{rocksdb::kDefaultColumnFamilyName}) {
+    std::string names;
+    for (const std::string& f : families) names += (names.empty() ? "" : ", ") + f;
+    return foreign("column families " + names);
+  }
+  // The layout before the column families: "p" or "s" + a 16-byte key.
+  // The "s" keys (small values) are read, and every range outside "p" and
+  // "s" must be empty; the "p" keys hold records in blob files, which a
+  // start does not read (only their first key's shape could be seen).
+  rocksdb::DB* raw = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  if (!rocksdb::DB::OpenForReadOnly(db_options, options.dir, {column_families[0]}, &handles, &raw).ok()) {
+    return Status::ok();  // try_open decides
+  }
+  std::unique_ptr<rocksdb::DB> ro(raw);
+  std::string bad;
+  {
+    const std::string p(1, kLegacyRecordPrefix), q(1, char(kLegacyRecordPrefix + 1));
+    const std::string b(1, kLegacyBookPrefix), t(1, char(kLegacyBookPrefix + 1));
+    // [from, to): to "" is the end.
+    auto first_in = [&](const std::string& from, const std::string& to) -> std::optional<std::string> {
+      rocksdb::ReadOptions read;
+      rocksdb::Slice upper(to);
+      if (!to.empty()) read.iterate_upper_bound = &upper;
+      std::unique_ptr<rocksdb::Iterator> it(ro->NewIterator(read, handles[0]));
+      it->Seek(from);
+      if (!it->Valid()) return std::nullopt;
+      return it->key().ToString();
+    };
+    for (const auto& [from, to] : {std::pair{std::string(), p}, std::pair{q, b}, std::pair{t, std::string()}}) {
+      if (auto k = first_in(from, to); k && bad.empty()) bad = rocksdb::Slice(*k).ToString(/*hex=*/true);
+    }
+    rocksdb::ReadOptions read;
+    rocksdb::Slice upper(t);
+    read.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(ro->NewIterator(read, handles[0]));
+    int n = 0;
+    for (it->Seek(b); it->Valid() && n < 1000 && bad.empty(); it->Next(), ++n) {
+      if (it->key().size() != 1 + size_t(kKeyBytes)) bad = it->key().ToString(/*hex=*/true);
+    }
+  }
+  for (rocksdb::ColumnFamilyHandle* h : handles) ro->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+  ro->Close().PermitUncheckedError();
+  if (!bad.empty()) return foreign("a key 0x" + bad.substr(0, 48) + " that is no page's");
+  return Status::ok();
 }
 
 Status RocksDbPageStore::Impl::check_manifest_lists_data() {

@@ -31,6 +31,9 @@ bool is_rocksdb_file_name(const std::string& name) {
   std::string_view n(name);
   if (n.ends_with(".dbtmp")) n.remove_suffix(6);
   if (n == "CURRENT" || n == "IDENTITY" || n == "LOCK" || n == "LOG") return true;
+  // <n>.dbtmp: the temporary file of a CURRENT being replaced (found in
+  // hostile testing: one left by a crash made the store refuse to start).
+  if (n.size() < name.size() && digits(n)) return true;
   for (std::string_view prefix : {"MANIFEST-", "OPTIONS-", "LOG.old."}) {
     if (n.starts_with(prefix)) return digits(n.substr(prefix.size()));
   }
@@ -160,7 +163,23 @@ void prune_damaged_copies(const fs::path& parent, const std::string& prefix, int
   }
   std::sort(copies.begin(), copies.end(),
             [](const Copy& a, const Copy& b) { return a.t != b.t ? a.t < b.t : a.n < b.n; });
+  // A copy holds RocksDB's files only; a folder of that name holding
+  // anything else is not one of ours (found in hostile testing: a user's
+  // "corrupt-1" folder in the cache dir was deleted).
+  auto only_rocksdb_files = [](const fs::path& dir) {
+    std::error_code it_ec;
+    for (fs::directory_iterator it(dir, it_ec), end; !it_ec && it != end; it.increment(it_ec)) {
+      std::error_code type_ec;
+      if (!it->is_regular_file(type_ec) || !is_rocksdb_file_name(it->path().filename().string())) return false;
+    }
+    return !it_ec;
+  };
   for (size_t i = 0; i + size_t(std::max(keep, 1)) < copies.size(); ++i) {
+    if (!only_rocksdb_files(copies[i].path)) {
+      spdlog::warn("page store: {} looks like an old damaged copy but holds other files: left alone",
+                   copies[i].path.string());
+      continue;
+    }
     std::error_code rm_ec;
     fs::remove_all(copies[i].path, rm_ec);
     if (rm_ec) {

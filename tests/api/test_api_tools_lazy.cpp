@@ -72,6 +72,7 @@ TEST_CASE("tool_choice auto: triggers by syntax, and where nothing is constraine
   REQUIRE(req.grammar);
   CHECK(req.grammar_triggers.triggers[0].text == "[TOOL_CALLS]");
   CHECK(req.grammar_triggers.triggers[0].grammar_after);
+  CHECK(req.grammar_triggers.triggers[0].at_start);  // where the parser takes the tag
   CHECK(accepts(*req.grammar, R"([{"name": "get_weather", "arguments": {"city": "Oslo"}}])"));
   // A reasoning model: the thinking is not searched for calls, and is still
   // split off (the grammar is lazy, not over the whole answer).

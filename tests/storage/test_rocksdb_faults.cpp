@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <rocksdb/db.h>
 
 #include "storage/page_record.h"
 #include "storage/rocksdb_store.h"
@@ -448,7 +449,7 @@ TEST_CASE("a store does not open in a directory holding files it did not create"
   std::ofstream(fs::path(o.dir) / "sub" / "x") << "the user's too";
   auto r = RocksDbPageStore::open(o);
   REQUIRE_FALSE(r.is_ok());
-  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().code() == StatusCode::kUnsupported);  // on_error = "memory_only" serves without it
   CHECK(r.status().message().find("notes.txt") != std::string::npos);
   CHECK(r.status().message().find("[cache.disk] dir") != std::string::npos);
   CHECK(fs::exists(fs::path(o.dir) / "notes.txt"));
@@ -459,6 +460,7 @@ TEST_CASE("a store does not open in a directory holding files it did not create"
   { auto s = open_store(o); }
   fs::create_directories(fs::path(o.dir) / "corrupt-1700000000");
   fs::create_directories(fs::path(o.dir) / "lost+found");
+  std::ofstream(fs::path(o.dir) / "000099.dbtmp") << "a CURRENT being replaced when a crash came";
   auto again = open_store(o);
   CHECK(foreign_entries(o.dir).empty());
 }
@@ -480,11 +482,15 @@ TEST_CASE("moving a store aside moves only its own files, and through a symbolic
   CHECK(fs::exists(dir + "/notes.txt"));
   CHECK(fs::exists(dir + "/sub/x"));
   CHECK_FALSE(fs::exists(fs::path(*r) / "notes.txt"));
-  // A second damage prunes the first copy, and only it.
+  // A second damage prunes the first copy, and only it: not a folder of
+  // the same name shape holding other files.
+  fs::create_directories(dir + "/corrupt-1");
+  std::ofstream(dir + "/corrupt-1/thesis.txt") << "the user's";
   std::ofstream(dir + "/CURRENT") << "MANIFEST-000043\n";
   auto r2 = move_store_aside(dir, 1);
   REQUIRE(r2.is_ok());
   CHECK_FALSE(fs::exists(*r));
+  CHECK(fs::exists(dir + "/corrupt-1/thesis.txt"));
   CHECK(fs::exists(dir + "/notes.txt"));
   CHECK(fs::exists(dir + "/sub/x"));
 
@@ -499,4 +505,54 @@ TEST_CASE("moving a store aside moves only its own files, and through a symbolic
   CHECK(fs::read_symlink(link) == fs::path(real));
   CHECK_FALSE(fs::exists(real + "/CURRENT"));
   CHECK(fs::exists(fs::path(real) / fs::path(*r3).filename() / "CURRENT"));
+}
+
+// Found in hostile testing: another program's RocksDB database passed the
+// file-name check, and the old layout's upgrade erased its keys in the
+// range "s".."t" as malformed and added two column families.
+TEST_CASE("a store does not open another program's RocksDB database, and leaves it as it was",
+          "[storage][faults]") {
+  TempDir tmp("other-db");
+  const std::string dir = tmp.sub("app");
+  {
+    rocksdb::Options opts;
+    opts.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    REQUIRE(rocksdb::DB::Open(opts, dir, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    for (const char* k : {"session-1", "settings", "user-1"}) REQUIRE(db->Put(rocksdb::WriteOptions(), k, "v").ok());
+  }
+  RocksDbStoreOptions o;
+  o.dir = dir;
+  auto r = RocksDbPageStore::open(o);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kUnsupported);
+  CHECK_THAT(r.status().message(), Catch::Contains("larder did not make"));
+  std::vector<std::string> families;
+  REQUIRE(rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), dir, &families).ok());
+  CHECK(families == std::vector<std::string>{"default"});
+  {
+    rocksdb::DB* raw = nullptr;
+    REQUIRE(rocksdb::DB::OpenForReadOnly(rocksdb::Options(), dir, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    std::string v;
+    for (const char* k : {"session-1", "settings", "user-1"}) CHECK(db->Get(rocksdb::ReadOptions(), k, &v).ok());
+  }
+  // Column families of its own: refused too, by name.
+  const std::string dir2 = tmp.sub("app2");
+  {
+    rocksdb::Options opts;
+    opts.create_if_missing = true;
+    opts.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{"default", {}}, {"events", {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* raw = nullptr;
+    REQUIRE(rocksdb::DB::Open(opts, dir2, cfs, &handles, &raw).ok());
+    for (auto* h : handles) raw->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    delete raw;
+  }
+  o.dir = dir2;
+  auto r2 = RocksDbPageStore::open(o);
+  REQUIRE_FALSE(r2.is_ok());
+  CHECK_THAT(r2.status().message(), Catch::Contains("column families default, events"));
 }

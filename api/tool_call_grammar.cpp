@@ -79,7 +79,10 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
   std::string root;
   switch (syntax) {
     case ToolCallSyntax::kHermes:
-      root = "block ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\nroot ::= block";
+      // Up to 3 spaces, tabs or newlines around the call, as the parser
+      // takes them (found in hostile testing: a lazy grammar fired by a
+      // token "<tool_call>{" refused it, and the call went unchecked).
+      root = "block ::= \"<tool_call>\" tcws call tcws \"</tool_call>\"\ntcws ::= [ \\t\\n]{0,3}\nroot ::= block";
       if (parallel) root += " ( \"\\n\" block )*";
       break;
     case ToolCallSyntax::kJsonEnvelope:

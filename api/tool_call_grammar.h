@@ -4,7 +4,8 @@
 // under its function's "parameters" schema (api/json_schema_grammar.h).
 //
 //   kHermes      <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call>,
-//                one or more blocks (one when !parallel)
+//                one or more blocks (one when !parallel); 0 to 3 spaces,
+//                tabs or newlines around the call
 //   kLlama3Json  {"name": N, "parameters": {...}}: one call (the format has
 //                no list)
 //   kMistral     [{"name": N, "arguments": {...}}, ...] (its [TOOL_CALLS]

@@ -56,10 +56,11 @@ void Engine::Impl::watch_for_trigger(Sequence& s, int32_t token) {
   }
   if (state.empty()) {
     // The token that brought the trigger also brought text the grammar
-    // refuses (a call opened otherwise than the grammar writes it): the
-    // rest stays unconstrained, as without a trigger.
-    spdlog::debug("sequence {}: a lazy grammar refused the text that fired it; unconstrained from here", s.id);
-    s.request.grammar.reset();
+    // refuses (a call opened otherwise than the grammar writes it): that
+    // stays unconstrained, and the watch goes on for the next trigger.
+    spdlog::debug("sequence {}: a lazy grammar refused the text that fired it; watching on", s.id);
+    s.grammar_waiting = true;
+    s.trigger_watch.rearm();
     return;
   }
   s.grammar_masker = std::make_unique<GrammarMasker>(s.request.grammar, token_trie());
@@ -107,13 +108,26 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     std::inplace_merge(allowed_ids_.begin(), allowed_ids_.begin() + long(n_masked), allowed_ids_.end());
     allowed_ids_.erase(std::unique(allowed_ids_.begin(), allowed_ids_.end()), allowed_ids_.end());
   }
+  const bool bias_bans_allowed =
+      !allowed_ids_.empty() && !s.request.logit_bias.empty() &&
+      std::none_of(allowed_ids_.begin(), allowed_ids_.end(), [&](int32_t id) { return row[size_t(id)] > -INFINITY; });
+  if ((allowed_ids_.empty() || bias_bans_allowed) && !s.request.grammar_triggers.empty()) {
+    // A lazy grammar the vocabulary or logit_bias cannot go on with: the
+    // model's own text goes on, unconstrained, rather than the request
+    // failing on what was sampled (found in hostile testing: tools under
+    // "auto" with a logit_bias banning "\n" were a 400 for some seeds).
+    spdlog::debug("sequence {}: a lazy grammar has no allowed token left; unconstrained from here", s.id);
+    s.request.grammar.reset();
+    s.grammar_masker.reset();
+    if (!s.request.logit_bias.empty() && std::none_of(row.begin(), row.end(), [](float l) { return l > -INFINITY; })) {
+      return kBiasBansAll;
+    }
+    return s.sampler.sample(row, s.tokens);
+  }
   if (allowed_ids_.empty()) return kGrammarDeadEnd;
   // Every allowed token banned by logit_bias: greedy would pick one the
   // grammar rules out (the argmax of all -inf).
-  if (!s.request.logit_bias.empty() &&
-      std::none_of(allowed_ids_.begin(), allowed_ids_.end(), [&](int32_t id) { return row[size_t(id)] > -INFINITY; })) {
-    return kBiasBansAll;
-  }
+  if (bias_bans_allowed) return kBiasBansAll;
   const int32_t token = s.sampler.sample_among(row, allowed_ids_, s.tokens);
   if (token < 0 || token >= n_vocab || tokenizer->is_end_of_generation(token)) return token;
   for (char c : tokenizer->token_to_piece(token)) s.grammar_state = grammar_advance(g, s.grammar_state, uint8_t(c));

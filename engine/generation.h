@@ -59,8 +59,9 @@ struct GenerationRequest {
   // With triggers, the grammar is lazy (engine/grammar/grammar_trigger.h):
   // the model writes freely until its output reaches a trigger, and the
   // grammar applies from there (tool calls under tool_choice "auto"). A
-  // grammar that refuses the text that fired it is dropped: the rest is
-  // unconstrained, as if no trigger had come.
+  // grammar that refuses the text that fired it leaves that text free and
+  // waits for the next trigger; one that has no token left to allow (the
+  // vocabulary, or logit_bias) is dropped, and the rest is unconstrained.
   GrammarTriggers grammar_triggers{};
   // OpenAI's logit_bias: (token id, bias) added to the logits before the
   // sampler chain; a bias of -100 or less bans the token (-inf). Ids lie in

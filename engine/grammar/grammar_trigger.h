@@ -51,6 +51,13 @@ class TriggerWatch {
   // that, and on every call after it.
   std::optional<std::string> push(std::string_view piece);
   bool fired() const { return state_ == State::kFired; }
+  // After a firing whose text the grammar refused: watch the content that
+  // follows for the next trigger (at-start triggers no longer count).
+  void rearm() {
+    if (state_ != State::kFired) return;
+    held_.clear();
+    state_ = State::kContent;
+  }
 
  private:
   enum class State { kOff, kBlockStart, kInBlock, kContentStart, kContent, kFired };

@@ -46,6 +46,13 @@ TEST_CASE("forced tool calls: Hermes blocks, one or several", "[api][tools]") {
   CHECK(accepts(*g, one));
   CHECK(accepts(*g, two));
   CHECK_FALSE(accepts(*g, "Sure! " + one));  // nothing but calls
+  // Up to 3 spaces or newlines around the call, as the parser takes them
+  // (a lazy grammar fired by a "<tool_call>{" token must take it).
+  const std::string tight = "<tool_call>{\"name\": \"ping\", \"arguments\": {}}</tool_call>";
+  CHECK(accepts(*g, tight));
+  CHECK(accepts(*g, "<tool_call>\n\n{\"name\": \"ping\", \"arguments\": {}} \n</tool_call>"));
+  CHECK_FALSE(accepts(*g, "<tool_call>\n\n\n\n{\"name\": \"ping\", \"arguments\": {}}</tool_call>"));
+  CHECK(parse(ToolCallSyntax::kHermes, tight).calls.size() == 1);
   CHECK_FALSE(accepts(*g, "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{}}\n</tool_call>"));  // city required
   CHECK_FALSE(accepts(*g, "<tool_call>\n{\"name\":\"rm\",\"arguments\":{}}\n</tool_call>"));  // not offered
   ToolCallParse p = parse(ToolCallSyntax::kHermes, two);

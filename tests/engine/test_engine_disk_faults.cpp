@@ -132,10 +132,13 @@ TEST_CASE("engine stop while the disk is full ends cleanly and keeps what was wr
     ffs->full = true;
     Generated g = generate(*engine, greedy_request(variant(7), 1));
     REQUIRE(g.final.finish == FinishReason::kLength);  // served, pages not written
+    LogCapture cap;
     engine->stop();                                    // the flush fails: logged, no abort
     // The 18 spills failed, and again at the stop (the disk still full).
     CHECK(engine->stats().disk_writes_failed == 36);
     CHECK(engine->stats().pages_rewritten == 18);
+    engine.reset();  // the tiers go: a warning counts the pages lost
+    CHECK(cap.count("18 page(s) could not be written to disk before the stop") == 1);
   }
   ffs->full = false;
   auto engine = make_engine(o);

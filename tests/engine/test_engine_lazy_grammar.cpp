@@ -109,3 +109,39 @@ TEST_CASE("lazy grammar: sampled outputs keep the grammar from the trigger on", 
   }
   CHECK(fired >= 4);  // the story names its hero in most seeds
 }
+
+// Found in hostile testing: a token that brought the trigger with more text
+// than the grammar allows (a "<tool_call>{" token) dropped the grammar for
+// the rest of the answer, so later calls went unchecked.
+TEST_CASE("lazy grammar: a firing the grammar refuses leaves that text free, and the next trigger fires",
+          "[engine][grammar]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  const std::vector<int32_t> prompt = reference_prompt("once_upon");
+  // "a" first comes inside " was" (the grammar refuses "as"), then as " a".
+  Generated out = generate(*engine, lazy(prompt, R"(root ::= "a cat.")", anywhere("a")));
+  CHECK(out.text == ", there was a cat.");
+  CHECK(out.final.finish == FinishReason::kStop);
+}
+
+// Found in hostile testing: tools under "auto" with a logit_bias that banned
+// what a fired call needed next ended some sampled answers with a 400.
+TEST_CASE("lazy grammar: with no token left to allow, the answer goes on unconstrained", "[engine][grammar]") {
+  LARDER_REQUIRE_MODEL(model, "stories260K.gguf");
+  auto engine = make_engine(options_for(model, ""));
+  const std::vector<int32_t> prompt = reference_prompt("once_upon");
+  // After "little" the grammar allows only text starting with "Z", and
+  // logit_bias bans every such token.
+  std::vector<std::pair<int32_t, float>> ban_z;
+  for (int32_t id = 0; id < 512; ++id) {
+    if (engine->token_piece(id).starts_with("Z")) ban_z.push_back({id, -100.0f});
+  }
+  REQUIRE_FALSE(ban_z.empty());
+  GenerationRequest r = lazy(prompt, R"(root ::= "littleZ")", anywhere("little"));
+  r.logit_bias = ban_z;
+  Generated out = generate(*engine, r);
+  CHECK(out.final.finish == FinishReason::kLength);
+  CHECK_FALSE(out.final.request_fault);
+  CHECK(out.text == kFree);  // no banned token was the model's choice anyway
+  // Not lazy, the same is a request fault (test_engine_grammar.cpp).
+}

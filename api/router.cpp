@@ -206,15 +206,11 @@ void ApiRouter::set_lazy_tool_grammar(ToolCallSyntax syntax, const nlohmann::ord
                                       bool prompt_opens_reasoning, GenerationOptions* options) const {
   std::vector<GrammarTrigger> triggers = tool_call_triggers(syntax);
   if (triggers.empty()) return;
-  Result<std::string> gbnf = tool_call_gbnf(syntax, tools, "", parallel);
-  if (!gbnf.is_ok()) {
-    spdlog::debug("tool calls not constrained: {}", gbnf.status().to_string());
+  Result<std::shared_ptr<const CompiledGrammar>> cg = tool_grammars_.get(syntax, tools, "", parallel);
+  if (!cg.is_ok()) {
+    spdlog::debug("tool calls not constrained: {}", cg.status().to_string());
     return;
   }
-  Result<Grammar> g = parse_gbnf(*gbnf);
-  if (!g.is_ok()) return;
-  Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
-  if (!cg.is_ok()) return;
   options->grammar = std::move(cg).value();
   options->grammar_triggers.triggers = std::move(triggers);
   // A call written while thinking is not a call (api/reasoning.h).
@@ -253,13 +249,10 @@ PreparedRequest ApiRouter::prepare_chat(const std::string& body) const {
     // A named function is one call of it, as OpenAI answers it; "required"
     // may call several unless parallel_tool_calls is false.
     const bool parallel = parsed.parallel_tool_calls && parsed.forced_tool.empty();
-    Result<std::string> gbnf = tool_call_gbnf(out.tools.syntax, tools, parsed.forced_tool, parallel);
-    if (!gbnf.is_ok()) return ApiError::invalid("forcing a tool call: " + gbnf.status().message(), "tools");
-    Result<Grammar> g = parse_gbnf(*gbnf);
     // The grammar comes from the client's schemas (a $ref that refers only
     // to itself is left-recursive): their fault, a 400.
-    if (!g.is_ok()) return ApiError::invalid("forcing a tool call: " + g.status().message(), "tools");
-    Result<std::shared_ptr<const CompiledGrammar>> cg = compile_grammar(*g);
+    Result<std::shared_ptr<const CompiledGrammar>> cg =
+        tool_grammars_.get(out.tools.syntax, tools, parsed.forced_tool, parallel);
     if (!cg.is_ok()) return ApiError::invalid("forcing a tool call: " + cg.status().message(), "tools");
     parsed.options.grammar = std::move(cg).value();
   } else if (!tools.empty() && !parsed.options.grammar) {

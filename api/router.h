@@ -23,6 +23,7 @@
 #include "api/openai_request.h"
 #include "api/pool_lane.h"
 #include "api/prompt_job.h"
+#include "api/tool_call_grammar.h"
 
 namespace larder {
 
@@ -102,6 +103,7 @@ class ApiRouter {
   static constexpr size_t kLargeBodyBytes = 64 << 10;
 
   PoolLane large_bodies_;
+  mutable ToolGrammarCache tool_grammars_;  // forced and lazy tool-call grammars (pool threads)
   std::mt19937_64 rng_;  // completion ids (loop thread)
   std::string system_fingerprint_;  // make_system_fingerprint(model, build)
 };

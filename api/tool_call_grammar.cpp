@@ -1,5 +1,6 @@
 #include "api/tool_call_grammar.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -99,6 +100,45 @@ Result<std::string> tool_call_gbnf(ToolCallSyntax syntax, const nlohmann::ordere
       break;
   }
   return root + "\n" + gbnf;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> ToolGrammarCache::get(ToolCallSyntax syntax,
+                                                                     const nlohmann::ordered_json& tools,
+                                                                     const std::string& forced, bool parallel) {
+  std::string key = std::to_string(int(syntax)) + (parallel ? "p" : "s") + forced;
+  key += '\0';
+  key += tools.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Entry& e : entries_) {
+      if (e.key == key) {
+        e.last_use = ++tick_;
+        return e.grammar;
+      }
+    }
+  }
+  // Compiled outside the lock (two threads may both compile one set).
+  Result<std::shared_ptr<const CompiledGrammar>> out = [&]() -> Result<std::shared_ptr<const CompiledGrammar>> {
+    std::string gbnf;
+    LARDER_ASSIGN_OR_RETURN(gbnf, tool_call_gbnf(syntax, tools, forced, parallel));
+    Grammar g;
+    LARDER_ASSIGN_OR_RETURN(g, parse_gbnf(gbnf));
+    return compile_grammar(g);
+  }();
+  std::lock_guard<std::mutex> lock(mu_);
+  ++n_compiled_;
+  if (entries_.size() >= kEntries) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+    entries_.erase(oldest);
+  }
+  entries_.push_back(Entry{std::move(key), out, ++tick_});
+  return out;
+}
+
+int64_t ToolGrammarCache::n_compiled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return n_compiled_;
 }
 
 std::vector<GrammarTrigger> tool_call_triggers(ToolCallSyntax syntax) {

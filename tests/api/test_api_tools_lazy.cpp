@@ -48,6 +48,8 @@ TEST_CASE("tool_choice auto: a Hermes call the model opens is held to the tools'
   CHECK(accepts(*req.grammar, call + "\n" + call));  // parallel_tool_calls defaults to true
   CHECK_FALSE(accepts(*req.grammar, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
   CHECK_FALSE(accepts(*req.grammar, "<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>"));
+  // The same tools again: the same compiled grammar (agents resend them every turn).
+  CHECK(sent(ts, chat_body("")).grammar == req.grammar);
   // parallel_tool_calls false: one call.
   req = sent(ts, chat_body(R"(,"parallel_tool_calls":false)"));
   REQUIRE(req.grammar);

@@ -188,3 +188,35 @@ TEST_CASE("tool call grammar: the functions' $defs merge, a later one replacing 
   CHECK(accepts(*g, call(R"({"name":"h","arguments":{"c":3}})")));
   CHECK_FALSE(accepts(*g, call(R"({"name":"h","arguments":{"c":"3"}})")));
 }
+
+TEST_CASE("tool grammar cache: one compile per tool set, errors too, the least recently used set goes first",
+          "[api][tools]") {
+  ToolGrammarCache cache;
+  auto a = cache.get(ToolCallSyntax::kHermes, kTools, "", true);
+  REQUIRE(a.is_ok());
+  auto again = cache.get(ToolCallSyntax::kHermes, kTools, "", true);
+  REQUIRE(again.is_ok());
+  CHECK(*again == *a);  // the same compiled grammar
+  CHECK(cache.n_compiled() == 1);
+  REQUIRE(cache.get(ToolCallSyntax::kHermes, kTools, "", false).is_ok());  // another key: one call only
+  REQUIRE(cache.get(ToolCallSyntax::kHermes, kTools, "get_time", false).is_ok());
+  CHECK(cache.n_compiled() == 3);
+  const ojson bad = ojson::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object",
+    "properties":{"s":{"type":"string","contentMediaType":"text/html"}}}}}])");
+  auto e1 = cache.get(ToolCallSyntax::kHermes, bad, "", true);
+  auto e2 = cache.get(ToolCallSyntax::kHermes, bad, "", true);
+  REQUIRE_FALSE(e1.is_ok());
+  CHECK(e2.status().message() == e1.status().message());
+  CHECK(cache.n_compiled() == 4);
+  // 16 more sets: the first ones go; the one just used stays.
+  for (int i = 0; i < int(ToolGrammarCache::kEntries); ++i) {
+    ojson tools = ojson::array({{{"type", "function"}, {"function", {{"name", "t" + std::to_string(i)}}}}});
+    REQUIRE(cache.get(ToolCallSyntax::kHermes, tools, "", true).is_ok());
+    if (i == 8) REQUIRE(cache.get(ToolCallSyntax::kHermes, kTools, "", true).is_ok());  // used again
+  }
+  CHECK(cache.n_compiled() == 4 + int64_t(ToolGrammarCache::kEntries));
+  REQUIRE(cache.get(ToolCallSyntax::kHermes, kTools, "", true).is_ok());
+  CHECK(cache.n_compiled() == 4 + int64_t(ToolGrammarCache::kEntries));  // still cached
+  REQUIRE(cache.get(ToolCallSyntax::kHermes, kTools, "get_time", false).is_ok());
+  CHECK(cache.n_compiled() == 5 + int64_t(ToolGrammarCache::kEntries));  // evicted, compiled again
+}

@@ -4,8 +4,8 @@ namespace larder {
 
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kReasoningOpen;
+constexpr std::string_view kClose = kReasoningClose;
 constexpr std::string_view kSpace = " \t\n\r";
 
 // Length of the longest proper prefix of `tag` that `text` ends with.

@@ -35,6 +35,10 @@
 
 namespace larder {
 
+// The reasoning block's tags (ReasoningSyntax::kThinkTags).
+inline constexpr std::string_view kReasoningOpen = "<think>";
+inline constexpr std::string_view kReasoningClose = "</think>";
+
 enum class ReasoningFormat {
   kNone,      // "none": the thinking stays in content
   kDeepseek,  // "auto" (the default) or "deepseek": reasoning_content

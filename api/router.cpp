@@ -215,8 +215,8 @@ void ApiRouter::set_lazy_tool_grammar(ToolCallSyntax syntax, const nlohmann::ord
   options->grammar_triggers.triggers = std::move(triggers);
   // A call written while thinking is not a call (api/reasoning.h).
   if (generator_.reasoning_syntax() == ReasoningSyntax::kThinkTags) {
-    options->grammar_triggers.block_open = "<think>";
-    options->grammar_triggers.block_close = "</think>";
+    options->grammar_triggers.block_open = kReasoningOpen;
+    options->grammar_triggers.block_close = kReasoningClose;
     options->grammar_triggers.starts_in_block = prompt_opens_reasoning;
   }
 }

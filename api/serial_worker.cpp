@@ -84,9 +84,9 @@ SerialJob::SerialJob(SerialWorker& worker, std::shared_ptr<LoopWaker> waker, Wor
 SerialJob::~SerialJob() { state_->abandoned.store(true); }
 
 bool SerialJob::withdraw() {
-  int queued = State::kQueued;
-  return state_->phase.compare_exchange_strong(queued, State::kWithdrawn) ||
-         state_->phase.load() == State::kWithdrawn;
+  int phase = State::kQueued;
+  // Withdrawn now, or earlier (phase then holds what it was).
+  return state_->phase.compare_exchange_strong(phase, State::kWithdrawn) || phase == State::kWithdrawn;
 }
 
 void SerialJob::pump(ResponseWriter& writer) {

@@ -77,7 +77,9 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     }
     row = masked_logits_;
   }
-  if (!s.request.grammar || s.grammar_waiting) {
+  // No grammar (or a lazy one not fired yet, or one given up): the sampler
+  // over the whole row.
+  auto sample_free = [&]() -> int32_t {
     // Every token banned by logit_bias: greedy would still pick one (the
     // argmax of all -inf), sampling none.
     if (!s.request.logit_bias.empty() && std::none_of(row.begin(), row.end(), [](float l) { return l > -INFINITY; })) {
@@ -86,7 +88,8 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     const int32_t token = s.sampler.sample(row, s.tokens);
     if (s.grammar_waiting) watch_for_trigger(s, token);
     return token;
-  }
+  };
+  if (!s.request.grammar || s.grammar_waiting) return sample_free();
   const CompiledGrammar& g = *s.request.grammar;
   if (!s.grammar_masker) {
     s.grammar_masker = std::make_unique<GrammarMasker>(s.request.grammar, token_trie());
@@ -119,10 +122,7 @@ int32_t Engine::Impl::sample_constrained(Sequence& s, std::span<const float> row
     spdlog::debug("sequence {}: a lazy grammar has no allowed token left; unconstrained from here", s.id);
     s.request.grammar.reset();
     s.grammar_masker.reset();
-    if (!s.request.logit_bias.empty() && std::none_of(row.begin(), row.end(), [](float l) { return l > -INFINITY; })) {
-      return kBiasBansAll;
-    }
-    return s.sampler.sample(row, s.tokens);
+    return sample_free();
   }
   if (allowed_ids_.empty()) return kGrammarDeadEnd;
   // Every allowed token banned by logit_bias: greedy would pick one the

@@ -223,10 +223,8 @@ Result<std::unique_ptr<RocksDbPageStore>> RocksDbPageStore::open(const RocksDbSt
   // Only at the start, where the directory is chosen: a file that shows up
   // later is left alone by the store (move_store_aside moves only its own).
   if (std::vector<std::string> foreign = foreign_entries(options.dir); !foreign.empty()) {
-    std::string names;
-    for (const std::string& n : foreign) names += (names.empty() ? "" : ", ") + n;
     Status st = Status::unsupported(
-        "page store: " + options.dir + " holds files it did not create (" + names +
+        "page store: " + options.dir + " holds files it did not create (" + comma_list(foreign) +
         "): point [cache.disk] dir at an empty or new directory (the store moves a damaged store aside and "
         "deletes old copies, so it must have the directory to itself)");
     spdlog::error("{}", st.to_string());

@@ -10,7 +10,6 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -127,9 +126,7 @@ Status RocksDbPageStore::Impl::check_store_is_ours() {
     return Status::ok();
   }
   if (families != std::vector<std::string>{rocksdb::kDefaultColumnFamilyName}) {
-    std::string names;
-    for (const std::string& f : families) names += (names.empty() ? "" : ", ") + f;
-    return foreign("column families " + names);
+    return foreign("column families " + comma_list(families));
   }
   // The layout before the column families: "p" or "s" + a 16-byte key.
   // The "s" keys (small values) are read, and every range outside "p" and
@@ -145,18 +142,17 @@ Status RocksDbPageStore::Impl::check_store_is_ours() {
   {
     const std::string p(1, kLegacyRecordPrefix), q(1, char(kLegacyRecordPrefix + 1));
     const std::string b(1, kLegacyBookPrefix), t(1, char(kLegacyBookPrefix + 1));
-    // [from, to): to "" is the end.
-    auto first_in = [&](const std::string& from, const std::string& to) -> std::optional<std::string> {
+    // The first key in [from, to) as hex, "" when none (to "": the end).
+    auto first_in = [&](const std::string& from, const std::string& to) {
       rocksdb::ReadOptions read;
       rocksdb::Slice upper(to);
       if (!to.empty()) read.iterate_upper_bound = &upper;
       std::unique_ptr<rocksdb::Iterator> it(ro->NewIterator(read, handles[0]));
       it->Seek(from);
-      if (!it->Valid()) return std::nullopt;
-      return it->key().ToString();
+      return it->Valid() ? it->key().ToString(/*hex=*/true) : std::string();
     };
     for (const auto& [from, to] : {std::pair{std::string(), p}, std::pair{q, b}, std::pair{t, std::string()}}) {
-      if (auto k = first_in(from, to); k && bad.empty()) bad = rocksdb::Slice(*k).ToString(/*hex=*/true);
+      if (bad.empty()) bad = first_in(from, to);
     }
     rocksdb::ReadOptions read;
     rocksdb::Slice upper(t);

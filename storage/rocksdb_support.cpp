@@ -24,10 +24,16 @@ Status translate_rocksdb_status(const rocksdb::Status& s, const std::string& wha
   return Status::io_error(msg);
 }
 
+namespace {
+
+// A non-empty run of decimal digits, nothing else.
+bool digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
 bool is_rocksdb_file_name(const std::string& name) {
-  auto digits = [](std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
   std::string_view n(name);
   if (n.ends_with(".dbtmp")) n.remove_suffix(6);
   if (n == "CURRENT" || n == "IDENTITY" || n == "LOCK" || n == "LOG") return true;
@@ -51,13 +57,16 @@ bool is_damaged_copy_name(std::string_view n) {
   if (!n.starts_with(prefix)) return false;
   n.remove_prefix(prefix.size());
   const size_t dash = n.find('-');
-  auto digits = [](std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
   return digits(n.substr(0, dash)) && (dash == std::string_view::npos || digits(n.substr(dash + 1)));
 }
 
 }  // namespace
+
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
 
 std::vector<std::string> foreign_entries(const std::string& dir, size_t max) {
   std::vector<std::string> out;

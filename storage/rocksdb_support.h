@@ -36,6 +36,8 @@ bool is_rocksdb_file_name(const std::string& name);
 // aside and deletes old copies (found in hostile testing: a cache dir
 // pointed at a folder of the user's moved it aside, then deleted it).
 std::vector<std::string> foreign_entries(const std::string& dir, size_t max = 3);
+// "a, b, c": names for a message.
+std::string comma_list(const std::vector<std::string>& names);
 
 // RocksDB's info log, sent to spdlog instead of a LOG file in the DB
 // directory. (A LOG file on the same disk is what aborted the daemon when the

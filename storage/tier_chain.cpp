@@ -82,6 +82,7 @@ void TierChain::put_persistent(const PageKey& key, std::string record) {
 }
 
 void TierChain::note_put(const PageKey& key, bool ok) {
+  if (ok && n_lost_.load() == 0) return;  // the common case: nothing to forget or note
   std::lock_guard<std::mutex> lock(lost_mu_);
   if (ok) {
     if (!lost_.empty()) put_worked_since_loss_ = true;

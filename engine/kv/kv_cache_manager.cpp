@@ -413,13 +413,14 @@ void KvCacheManager::write_back_all() {
   chain_->flush();
   for (int page = 0; page < pool_.n_pages(); ++page) {
     if (!cache_.is_sealed(page)) continue;
+    const PageKey& key = cache_.key_of(page);
     // write_back: what no persistent tier has; write_through: spills that
     // were lost.
-    const bool lost = chain_->write_lost(cache_.key_of(page));
+    const bool lost = chain_->write_lost(key);
     if (!lost && (write_through_ || cache_.is_persisted(page))) continue;
-    std::string record = record_of(page, cache_.key_of(page));
+    std::string record = record_of(page, key);
     if (record.empty()) continue;
-    chain_->put_persistent(cache_.key_of(page), std::move(record));
+    chain_->put_persistent(key, std::move(record));
     cache_.mark_persisted(page);
     ++stats_.pages_spilled;
     if (lost) ++stats_.pages_respilled;
